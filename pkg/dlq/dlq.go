@@ -1,0 +1,108 @@
+// Package dlq keeps the audit side of the dead-letter queue: every message a
+// consumer dead-letters is recorded in its own database (besides being
+// published to the DLQ topic), so operators can list, inspect and replay it.
+package dlq
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema creates dead_letters and dlq_replays.
+func Schema() postgres.MigrationSet { return postgres.EmbeddedSet("dlq", migrations) }
+
+// Record is one dead-lettered message with the metadata of DESIGN §5.
+type Record struct {
+	ID                int64             `db:"id" json:"id"`
+	Consumer          string            `db:"consumer" json:"consumer"`
+	EventID           string            `db:"event_id" json:"eventId"`
+	AggregateID       string            `db:"aggregate_id" json:"aggregateId"`
+	EventType         string            `db:"event_type" json:"eventType"`
+	OriginalTopic     string            `db:"original_topic" json:"originalTopic"`
+	OriginalPartition int32             `db:"original_partition" json:"originalPartition"`
+	OriginalOffset    int64             `db:"original_offset" json:"originalOffset"`
+	Key               []byte            `db:"message_key" json:"key"`
+	Value             []byte            `db:"message_value" json:"value"`
+	Headers           map[string]string `db:"-" json:"headers"`
+	FailureReason     string            `db:"failure_reason" json:"failureReason"`
+	ErrorClass        string            `db:"error_class" json:"errorClass"`
+	Attempts          int               `db:"attempts" json:"attempts"`
+	FirstFailedAt     time.Time         `db:"first_failed_at" json:"firstFailedAt"`
+	DeadLetteredAt    time.Time         `db:"dead_lettered_at" json:"deadLetteredAt"`
+	Status            string            `db:"status" json:"status"`
+}
+
+// Store reads and writes one consumer database's dead letters.
+type Store struct {
+	db *sqlx.DB
+}
+
+// NewStore returns a store over db.
+func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// Add records r and returns its id.
+func (s *Store) Add(ctx context.Context, r Record) (int64, error) {
+	headers, err := json.Marshal(r.Headers)
+	if err != nil {
+		return 0, fmt.Errorf("encode dead letter headers: %w", err)
+	}
+	var id int64
+	err = s.db.GetContext(ctx, &id, `
+		INSERT INTO dead_letters (consumer, event_id, aggregate_id, event_type, original_topic, original_partition,
+			original_offset, message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		RETURNING id`,
+		r.Consumer, r.EventID, r.AggregateID, r.EventType, r.OriginalTopic, r.OriginalPartition, r.OriginalOffset,
+		r.Key, r.Value, headers, r.FailureReason, r.ErrorClass, r.Attempts, r.FirstFailedAt)
+	if err != nil {
+		return 0, fmt.Errorf("record dead letter: %w", err)
+	}
+	return id, nil
+}
+
+type recordRow struct {
+	Record
+	HeadersJSON []byte `db:"headers"`
+}
+
+// List returns the dead letters of aggregateID, or all when it is empty,
+// newest first (at most 500).
+func (s *Store) List(ctx context.Context, aggregateID string) ([]Record, error) {
+	var rows []recordRow
+	if err := s.db.SelectContext(ctx, &rows, `
+		SELECT id, consumer, event_id, aggregate_id, event_type, original_topic, original_partition, original_offset,
+			message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at,
+			dead_lettered_at, status
+		FROM dead_letters
+		WHERE $1 = '' OR aggregate_id = $1
+		ORDER BY id DESC LIMIT 500`, aggregateID); err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	out := make([]Record, len(rows))
+	for i, row := range rows {
+		out[i] = row.Record
+		if err := json.Unmarshal(row.HeadersJSON, &out[i].Headers); err != nil {
+			return nil, fmt.Errorf("decode dead letter headers: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Count counts the dead letters of aggregateID.
+func (s *Store) Count(ctx context.Context, aggregateID string) (int, error) {
+	var n int
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM dead_letters WHERE aggregate_id = $1`, aggregateID); err != nil {
+		return 0, fmt.Errorf("count dead letters: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,81 @@
+// Package envconfig reads typed settings through a getenv function.
+//
+// Services receive getenv as an argument of run (so tests pass a map), which
+// rules out libraries that read os.Environ themselves; this small reader
+// collects every malformed value so a service reports all of them at once.
+package envconfig
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reader reads typed values and remembers every malformed one.
+type Reader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// New returns a Reader over getenv.
+func New(getenv func(string) string) *Reader {
+	return &Reader{getenv: getenv}
+}
+
+// String returns the value of key, or def when it is unset or empty.
+func (r *Reader) String(key, def string) string {
+	if v := strings.TrimSpace(r.getenv(key)); v != "" {
+		return v
+	}
+	return def
+}
+
+// List returns the comma-separated values of key, or def.
+func (r *Reader) List(key string, def []string) []string {
+	v := r.String(key, "")
+	if v == "" {
+		return def
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Int returns the integer value of key, or def.
+func (r *Reader) Int(key string, def int) int {
+	v := r.String(key, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: not an integer", key, v))
+		return def
+	}
+	return n
+}
+
+// Duration returns the duration value of key (Go syntax, e.g. "1s"), or def.
+func (r *Reader) Duration(key string, def time.Duration) time.Duration {
+	v := r.String(key, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: not a duration like 1s or 250ms", key, v))
+		return def
+	}
+	return d
+}
+
+// Err reports every malformed value read so far.
+func (r *Reader) Err() error {
+	return errors.Join(r.errs...)
+}

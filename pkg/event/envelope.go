@@ -1,0 +1,142 @@
+// Package event is the contract of the order-events topic: the envelope every
+// message carries, the payload of each event type, and one JSON Schema per
+// (eventType, eventVersion) that producers and consumers both enforce.
+package event
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Type names an event on the order-events topic.
+type Type string
+
+// The order events, in lifecycle order.
+const (
+	OrderCreated         Type = "OrderCreated"
+	OrderCheckedOut      Type = "OrderCheckedOut"
+	OrderPaid            Type = "OrderPaid"
+	OrderRefundRequested Type = "OrderRefundRequested"
+	OrderRefunded        Type = "OrderRefunded"
+	OrderRefundRejected  Type = "OrderRefundRejected"
+	OrderCancelled       Type = "OrderCancelled"
+)
+
+// Envelope is the value of every Kafka message (DESIGN §3). Field names are
+// part of the public contract.
+type Envelope struct {
+	EventID          string          `json:"eventId"`
+	EventType        Type            `json:"eventType"`
+	EventVersion     int             `json:"eventVersion"`
+	OccurredAt       time.Time       `json:"occurredAt"`
+	AggregateID      string          `json:"aggregateId"`
+	AggregateVersion int64           `json:"aggregateVersion"`
+	TraceID          string          `json:"traceId"`
+	Producer         string          `json:"producer"`
+	Data             json.RawMessage `json:"data"`
+}
+
+// Meta is what a producer knows about an event before it has an id.
+type Meta struct {
+	AggregateID      string
+	AggregateVersion int64
+	Producer         string
+	// TraceID continues an incoming trace; empty starts a new one.
+	TraceID string
+	// OccurredAt defaults to now.
+	OccurredAt time.Time
+}
+
+// New builds a version-1 envelope with a fresh eventId and validates it
+// against its schema, so an invalid event never reaches the outbox.
+func New(t Type, meta Meta, data any) (Envelope, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("encode %s data: %w", t, err)
+	}
+	occurred := meta.OccurredAt
+	if occurred.IsZero() {
+		occurred = time.Now()
+	}
+	traceID := meta.TraceID
+	if traceID == "" {
+		traceID = NewTraceID()
+	}
+	env := Envelope{
+		EventID:          NewEventID(),
+		EventType:        t,
+		EventVersion:     1,
+		OccurredAt:       occurred.UTC().Truncate(time.Millisecond),
+		AggregateID:      meta.AggregateID,
+		AggregateVersion: meta.AggregateVersion,
+		TraceID:          traceID,
+		Producer:         meta.Producer,
+		Data:             raw,
+	}
+	if _, err := env.Marshal(); err != nil {
+		return Envelope{}, err
+	}
+	return env, nil
+}
+
+// NewEventID returns a globally unique, time-ordered event id.
+func NewEventID() string {
+	return "E-" + uuid.Must(uuid.NewV7()).String()
+}
+
+// NewTraceID returns a W3C trace id (32 lowercase hex digits).
+func NewTraceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// Marshal validates the envelope against its schema and encodes it.
+func (e Envelope) Marshal() ([]byte, error) {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	if err := Validate(raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// Parse validates raw against the schema of its (eventType, eventVersion)
+// and decodes it. Every error it returns is an *InvalidError: retrying the
+// same bytes can never succeed.
+func Parse(raw []byte) (Envelope, error) {
+	if err := Validate(raw); err != nil {
+		return Envelope{}, err
+	}
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
+	}
+	return env, nil
+}
+
+// DecodeData decodes the payload into v.
+func (e Envelope) DecodeData(v any) error {
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return &InvalidError{Reason: ReasonSchemaViolation, Err: fmt.Errorf("decode %s data: %w", e.EventType, err)}
+	}
+	return nil
+}
+
+// Traceparent is the W3C traceparent header carrying the envelope's trace.
+func (e Envelope) Traceparent() string {
+	trace := e.TraceID
+	for len(trace) < 32 {
+		trace = "0" + trace
+	}
+	span := e.EventID
+	sum := uuid.NewSHA1(uuid.NameSpaceOID, []byte(span))
+	return "00-" + trace + "-" + hex.EncodeToString(sum[:8]) + "-01"
+}

@@ -1,0 +1,101 @@
+package event_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+)
+
+const tutorialOrderPaid = `{"eventId":"E-1001","eventType":"OrderPaid","eventVersion":1,
+ "occurredAt":"2026-08-10T02:00:00Z","aggregateId":"O-1001","aggregateVersion":3,
+ "traceId":"4bf92f3577b34da6","producer":"order-service",
+ "data":{"paymentId":"P-1001","paidAmount":"80.00","currency":"CNY","customerId":"C-1","items":[{"sku":"SKU-1","quantity":2}]}}`
+
+func TestParseAcceptsTheDesignExample(t *testing.T) {
+	env, err := event.Parse([]byte(tutorialOrderPaid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data event.OrderPaidData
+	if err := env.DecodeData(&data); err != nil {
+		t.Fatal(err)
+	}
+	if env.AggregateVersion != 3 || data.PaidAmount.String() != "80.00" || data.Items[0].Quantity != 2 {
+		t.Fatalf("decoded %+v %+v", env, data)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	mutate := func(f func(m map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(tutorialOrderPaid), &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	tests := []struct {
+		name   string
+		raw    string
+		reason string
+	}{
+		{"not json", `{"eventId":`, event.ReasonInvalidJSON},
+		{"unknown version", mutate(func(m map[string]any) { m["eventVersion"] = 9 }), event.ReasonUnknownVersion},
+		{"unknown type", mutate(func(m map[string]any) { m["eventType"] = "OrderShipped" }), event.ReasonUnknownVersion},
+		{"missing eventId", mutate(func(m map[string]any) { delete(m, "eventId") }), event.ReasonSchemaViolation},
+		{"float money", mutate(func(m map[string]any) { m["data"].(map[string]any)["paidAmount"] = 80.0 }), event.ReasonSchemaViolation},
+		{"local time", mutate(func(m map[string]any) { m["occurredAt"] = "2026-08-10T10:00:00+08:00" }), event.ReasonSchemaViolation},
+		{"zero quantity", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["items"] = []any{map[string]any{"sku": "S", "quantity": 0}}
+		}), event.ReasonSchemaViolation},
+		{"missing data field", mutate(func(m map[string]any) { delete(m["data"].(map[string]any), "paymentId") }), event.ReasonSchemaViolation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := event.Parse([]byte(tt.raw))
+			var inv *event.InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("Parse error = %v, want *InvalidError", err)
+			}
+			if inv.Reason != tt.reason {
+				t.Fatalf("reason = %s, want %s (%v)", inv.Reason, tt.reason, err)
+			}
+		})
+	}
+}
+
+func TestNewFillsTheEnvelope(t *testing.T) {
+	amount, _ := event.ParseMoney("80")
+	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: "O-1", AggregateVersion: 3, Producer: "order-service"},
+		event.OrderPaidData{PaymentID: "P-1", PaidAmount: amount, Currency: "CNY", CustomerID: "C-1",
+			Items: []event.Item{{SKU: "SKU-1", Quantity: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"paidAmount":"80.00"`, `"eventVersion":1`, `"aggregateVersion":3`, `"eventId":"E-`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("%s missing %s", raw, want)
+		}
+	}
+	if len(env.TraceID) != 32 || !strings.HasPrefix(env.Traceparent(), "00-"+env.TraceID+"-") {
+		t.Errorf("trace %q / %q", env.TraceID, env.Traceparent())
+	}
+	if env.OccurredAt.Location().String() != "UTC" {
+		t.Errorf("occurredAt not UTC: %v", env.OccurredAt)
+	}
+}
+
+func TestNewRefusesAnInvalidEvent(t *testing.T) {
+	_, err := event.New(event.OrderPaid, event.Meta{AggregateID: "O-1", AggregateVersion: 3, Producer: "p"}, event.OrderPaidData{})
+	if err == nil {
+		t.Fatal("an OrderPaid without payment id and items was accepted")
+	}
+}

@@ -1,0 +1,117 @@
+package event
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schemas holds one JSON Schema per (eventType, eventVersion), named
+// "<EventType>.v<N>.json", plus the shared envelope.json.
+//
+//go:embed schemas/*.json
+var Schemas embed.FS
+
+const schemaBase = "https://schemas.reliable-orders.dev/"
+
+// Reasons an event is rejected. They go into DLQ records as failureReason.
+const (
+	ReasonInvalidJSON     = "INVALID_JSON"
+	ReasonSchemaViolation = "SCHEMA_VIOLATION"
+	ReasonUnknownVersion  = "UNKNOWN_EVENT_VERSION"
+)
+
+// ErrUnknownVersion is wrapped when no schema exists for an event's
+// (eventType, eventVersion).
+var ErrUnknownVersion = errors.New("no schema for this event type and version")
+
+// InvalidError says why bytes are not a valid event. It is permanent:
+// redelivering the same bytes fails the same way.
+type InvalidError struct {
+	Reason string
+	Err    error
+}
+
+func (e *InvalidError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// compiled is built once: the schemas are embedded and never change at run
+// time, so a lazily initialised read-only table is safe to share.
+var compiled = sync.OnceValues(compileSchemas)
+
+func compileSchemas() (map[string]*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	names, err := fs.Glob(Schemas, "schemas/*.json")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		raw, err := Schemas.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", name, err)
+		}
+		if err := c.AddResource(schemaBase+path.Base(name), doc); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", name, err)
+		}
+	}
+	out := make(map[string]*jsonschema.Schema)
+	for _, name := range names {
+		base := path.Base(name)
+		if base == "envelope.json" {
+			continue
+		}
+		s, err := c.Compile(schemaBase + base)
+		if err != nil {
+			return nil, fmt.Errorf("compile %s: %w", base, err)
+		}
+		out[strings.TrimSuffix(base, ".json")] = s
+	}
+	return out, nil
+}
+
+// SchemaName is the file name (without .json) of the schema for t and v.
+func SchemaName(t Type, version int) string {
+	return fmt.Sprintf("%s.v%d", t, version)
+}
+
+// Validate checks raw against the schema its eventType and eventVersion name.
+func Validate(raw []byte) error {
+	schemas, err := compiled()
+	if err != nil {
+		return fmt.Errorf("load event schemas: %w", err)
+	}
+	var head struct {
+		EventType    Type `json:"eventType"`
+		EventVersion int  `json:"eventVersion"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return &InvalidError{Reason: ReasonInvalidJSON, Err: err}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return &InvalidError{Reason: ReasonInvalidJSON, Err: err}
+	}
+	s, ok := schemas[SchemaName(head.EventType, head.EventVersion)]
+	if !ok {
+		return &InvalidError{Reason: ReasonUnknownVersion,
+			Err: fmt.Errorf("%w: %q v%d", ErrUnknownVersion, head.EventType, head.EventVersion)}
+	}
+	if err := s.Validate(doc); err != nil {
+		return &InvalidError{Reason: ReasonSchemaViolation, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package inbox makes a consumer idempotent: the dedup row of an event is
+// inserted in the same transaction as its side effect, so however often the
+// broker delivers an event, its effect is committed once.
+package inbox
+
+import (
+	"context"
+	"embed"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema creates processed_events.
+func Schema() postgres.MigrationSet { return postgres.EmbeddedSet("inbox", migrations) }
+
+// Duplicate is the outcome of an event whose dedup row already existed.
+const Duplicate versionguard.Outcome = "DUPLICATE"
+
+// NotHandled is the outcome of an event type the consumer has no
+// transition for: acknowledged without any write.
+const NotHandled versionguard.Outcome = "NOT_HANDLED"
+
+// Claim inserts the dedup row of eventID for consumer. It returns false when
+// the event was already processed (or is being processed by a transaction
+// that commits first: the insert waits for it).
+func Claim(ctx context.Context, tx sqlx.ExecerContext, consumer, eventID string) (bool, error) {
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2)
+		ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, eventID)
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", eventID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", eventID, err)
+	}
+	return n == 1, nil
+}
+
+// Count returns how many dedup rows consumer has for eventID: 0 or 1.
+func Count(ctx context.Context, q sqlx.QueryerContext, consumer, eventID string) (int, error) {
+	var n int
+	if err := sqlx.GetContext(ctx, q, &n,
+		`SELECT count(*) FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID); err != nil {
+		return 0, fmt.Errorf("count processed event: %w", err)
+	}
+	return n, nil
+}
+
+// Processor applies events to one consumer exactly once in effect:
+// dedup row, version guard and side effect in one transaction.
+type Processor struct {
+	db       *sqlx.DB
+	consumer string
+	guard    *versionguard.Guard
+}
+
+// NewProcessor returns a processor for consumer over db.
+func NewProcessor(db *sqlx.DB, consumer string, guard *versionguard.Guard) *Processor {
+	return &Processor{db: db, consumer: consumer, guard: guard}
+}
+
+// Consumer is the name dedup rows are keyed by.
+func (p *Processor) Consumer() string { return p.consumer }
+
+// Process applies env once. It returns only after the transaction
+// committed, so the caller may acknowledge the message when err is nil.
+func (p *Processor) Process(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
+	if !p.guard.Transitions().Handles(env.EventType) {
+		return NotHandled, nil
+	}
+	var outcome versionguard.Outcome
+	err := postgres.InTx(ctx, p.db, func(tx *sqlx.Tx) error {
+		claimed, err := Claim(ctx, tx, p.consumer, env.EventID)
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			outcome = Duplicate
+			return nil
+		}
+		if outcome, err = p.guard.Handle(ctx, tx, env); err != nil {
+			return err
+		}
+		if outcome != versionguard.Applied {
+			if _, err := tx.ExecContext(ctx, `UPDATE processed_events SET outcome = $3 WHERE consumer = $1 AND event_id = $2`,
+				p.consumer, env.EventID, string(outcome)); err != nil {
+				return fmt.Errorf("record outcome: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return outcome, nil
+}

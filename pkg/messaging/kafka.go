@@ -1,0 +1,73 @@
+// Package messaging wires Watermill to the Kafka-API broker the same way in
+// every service: one Sarama configuration, one partition-key rule (the
+// aggregateId header), one middleware order (DLQ outermost, then retry, then
+// recovery, then metrics, then the handler) and one error classification.
+package messaging
+
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// saramaVersion is the protocol version spoken to Redpanda and kfake.
+var saramaVersion = sarama.V3_0_0_0
+
+// marshaler keys every message by its aggregateId header, so all events of
+// one order land on one partition, in order.
+func marshaler() kafka.MarshalerUnmarshaler {
+	return kafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
+		return msg.Metadata.Get(outbox.HeaderAggregateID), nil
+	})
+}
+
+// NewPublisher returns a synchronous publisher that keeps per-key order:
+// idempotent, all in-sync replicas acknowledge, one request in flight.
+func NewPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka.Publisher, error) {
+	cfg := kafka.DefaultSaramaSyncPublisherConfig()
+	cfg.Version = saramaVersion
+	cfg.ClientID = "fulfillment"
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Retry.Max = 3
+	cfg.Producer.Retry.Backoff = 100 * time.Millisecond
+	cfg.Producer.Timeout = 5 * time.Second
+	cfg.Metadata.Retry.Max = 2
+	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	cfg.Net.DialTimeout = 3 * time.Second
+	return kafka.NewPublisher(kafka.PublisherConfig{
+		Brokers:               brokers,
+		Marshaler:             marshaler(),
+		OverwriteSaramaConfig: cfg,
+	}, logger)
+}
+
+// NewSubscriber returns a consumer-group subscriber. A new group starts at
+// the oldest offset, so nothing published before its first start is missed;
+// an offset is marked only after the handler acknowledged the message, which
+// the router does after the handler's transaction committed.
+func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+	cfg := kafka.DefaultSaramaSubscriberConfig()
+	cfg.Version = saramaVersion
+	cfg.ClientID = group
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Interval = 250 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	cfg.Consumer.Group.Session.Timeout = 10 * time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = time.Second
+	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return kafka.NewSubscriber(kafka.SubscriberConfig{
+		Brokers:               brokers,
+		Unmarshaler:           marshaler(),
+		OverwriteSaramaConfig: cfg,
+		ConsumerGroup:         group,
+		NackResendSleep:       100 * time.Millisecond,
+		ReconnectRetrySleep:   time.Second,
+	}, logger)
+}

@@ -1,0 +1,268 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// DLQ metadata keys added to a dead-lettered message (DESIGN §5).
+const (
+	MetaOriginalTopic     = "originalTopic"
+	MetaOriginalPartition = "originalPartition"
+	MetaOriginalOffset    = "originalOffset"
+	MetaEventID           = "eventId"
+	MetaFailureReason     = "failureReason"
+	MetaErrorClass        = "errorClass"
+	MetaAttempts          = "attempts"
+	MetaFirstFailedAt     = "firstFailedAt"
+	MetaConsumer          = "consumer"
+)
+
+// RetryConfig bounds retries of retryable failures.
+type RetryConfig struct {
+	MaxAttempts     int
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+}
+
+// DefaultRetryConfig is the tutorial's: 5 attempts, 1 s initial, 30 s max,
+// exponential.
+func DefaultRetryConfig() RetryConfig {
+	return RetryConfig{MaxAttempts: 5, InitialInterval: time.Second, MaxInterval: 30 * time.Second}
+}
+
+// Validate reports an unusable retry configuration.
+func (c RetryConfig) Validate() error {
+	if c.MaxAttempts < 1 {
+		return errors.New("retry max attempts must be at least 1")
+	}
+	if c.InitialInterval <= 0 || c.MaxInterval < c.InitialInterval {
+		return errors.New("retry intervals need 0 < initial <= max")
+	}
+	return nil
+}
+
+// ConsumerConfig configures one consumer's router.
+type ConsumerConfig struct {
+	// Consumer names the handler, its dedup rows and its DLQ records.
+	Consumer string
+	Topic    string
+	DLQTopic string
+	Retry    RetryConfig
+}
+
+// Validate reports a missing or unusable setting.
+func (c ConsumerConfig) Validate() error {
+	var errs []error
+	if c.Consumer == "" || c.Topic == "" || c.DLQTopic == "" {
+		errs = append(errs, errors.New("consumer, topic and DLQ topic are required"))
+	}
+	return errors.Join(append(errs, c.Retry.Validate())...)
+}
+
+// EventHandler handles one valid event. It returns nil only after its
+// effects are committed.
+type EventHandler func(ctx context.Context, env event.Envelope) error
+
+// DeadLetterRecorder keeps the audit record of a dead-lettered message.
+type DeadLetterRecorder interface {
+	Add(ctx context.Context, r dlq.Record) (int64, error)
+}
+
+// NewRouter returns a Watermill router that feeds cfg.Topic to handle with
+// the suite's middleware order. Run it with Run(ctx); it stops with ctx.
+func NewRouter(
+	cfg ConsumerConfig,
+	subscriber message.Subscriber,
+	dlqPublisher message.Publisher,
+	recorder DeadLetterRecorder,
+	metrics *Metrics,
+	logger *slog.Logger,
+	handle EventHandler,
+) (*message.Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	wlogger := watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlogger)
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, logger: logger}
+	retry := middleware.Retry{
+		MaxRetries:          cfg.Retry.MaxAttempts - 1,
+		InitialInterval:     cfg.Retry.InitialInterval,
+		MaxInterval:         cfg.Retry.MaxInterval,
+		Multiplier:          2,
+		RandomizationFactor: 0.5,
+		ShouldRetry: func(p middleware.RetryParams) bool {
+			class, _ := Classify(p.Err)
+			return class == Retryable
+		},
+		OnRetryHook: func(int, time.Duration) { metrics.retried(cfg.Consumer) },
+		Logger:      wlogger,
+	}
+	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg.Consumer, metrics, logger, handle))
+	// Handler middlewares run in the order added, the first outermost.
+	h.AddMiddleware(dead.middleware, retry.Middleware, middleware.Recoverer, attempts)
+	return router, nil
+}
+
+// eventHandler parses and validates the message, then calls handle.
+func eventHandler(consumer string, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		start := time.Now()
+		env, err := event.Parse(msg.Payload)
+		if err != nil {
+			metrics.handled(consumer, "invalid", time.Since(start))
+			return err
+		}
+		ctx := observability.WithEvent(msg.Context(), env.TraceID, env.EventID)
+		if err := handle(ctx, env); err != nil {
+			class, _ := Classify(err)
+			if class == BusinessRejection {
+				logger.InfoContext(ctx, "business rejection recorded", "error", err, "eventType", env.EventType)
+				metrics.handled(consumer, "rejected", time.Since(start))
+				return nil
+			}
+			metrics.handled(consumer, "error", time.Since(start))
+			return err
+		}
+		metrics.handled(consumer, "ok", time.Since(start))
+		metrics.converged(consumer, time.Since(env.OccurredAt))
+		return nil
+	}
+}
+
+type attemptsKey struct{}
+
+// attemptLog follows one message through its retries.
+type attemptLog struct {
+	attempts      int
+	firstFailedAt time.Time
+}
+
+// attempts counts the handler's runs for the dead letterer's metadata.
+func attempts(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		if log, ok := msg.Context().Value(attemptsKey{}).(*attemptLog); ok {
+			log.attempts++
+			if err != nil && log.firstFailedAt.IsZero() {
+				log.firstFailedAt = time.Now().UTC()
+			}
+		}
+		return out, err
+	}
+}
+
+type deadLetterer struct {
+	cfg       ConsumerConfig
+	publisher message.Publisher
+	recorder  DeadLetterRecorder
+	metrics   *Metrics
+	logger    *slog.Logger
+}
+
+// middleware dead-letters a message whose handling failed for good: it is
+// recorded and published to the DLQ topic, and only then acknowledged. If
+// either step fails the error stands, the message is not acknowledged and it
+// is delivered again: nothing is lost.
+func (d deadLetterer) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		log := &attemptLog{}
+		msg.SetContext(context.WithValue(msg.Context(), attemptsKey{}, log))
+		out, err := h(msg)
+		if err == nil {
+			return out, nil
+		}
+		if dlqErr := d.deadLetter(msg, err, log); dlqErr != nil {
+			return nil, errors.Join(err, dlqErr)
+		}
+		return nil, nil
+	}
+}
+
+func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attemptLog) error {
+	ctx := msg.Context()
+	class, reason := Classify(cause)
+	if log.firstFailedAt.IsZero() {
+		log.firstFailedAt = time.Now().UTC()
+	}
+	headers := make(map[string]string, len(msg.Metadata))
+	for k, v := range msg.Metadata {
+		headers[k] = v
+	}
+	rec := dlq.Record{
+		Consumer:          d.cfg.Consumer,
+		EventID:           msg.Metadata.Get(outbox.HeaderEventID),
+		AggregateID:       msg.Metadata.Get(outbox.HeaderAggregateID),
+		EventType:         msg.Metadata.Get(outbox.HeaderEventType),
+		OriginalTopic:     d.cfg.Topic,
+		OriginalPartition: -1,
+		OriginalOffset:    -1,
+		Value:             msg.Payload,
+		Headers:           headers,
+		FailureReason:     reason + ": " + cause.Error(),
+		ErrorClass:        string(class),
+		Attempts:          max(log.attempts, 1),
+		FirstFailedAt:     log.firstFailedAt,
+	}
+	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
+		rec.OriginalPartition = p
+	}
+	if o, ok := kafka.MessagePartitionOffsetFromCtx(ctx); ok {
+		rec.OriginalOffset = o
+	}
+	if key, ok := kafka.MessageKeyFromCtx(ctx); ok {
+		rec.Key = key
+		if rec.AggregateID == "" {
+			rec.AggregateID = string(key)
+		}
+	}
+	// Headers may be missing on a message another client published; the
+	// envelope, if it parses at all, still names the event.
+	if rec.EventID == "" || rec.AggregateID == "" {
+		if env, err := event.Parse(msg.Payload); err == nil {
+			rec.EventID, rec.AggregateID, rec.EventType = env.EventID, env.AggregateID, string(env.EventType)
+		}
+	}
+	if _, err := d.recorder.Add(context.WithoutCancel(ctx), rec); err != nil {
+		return err
+	}
+	dm := message.NewMessage(watermill.NewUUID(), msg.Payload)
+	for k, v := range headers {
+		dm.Metadata.Set(k, v)
+	}
+	dm.Metadata.Set(outbox.HeaderAggregateID, rec.AggregateID)
+	dm.Metadata.Set(MetaOriginalTopic, rec.OriginalTopic)
+	dm.Metadata.Set(MetaOriginalPartition, strconv.Itoa(int(rec.OriginalPartition)))
+	dm.Metadata.Set(MetaOriginalOffset, strconv.FormatInt(rec.OriginalOffset, 10))
+	dm.Metadata.Set(MetaEventID, rec.EventID)
+	dm.Metadata.Set(MetaFailureReason, rec.FailureReason)
+	dm.Metadata.Set(MetaErrorClass, rec.ErrorClass)
+	dm.Metadata.Set(MetaAttempts, strconv.Itoa(rec.Attempts))
+	dm.Metadata.Set(MetaFirstFailedAt, rec.FirstFailedAt.Format(time.RFC3339Nano))
+	dm.Metadata.Set(MetaConsumer, d.cfg.Consumer)
+	if err := d.publisher.Publish(d.cfg.DLQTopic, dm); err != nil {
+		return fmt.Errorf("publish to %s: %w", d.cfg.DLQTopic, err)
+	}
+	d.metrics.deadLettered(d.cfg.Consumer, rec.ErrorClass)
+	d.logger.WarnContext(observability.WithEvent(ctx, "", rec.EventID), "message dead-lettered",
+		"errorClass", rec.ErrorClass, "reason", rec.FailureReason, "attempts", rec.Attempts, "aggregateId", rec.AggregateID)
+	return nil
+}

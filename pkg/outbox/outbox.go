@@ -1,0 +1,144 @@
+// Package outbox is the transactional outbox: an event is written in the
+// same transaction as the business change that caused it, and a relay
+// delivers committed rows to a sink (Kafka, or HTTP for payment callbacks)
+// at least once, keeping the order of each aggregate's events.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema creates outbox_events.
+func Schema() postgres.MigrationSet { return postgres.EmbeddedSet("outbox", migrations) }
+
+// Row statuses.
+const (
+	StatusPending = "PENDING"
+	StatusSent    = "SENT"
+)
+
+// Header names every message carries besides its payload.
+const (
+	HeaderEventID      = "eventId"
+	HeaderEventType    = "eventType"
+	HeaderEventVersion = "eventVersion"
+	HeaderAggregateID  = "aggregateId"
+	HeaderTraceparent  = "traceparent"
+)
+
+// ErrNotFound is returned for an event id the outbox does not hold.
+var ErrNotFound = errors.New("outbox event not found")
+
+// Message is one row to deliver.
+type Message struct {
+	EventID          string
+	AggregateID      string
+	AggregateVersion int64
+	EventType        string
+	// Topic is the Kafka topic, or the sink's destination name.
+	Topic   string
+	Payload []byte
+	Headers map[string]string
+}
+
+// FromEnvelope validates env and turns it into a message for topic.
+func FromEnvelope(topic string, env event.Envelope) (Message, error) {
+	payload, err := env.Marshal()
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{
+		EventID:          env.EventID,
+		AggregateID:      env.AggregateID,
+		AggregateVersion: env.AggregateVersion,
+		EventType:        string(env.EventType),
+		Topic:            topic,
+		Payload:          payload,
+		Headers: map[string]string{
+			HeaderEventID:      env.EventID,
+			HeaderEventType:    string(env.EventType),
+			HeaderEventVersion: strconv.Itoa(env.EventVersion),
+			HeaderAggregateID:  env.AggregateID,
+			HeaderTraceparent:  env.Traceparent(),
+		},
+	}, nil
+}
+
+// Add writes msgs in the caller's transaction: they become deliverable
+// exactly when the business change commits, and vanish if it rolls back.
+func Add(ctx context.Context, tx sqlx.ExecerContext, msgs ...Message) error {
+	for _, m := range msgs {
+		headers, err := json.Marshal(m.Headers)
+		if err != nil {
+			return fmt.Errorf("encode outbox headers: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO outbox_events (event_id, aggregate_id, aggregate_version, event_type, topic, payload, headers)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			m.EventID, m.AggregateID, m.AggregateVersion, m.EventType, m.Topic, m.Payload, headers); err != nil {
+			return fmt.Errorf("insert outbox event %s: %w", m.EventID, err)
+		}
+	}
+	return nil
+}
+
+// Status is what the admin API shows of one row.
+type Status struct {
+	EventID       string     `db:"event_id" json:"eventId"`
+	Status        string     `db:"status" json:"status"`
+	Attempts      int        `db:"attempts" json:"attempts"`
+	LastError     *string    `db:"last_error" json:"lastError,omitempty"`
+	NextAttemptAt time.Time  `db:"next_attempt_at" json:"nextAttemptAt"`
+	CreatedAt     time.Time  `db:"created_at" json:"createdAt"`
+	SentAt        *time.Time `db:"sent_at" json:"sentAt,omitempty"`
+}
+
+// Lookup returns the row of eventID.
+func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status, error) {
+	var s Status
+	err := sqlx.GetContext(ctx, q, &s, `
+		SELECT event_id, status, attempts, last_error, next_attempt_at, created_at, sent_at
+		FROM outbox_events WHERE event_id = $1`, eventID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("look up outbox event: %w", err)
+	}
+	return s, nil
+}
+
+// Backlog is the relay's backlog: how many rows wait and how old the oldest is.
+type Backlog struct {
+	Pending   int           `json:"pending"`
+	OldestAge time.Duration `json:"oldestAge"`
+}
+
+// PendingBacklog measures the backlog.
+func PendingBacklog(ctx context.Context, q sqlx.QueryerContext) (Backlog, error) {
+	var row struct {
+		N      int             `db:"n"`
+		Oldest sql.NullFloat64 `db:"oldest"`
+	}
+	if err := sqlx.GetContext(ctx, q, &row, `
+		SELECT count(*) AS n, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest
+		FROM outbox_events WHERE status = 'PENDING'`); err != nil {
+		return Backlog{}, fmt.Errorf("measure outbox backlog: %w", err)
+	}
+	return Backlog{Pending: row.N, OldestAge: time.Duration(row.Oldest.Float64 * float64(time.Second))}, nil
+}

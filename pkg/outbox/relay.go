@@ -1,0 +1,236 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+)
+
+// Sink delivers messages. Send delivers msgs in order and returns how many
+// of them, from the start, are known to be delivered; the rest are retried.
+// A sink must keep the order of one aggregate's messages.
+type Sink interface {
+	Send(ctx context.Context, msgs []Message) (int, error)
+}
+
+// FailPointAfterPublish fires after the sink accepted a batch and before the
+// rows are marked SENT: the window in which a crash causes a re-send.
+const FailPointAfterPublish = "relay.after-publish"
+
+// RelayConfig tunes the relay.
+type RelayConfig struct {
+	BatchSize      int
+	PollInterval   time.Duration
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	// LockKey is the Postgres advisory lock that makes one relay per
+	// database active; replicas wait for it.
+	LockKey int64
+}
+
+// DefaultRelayConfig returns the defaults documented in docs/configuration.md.
+func DefaultRelayConfig() RelayConfig {
+	return RelayConfig{
+		BatchSize:      500,
+		PollInterval:   100 * time.Millisecond,
+		BackoffInitial: time.Second,
+		BackoffMax:     30 * time.Second,
+		LockKey:        0x6f7574626f78, // "outbox"
+	}
+}
+
+// Validate reports an unusable configuration.
+func (c RelayConfig) Validate() error {
+	var errs []error
+	if c.BatchSize < 1 {
+		errs = append(errs, errors.New("outbox batch size must be at least 1"))
+	}
+	if c.PollInterval <= 0 {
+		errs = append(errs, errors.New("outbox poll interval must be positive"))
+	}
+	if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
+		errs = append(errs, errors.New("outbox backoff needs 0 < initial <= max"))
+	}
+	return errors.Join(errs...)
+}
+
+// Relay moves committed rows from outbox_events to a sink.
+type Relay struct {
+	db         *sqlx.DB
+	sink       Sink
+	cfg        RelayConfig
+	logger     *slog.Logger
+	failPoints *failpoint.Registry
+	metrics    *RelayMetrics
+}
+
+// NewRelay returns a relay; metrics and failPoints may be nil. failPoints
+// lets crash tests stop the relay inside its windows.
+func NewRelay(db *sqlx.DB, sink Sink, cfg RelayConfig, logger *slog.Logger, metrics *RelayMetrics, failPoints *failpoint.Registry) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Relay{db: db, sink: sink, cfg: cfg, logger: logger, metrics: metrics, failPoints: failPoints}, nil
+}
+
+// Run relays until ctx ends. Only the holder of the advisory lock relays;
+// the others retry the lock every poll interval.
+func (r *Relay) Run(ctx context.Context) error {
+	for {
+		if err := r.lead(ctx); err != nil && ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "outbox relay interrupted", "error", err)
+		}
+		if !sleep(ctx, r.cfg.PollInterval) {
+			return nil
+		}
+	}
+}
+
+// lead takes the advisory lock on a dedicated connection and relays while
+// holding it. The lock dies with the connection, so a crashed relay never
+// blocks its successor.
+func (r *Relay) lead(ctx context.Context) error {
+	conn, err := r.db.Connx(ctx)
+	if err != nil {
+		return fmt.Errorf("relay connection: %w", err)
+	}
+	defer conn.Close()
+	var locked bool
+	if err := conn.GetContext(ctx, &locked, `SELECT pg_try_advisory_lock($1)`, r.cfg.LockKey); err != nil {
+		return fmt.Errorf("relay lock: %w", err)
+	}
+	if !locked {
+		return nil
+	}
+	defer func() {
+		// Closing the connection would release the lock too; unlocking
+		// returns it to the pool clean.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, r.cfg.LockKey)
+	}()
+	for {
+		n, err := r.RunOnce(ctx)
+		if err != nil {
+			return err
+		}
+		if n < r.cfg.BatchSize && !sleep(ctx, r.cfg.PollInterval) {
+			return nil
+		}
+		if err := conn.PingContext(ctx); err != nil {
+			return fmt.Errorf("relay lock connection lost: %w", err)
+		}
+	}
+}
+
+type pendingRow struct {
+	ID               int64  `db:"id"`
+	EventID          string `db:"event_id"`
+	AggregateID      string `db:"aggregate_id"`
+	AggregateVersion int64  `db:"aggregate_version"`
+	EventType        string `db:"event_type"`
+	Topic            string `db:"topic"`
+	Payload          []byte `db:"payload"`
+	Headers          []byte `db:"headers"`
+	Attempts         int    `db:"attempts"`
+}
+
+// RunOnce relays one batch and returns how many rows it handled. It skips
+// rows whose aggregate has an earlier row still backing off, so a failed
+// event is never overtaken by a later one of the same order.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	var rows []pendingRow
+	if err := r.db.SelectContext(ctx, &rows, `
+		SELECT o.id, o.event_id, o.aggregate_id, o.aggregate_version, o.event_type, o.topic, o.payload, o.headers, o.attempts
+		FROM outbox_events o
+		WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()
+		  AND NOT EXISTS (
+		      SELECT 1 FROM outbox_events p
+		      WHERE p.status = 'PENDING' AND p.aggregate_id = o.aggregate_id
+		        AND p.id < o.id AND p.next_attempt_at > now())
+		ORDER BY o.id
+		LIMIT $1`, r.cfg.BatchSize); err != nil {
+		return 0, fmt.Errorf("poll outbox: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	msgs := make([]Message, len(rows))
+	for i, row := range rows {
+		msgs[i] = Message{EventID: row.EventID, AggregateID: row.AggregateID, AggregateVersion: row.AggregateVersion,
+			EventType: row.EventType, Topic: row.Topic, Payload: row.Payload}
+		if err := json.Unmarshal(row.Headers, &msgs[i].Headers); err != nil {
+			return 0, fmt.Errorf("decode headers of %s: %w", row.EventID, err)
+		}
+	}
+	sent, sendErr := r.sink.Send(ctx, msgs)
+	if sent > 0 {
+		if err := r.failPoints.Inject(FailPointAfterPublish); err != nil {
+			return 0, err
+		}
+		ids := make([]string, sent)
+		for i := range sent {
+			ids[i] = msgs[i].EventID
+		}
+		if _, err := r.db.ExecContext(ctx, `
+			UPDATE outbox_events SET status = 'SENT', sent_at = now(), attempts = attempts + 1, last_error = NULL
+			WHERE event_id = ANY($1)`, pq.Array(ids)); err != nil {
+			return 0, fmt.Errorf("mark sent: %w", err)
+		}
+		r.metrics.sent(sent)
+	}
+	if sendErr != nil {
+		r.metrics.failed(len(rows) - sent)
+		r.logger.WarnContext(ctx, "outbox publish failed; rows stay pending",
+			"error", sendErr, "failed", len(rows)-sent, "sent", sent)
+		for _, row := range rows[sent:] {
+			next := time.Now().Add(Backoff(row.Attempts+1, r.cfg.BackoffInitial, r.cfg.BackoffMax))
+			if _, err := r.db.ExecContext(ctx, `
+				UPDATE outbox_events SET attempts = attempts + 1, last_error = $2, next_attempt_at = $3
+				WHERE event_id = $1 AND status = 'PENDING'`, row.EventID, truncate(sendErr.Error(), 500), next); err != nil {
+				return 0, fmt.Errorf("record failed publish: %w", err)
+			}
+		}
+	}
+	return len(rows), nil
+}
+
+// Backoff is the delay before attempt n+1 after n failures: exponential from
+// initial, capped at max, with ±50 % jitter so that many rows failing
+// together do not retry in lock step. It is stateless per row, which is why
+// it is computed here rather than with a stateful backoff object.
+func Backoff(failures int, initial, max time.Duration) time.Duration {
+	d := initial
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	jitter := 0.5 + rand.Float64() // [0.5, 1.5)
+	return time.Duration(float64(d) * jitter)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

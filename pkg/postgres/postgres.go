@@ -1,0 +1,201 @@
+// Package postgres opens a service's own database, runs its embedded
+// migrations with goose and runs work in transactions given as closures.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+)
+
+// DefaultServerURL is the Postgres server of `make run` and the tests.
+const DefaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// WithDatabase returns serverURL pointing at database name.
+func WithDatabase(serverURL, name string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("parse database url: %w", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return "", fmt.Errorf("database url must start with postgres://, got %q", u.Scheme)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// EnsureDatabase creates database name on the server unless it exists.
+func EnsureDatabase(ctx context.Context, serverURL, name string) error {
+	db, err := sql.Open("postgres", serverURL)
+	if err != nil {
+		return fmt.Errorf("open server: %w", err)
+	}
+	defer db.Close()
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	// CREATE DATABASE takes no bind parameters; the name is quoted instead.
+	_, err = db.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name))
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "42P04" { // duplicate_database: a concurrent start won
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// DropDatabase drops database name, closing other sessions first. Tests use it.
+func DropDatabase(ctx context.Context, serverURL, name string) error {
+	db, err := sql.Open("postgres", serverURL)
+	if err != nil {
+		return fmt.Errorf("open server: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+pq.QuoteIdentifier(name)+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// PoolConfig sizes the connection pool.
+type PoolConfig struct {
+	MaxOpen int
+	MaxIdle int
+}
+
+// Open connects to the database at dsn and checks it answers.
+func Open(ctx context.Context, dsn string, pool PoolConfig) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if pool.MaxOpen == 0 {
+		pool.MaxOpen = 20
+	}
+	if pool.MaxIdle == 0 {
+		pool.MaxIdle = pool.MaxOpen
+	}
+	db.SetMaxOpenConns(pool.MaxOpen)
+	db.SetMaxIdleConns(pool.MaxIdle)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return db, nil
+}
+
+// OpenService creates the service's database if needed, connects to it and
+// applies the migration sets in order.
+func OpenService(ctx context.Context, serverURL, name string, pool PoolConfig, sets ...MigrationSet) (*sqlx.DB, error) {
+	if err := EnsureDatabase(ctx, serverURL, name); err != nil {
+		return nil, err
+	}
+	dsn, err := WithDatabase(serverURL, name)
+	if err != nil {
+		return nil, err
+	}
+	db, err := Open(ctx, dsn, pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db, sets...); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// MigrationSet is one independently versioned set of goose migrations.
+// Shared tables (outbox, inbox, version guard, DLQ) each ship their own set,
+// so a service composes the ones it needs with its own.
+type MigrationSet struct {
+	// Name keys the set's version table (goose_<name>).
+	Name string
+	FS   fs.FS
+}
+
+// Migrate applies every set, each tracked in its own goose version table.
+func Migrate(ctx context.Context, db *sqlx.DB, sets ...MigrationSet) error {
+	for _, set := range sets {
+		store, err := database.NewStore(database.DialectPostgres, "goose_"+set.Name)
+		if err != nil {
+			return fmt.Errorf("migrations %s: %w", set.Name, err)
+		}
+		p, err := goose.NewProvider("", db.DB, set.FS, goose.WithStore(store))
+		if err != nil {
+			return fmt.Errorf("migrations %s: %w", set.Name, err)
+		}
+		if _, err := p.Up(ctx); err != nil {
+			return fmt.Errorf("migrate %s: %w", set.Name, err)
+		}
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction: commit when fn returns nil, roll back when
+// it returns an error or panics.
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsRetryable reports whether err is a transient database failure that the
+// same work can overcome by trying again: serialization failures, deadlocks,
+// lost connections, lack of resources and shutdown.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		class := string(pqErr.Code.Class())
+		switch class {
+		case "40", "08", "53", "57":
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "bad connection") ||
+		strings.Contains(msg, "connection reset")
+}

@@ -1,0 +1,59 @@
+// Package postgrestest gives integration tests a fresh database of their
+// own on the server at DATABASE_URL, dropped when the test ends.
+package postgrestest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+)
+
+// ServerURL returns DATABASE_URL, skipping the test with a clear message
+// when it is unset.
+func ServerURL(tb testing.TB) string {
+	tb.Helper()
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		tb.Skip("DATABASE_URL is not set: this integration test needs a Postgres server " +
+			"(export DATABASE_URL=" + postgres.DefaultServerURL + ")")
+	}
+	return url
+}
+
+// UniqueName returns a database or topic name no other test run uses.
+func UniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(prefix) + "_" + hex.EncodeToString(b[:])
+}
+
+// NewDatabase creates a database with a unique name, migrates it with sets
+// and drops it when the test ends. It returns the handle and the name.
+func NewDatabase(tb testing.TB, sets ...postgres.MigrationSet) (*sqlx.DB, string) {
+	tb.Helper()
+	server := ServerURL(tb)
+	name := UniqueName("t")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := postgres.OpenService(ctx, server, name, postgres.PoolConfig{MaxOpen: 10}, sets...)
+	if err != nil {
+		tb.Fatalf("create test database: %v", err)
+	}
+	tb.Cleanup(func() {
+		db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := postgres.DropDatabase(ctx, server, name); err != nil {
+			tb.Errorf("drop test database: %v", err)
+		}
+	})
+	return db, name
+}
