@@ -1,0 +1,72 @@
+// Package admin registers the operator endpoints every consumer shares:
+// GET /admin/processed-events/{eventId} and GET /admin/dlq?aggregateId=.
+package admin
+
+import (
+	"net/http"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+)
+
+// ProcessedEvent answers GET /admin/processed-events/{eventId}.
+type ProcessedEvent struct {
+	EventID  string `json:"eventId"`
+	Consumer string `json:"consumer"`
+	Count    int    `json:"count"`
+}
+
+// DeadLetters answers GET /admin/dlq.
+type DeadLetters struct {
+	Count int          `json:"count"`
+	Items []dlq.Record `json:"items"`
+}
+
+// RegisterConsumer adds the consumer endpoints to the admin group.
+func RegisterConsumer(g *echo.Group, db *sqlx.DB, consumer string, store *dlq.Store) {
+	g.GET("/processed-events/:eventId", func(c echo.Context) error {
+		id := c.Param("eventId")
+		n, err := inbox.Count(c.Request().Context(), db, consumer, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, ProcessedEvent{EventID: id, Consumer: consumer, Count: n})
+	})
+	g.GET("/dlq", func(c echo.Context) error {
+		items, err := store.List(c.Request().Context(), c.QueryParam("aggregateId"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, DeadLetters{Count: len(items), Items: items})
+	})
+}
+
+// FailPointRequest arms a fail point: PUT /admin/failpoints/{name}.
+type FailPointRequest struct {
+	Action string `json:"action"`
+	// Times limits how often it fires; 0 means every time.
+	Times int `json:"times"`
+}
+
+// RegisterFailPoints lets tests and drills arm fail points at run time
+// (PUT /admin/failpoints/{name} {"action":"error","times":2}).
+func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry, badRequest func(format string, args ...any) error) {
+	g.PUT("/failpoints/:name", func(c echo.Context) error {
+		var req FailPointRequest
+		if err := c.Bind(&req); err != nil {
+			return badRequest("malformed JSON body")
+		}
+		times := req.Times
+		if times <= 0 {
+			times = -1
+		}
+		if err := fp.Set(c.Param("name"), req.Action, times); err != nil {
+			return badRequest("%v", err)
+		}
+		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "action": req.Action, "times": req.Times})
+	})
+}
