@@ -10,6 +10,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 )
 
@@ -54,18 +55,18 @@ type FailPointRequest struct {
 
 // RegisterFailPoints lets tests and drills arm fail points at run time
 // (PUT /admin/failpoints/{name} {"action":"error","times":2}).
-func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry, badRequest func(format string, args ...any) error) {
+func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry) {
 	g.PUT("/failpoints/:name", func(c echo.Context) error {
 		var req FailPointRequest
 		if err := c.Bind(&req); err != nil {
-			return badRequest("malformed JSON body")
+			return httpapi.BadRequest("malformed JSON body")
 		}
 		times := req.Times
 		if times <= 0 {
 			times = -1
 		}
 		if err := fp.Set(c.Param("name"), req.Action, times); err != nil {
-			return badRequest("%v", err)
+			return httpapi.BadRequest("%v", err)
 		}
 		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "action": req.Action, "times": req.Times})
 	})
