@@ -29,7 +29,9 @@ type ClassifiedError struct {
 	Err    error
 }
 
-func (e *ClassifiedError) Error() string { return string(e.Class) + " " + e.Reason + ": " + e.Err.Error() }
+func (e *ClassifiedError) Error() string {
+	return string(e.Class) + " " + e.Reason + ": " + e.Err.Error()
+}
 
 func (e *ClassifiedError) Unwrap() error { return e.Err }
 

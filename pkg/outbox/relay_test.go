@@ -202,4 +202,3 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 		}
 	}
 }
-
