@@ -32,6 +32,7 @@ func NewPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka.Publ
 	cfg := kafka.DefaultSaramaSyncPublisherConfig()
 	cfg.Version = saramaVersion
 	cfg.ClientID = "fulfillment"
+	cfg.Producer.Partitioner = murmur2Partitioner()
 	cfg.Producer.Idempotent = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Net.MaxOpenRequests = 1
