@@ -1,0 +1,328 @@
+// Package deployconsistency checks that every way of running the suite
+// agrees with the runner's service table (suite.Services): docker-compose.yml,
+// the kustomize base under deploy/base, deploy/prometheus/prometheus.yml,
+// deploy/postgres/init.sql and the Makefile. It also checks that every
+// environment variable they (and the runner) give a service is one of those
+// documented in docs/configuration.md.
+//
+// Each Check function returns every disagreement it finds, so one run lists
+// them all.
+package deployconsistency
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+// ImagePrefix is the repository part of every service image name.
+const ImagePrefix = "fulfillment/"
+
+// DocumentedEnv returns the variable names in the first column of the
+// markdown tables of docs/configuration.md.
+func DocumentedEnv(markdown []byte) (map[string]bool, error) {
+	envName := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	names := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(markdown))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 2 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if envName.MatchString(name) {
+			names[name] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read configuration table: %w", err)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no variables found in the configuration table")
+	}
+	return names, nil
+}
+
+// URLOf is the address under which other containers reach s, in compose and
+// in Kubernetes alike.
+func URLOf(s suite.Service) string {
+	return "http://" + s.FullName() + ":" + strconv.Itoa(s.Port)
+}
+
+// CheckEnv checks the environment one service is given in some mode (where).
+// It reports undocumented names and per-service values that disagree with
+// the table; missing per-service values are reported only when required.
+func CheckEnv(where string, env map[string]string, s suite.Service, all []suite.Service, documented map[string]bool, urlOf func(suite.Service) string) []error {
+	var errs []error
+	for _, name := range sortedKeys(env) {
+		if !documented[name] {
+			errs = append(errs, fmt.Errorf("%s: %s is not a variable of docs/configuration.md", where, name))
+		}
+	}
+	want := map[string]string{"HTTP_ADDR": s.HTTPAddr(), "DB_NAME": s.DBName}
+	for _, name := range []string{"HTTP_ADDR", "DB_NAME"} {
+		got, ok := env[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s is not set (want %q)", where, name, want[name]))
+		} else if got != want[name] {
+			errs = append(errs, fmt.Errorf("%s: %s=%q, want %q", where, name, got, want[name]))
+		}
+	}
+	if got, ok := env["CONSUMER_GROUP"]; ok && got != s.ConsumerGroup {
+		errs = append(errs, fmt.Errorf("%s: CONSUMER_GROUP=%q, want %q", where, got, s.ConsumerGroup))
+	}
+	for _, other := range all {
+		if got, ok := env[other.URLEnv]; ok && other.URLEnv != "" && got != urlOf(other) {
+			errs = append(errs, fmt.Errorf("%s: %s=%q, want %q", where, other.URLEnv, got, urlOf(other)))
+		}
+	}
+	return errs
+}
+
+// composeFile is the part of a compose file the checks read.
+type composeFile struct {
+	Services map[string]composeService `yaml:"services"`
+}
+
+type composeService struct {
+	Image       string `yaml:"image"`
+	Build       any    `yaml:"build"`
+	Environment env    `yaml:"environment"`
+	Ports       []any  `yaml:"ports"`
+}
+
+// env is a compose environment in either of its forms: a map or a list of
+// NAME=value.
+type env map[string]string
+
+// UnmarshalYAML reads both forms (merge keys included).
+func (e *env) UnmarshalYAML(node *yaml.Node) error {
+	*e = env{}
+	if node.Kind == yaml.SequenceNode {
+		var list []string
+		if err := node.Decode(&list); err != nil {
+			return err
+		}
+		for _, kv := range list {
+			name, value, _ := strings.Cut(kv, "=")
+			(*e)[name] = value
+		}
+		return nil
+	}
+	var m map[string]any
+	if err := node.Decode(&m); err != nil {
+		return err
+	}
+	for name, value := range m {
+		if value == nil {
+			(*e)[name] = ""
+		} else {
+			(*e)[name] = fmt.Sprint(value)
+		}
+	}
+	return nil
+}
+
+// CheckCompose checks a compose file against services.
+func CheckCompose(compose []byte, services []suite.Service, documented map[string]bool) []error {
+	var f composeFile
+	if err := yaml.Unmarshal(compose, &f); err != nil {
+		return []error{fmt.Errorf("docker-compose.yml: %w", err)}
+	}
+	var errs []error
+	for _, s := range services {
+		where := "docker-compose.yml: " + s.FullName()
+		cs, ok := f.Services[s.FullName()]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: no such service", where))
+			continue
+		}
+		if want := ImagePrefix + s.FullName(); strings.Split(cs.Image, ":")[0] != want {
+			errs = append(errs, fmt.Errorf("%s: image %q, want %q", where, cs.Image, want))
+		}
+		args := buildArgs(cs.Build)
+		if args["SERVICE"] != s.Name {
+			errs = append(errs, fmt.Errorf("%s: build arg SERVICE=%q, want %q", where, args["SERVICE"], s.Name))
+		}
+		if port, ok := args["PORT"]; ok && port != strconv.Itoa(s.Port) {
+			errs = append(errs, fmt.Errorf("%s: build arg PORT=%q, want %d", where, port, s.Port))
+		}
+		published, err := composePorts(cs.Ports)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		}
+		if published[s.Port] != s.Port {
+			errs = append(errs, fmt.Errorf("%s: port %d is not published as %d:%d (ports: %v)", where, s.Port, s.Port, s.Port, cs.Ports))
+		}
+		errs = append(errs, CheckEnv(where, cs.Environment, s, services, documented, URLOf)...)
+	}
+	errs = append(errs, unknownServices("docker-compose.yml", sortedKeys(f.Services), services)...)
+	return errs
+}
+
+// buildArgs reads the args of a compose build section.
+func buildArgs(build any) map[string]string {
+	args := map[string]string{}
+	m, ok := build.(map[string]any)
+	if !ok {
+		return args
+	}
+	switch a := m["args"].(type) {
+	case map[string]any:
+		for k, v := range a {
+			args[k] = fmt.Sprint(v)
+		}
+	case []any:
+		for _, kv := range a {
+			k, v, _ := strings.Cut(fmt.Sprint(kv), "=")
+			args[k] = v
+		}
+	}
+	return args
+}
+
+// composePorts maps container ports to the host ports they are published on.
+func composePorts(ports []any) (map[int]int, error) {
+	published := map[int]int{}
+	for _, p := range ports {
+		switch p := p.(type) {
+		case map[string]any:
+			target, err1 := strconv.Atoi(fmt.Sprint(p["target"]))
+			host, err2 := strconv.Atoi(fmt.Sprint(p["published"]))
+			if err := errors.Join(err1, err2); err != nil {
+				return published, fmt.Errorf("port %v: %w", p, err)
+			}
+			published[target] = host
+		default:
+			spec, _, _ := strings.Cut(fmt.Sprint(p), "/")
+			parts := strings.Split(spec, ":")
+			target, err := strconv.Atoi(parts[len(parts)-1])
+			if err != nil {
+				return published, fmt.Errorf("port %q: %w", spec, err)
+			}
+			host := target
+			if len(parts) > 1 {
+				if host, err = strconv.Atoi(parts[len(parts)-2]); err != nil {
+					return published, fmt.Errorf("port %q: %w", spec, err)
+				}
+			}
+			published[target] = host
+		}
+	}
+	return published, nil
+}
+
+// unknownServices reports names that look like suite services
+// ("…-service") but are not in the table.
+func unknownServices(where string, names []string, services []suite.Service) []error {
+	var errs []error
+	for _, name := range names {
+		if !strings.HasSuffix(name, "-service") {
+			continue
+		}
+		if !slices.ContainsFunc(services, func(s suite.Service) bool { return s.FullName() == name }) {
+			errs = append(errs, fmt.Errorf("%s: %s is not a service of the runner's table (scripts/internal/suite)", where, name))
+		}
+	}
+	return errs
+}
+
+// CheckInitSQL checks that the compose Postgres init script creates exactly
+// the services' databases.
+func CheckInitSQL(sql []byte, services []suite.Service) []error {
+	created := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?i)CREATE\s+DATABASE\s+"?([A-Za-z0-9_]+)"?`).FindAllSubmatch(sql, -1) {
+		created[string(m[1])] = true
+	}
+	var errs []error
+	for _, s := range services {
+		if !created[s.DBName] {
+			errs = append(errs, fmt.Errorf("deploy/postgres/init.sql: does not create %s (DB_NAME of %s)", s.DBName, s.FullName()))
+		}
+		delete(created, s.DBName)
+	}
+	for _, name := range sortedKeys(created) {
+		errs = append(errs, fmt.Errorf("deploy/postgres/init.sql: creates %s, which no service uses", name))
+	}
+	return errs
+}
+
+// CheckPrometheus checks that the scrape configuration has each service's
+// FullName:Port as a target.
+func CheckPrometheus(config []byte, services []suite.Service) []error {
+	var cfg struct {
+		ScrapeConfigs []struct {
+			MetricsPath   string `yaml:"metrics_path"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(config, &cfg); err != nil {
+		return []error{fmt.Errorf("deploy/prometheus/prometheus.yml: %w", err)}
+	}
+	targets := map[string]string{} // host → port
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, t := range st.Targets {
+				host, port, _ := strings.Cut(t, ":")
+				targets[host] = port
+			}
+		}
+	}
+	var errs []error
+	for _, s := range services {
+		if port, ok := targets[s.FullName()]; !ok {
+			errs = append(errs, fmt.Errorf("deploy/prometheus/prometheus.yml: %s is not scraped", s.FullName()))
+		} else if port != strconv.Itoa(s.Port) {
+			errs = append(errs, fmt.Errorf("deploy/prometheus/prometheus.yml: %s scraped on port %s, want %d", s.FullName(), port, s.Port))
+		}
+	}
+	return errs
+}
+
+// CheckMakefile checks the Makefile's SERVICES and MODULES lists.
+func CheckMakefile(makefile []byte, services []suite.Service) []error {
+	lists := map[string][]string{}
+	for _, m := range regexp.MustCompile(`(?m)^(SERVICES|MODULES)\s*[:?]?=\s*(.*)$`).FindAllSubmatch(makefile, -1) {
+		lists[string(m[1])] = strings.Fields(string(m[2]))
+	}
+	var errs []error
+	var names []string
+	for _, s := range services {
+		names = append(names, s.Name)
+		if !slices.Contains(lists["MODULES"], "services/"+s.Name) {
+			errs = append(errs, fmt.Errorf("Makefile: MODULES lacks services/%s", s.Name))
+		}
+	}
+	got := slices.Clone(lists["SERVICES"])
+	sort.Strings(got)
+	sort.Strings(names)
+	if !slices.Equal(got, names) {
+		errs = append(errs, fmt.Errorf("Makefile: SERVICES is %v, want %v", lists["SERVICES"], names))
+	}
+	return errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

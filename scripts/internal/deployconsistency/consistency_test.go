@@ -1,0 +1,279 @@
+package deployconsistency_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/deployconsistency"
+	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+// repo holds the files the checks read, as they are in the work tree.
+type repo struct {
+	compose, initSQL, prometheus, makefile []byte
+	base                                   fstest.MapFS
+	documented                             map[string]bool
+}
+
+func loadRepo(t *testing.T) repo {
+	t.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.work above the test's directory")
+		}
+		dir = parent
+	}
+	read := func(rel string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	r := repo{
+		compose:    read("docker-compose.yml"),
+		initSQL:    read("deploy/postgres/init.sql"),
+		prometheus: read("deploy/prometheus/prometheus.yml"),
+		makefile:   read("Makefile"),
+		base:       fstest.MapFS{},
+	}
+	if r.documented, err = deployconsistency.DocumentedEnv(read("docs/configuration.md")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "deploy/base/*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no deploy/base/*.yaml: %v", err)
+	}
+	for _, f := range files {
+		r.base[filepath.Base(f)] = &fstest.MapFile{Data: read(filepath.Join("deploy/base", filepath.Base(f)))}
+	}
+	return r
+}
+
+// check runs every check of r against services.
+func (r repo) check(services []suite.Service) []error {
+	var errs []error
+	errs = append(errs, deployconsistency.CheckCompose(r.compose, services, r.documented)...)
+	errs = append(errs, deployconsistency.CheckKustomize(r.base, services, r.documented)...)
+	errs = append(errs, deployconsistency.CheckPrometheus(r.prometheus, services)...)
+	errs = append(errs, deployconsistency.CheckInitSQL(r.initSQL, services)...)
+	errs = append(errs, deployconsistency.CheckMakefile(r.makefile, services)...)
+	for _, s := range services {
+		env := map[string]string{}
+		for _, kv := range devrun.ServiceEnv(nil, services, s, suite.DefaultDatabaseURL, suite.DefaultKafkaBrokers) {
+			name, value, _ := strings.Cut(kv, "=")
+			env[name] = value
+		}
+		local := func(s suite.Service) string { return s.LocalURL() }
+		errs = append(errs, deployconsistency.CheckEnv("runner: "+s.Name, env, s, services, r.documented, local)...)
+	}
+	return errs
+}
+
+func TestRepositoryIsConsistent(t *testing.T) {
+	for _, err := range loadRepo(t).check(suite.Services()) {
+		t.Error(err)
+	}
+}
+
+// TestChecksCatchDrift breaks one file at a time and expects the checks to
+// say what broke.
+func TestChecksCatchDrift(t *testing.T) {
+	tests := []struct {
+		name     string
+		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile or a deploy/base file
+		old, new string
+		want     string
+	}{
+		{"compose publishes a wrong port", "docker-compose.yml", `"8083:8083"`, `"8093:8083"`, "inventory-service: port 8083 is not published as 8083:8083"},
+		{"compose listens on a wrong port", "docker-compose.yml", `HTTP_ADDR: ":8084"`, `HTTP_ADDR: ":8094"`, `points-service: HTTP_ADDR=":8094", want ":8084"`},
+		{"compose names a wrong database", "docker-compose.yml", "DB_NAME: payments", "DB_NAME: payment", `payment-service: DB_NAME="payment", want "payments"`},
+		{"compose uses an undocumented variable", "docker-compose.yml", "LOG_LEVEL: info", "LOGLEVEL: info", "LOGLEVEL is not a variable of docs/configuration.md"},
+		{"compose points at a wrong URL", "docker-compose.yml", "POINTS_URL: http://points-service:8084", "POINTS_URL: http://points-service:8085", "POINTS_URL="},
+		{"compose builds the wrong service", "docker-compose.yml", "SERVICE: notification\n", "SERVICE: notifications\n", `build arg SERVICE="notifications"`},
+		{"compose misses a service", "docker-compose.yml", "  points-service:", "  pointz-service:", "points-service: no such service"},
+		{"compose has an unknown service", "docker-compose.yml", "  points-service:", "  pointz-service:", "pointz-service is not a service of the runner's table"},
+		{"compose sets a wrong consumer group", "docker-compose.yml", "CONSUMER_GROUP: points-service", "CONSUMER_GROUP: points", `CONSUMER_GROUP="points"`},
+		{"deployment listens on a wrong port", "order-service.yaml", "containerPort: 8081", "containerPort: 8091", "Deployment order-service: container ports"},
+		{"deployment names a wrong database", "inventory-service.yaml", "value: inventory\n", "value: stock\n", `DB_NAME="stock"`},
+		{"deployment uses a wrong image", "points-service.yaml", "image: fulfillment/points-service", "image: fulfillment/points", "image \"fulfillment/points:latest\""},
+		{"service exposes a wrong port", "payment-service.yaml", "      port: 8082\n", "      port: 8092\n", "Service payment-service does not expose port 8082"},
+		{"config map has an undocumented key", "configmap.yaml", "LOG_LEVEL: info", "LOG_LEVL: info", "LOG_LEVL is not a variable"},
+		{"secret is missing", "notification-service.yaml", "name: fulfillment-secrets", "name: other-secrets", `envFrom Secret "other-secrets" is not in the base`},
+		{"resource not listed", "kustomization.yaml", "  - points-service.yaml\n", "", "points-service.yaml is not listed"},
+		{"prometheus scrapes a wrong port", "prometheus.yml", "points-service:8084", "points-service:8083", "points-service scraped on port 8083"},
+		{"init.sql misses a database", "init.sql", "CREATE DATABASE points;", "", "does not create points"},
+		{"Makefile misses a service", "Makefile", "SERVICES := order payment inventory points notification", "SERVICES := order payment inventory points", "Makefile: SERVICES is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := loadRepo(t)
+			target := map[string]*[]byte{
+				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile,
+			}[tt.file]
+			if target == nil {
+				f, ok := r.base[tt.file]
+				if !ok {
+					t.Fatalf("no deploy/base/%s", tt.file)
+				}
+				target = &f.Data
+			}
+			if !strings.Contains(string(*target), tt.old) {
+				t.Fatalf("%s does not contain %q: update the test", tt.file, tt.old)
+			}
+			*target = []byte(strings.Replace(string(*target), tt.old, tt.new, 1))
+			errs := r.check(suite.Services())
+			for _, err := range errs {
+				if strings.Contains(err.Error(), tt.want) {
+					return
+				}
+			}
+			t.Errorf("no error says %q; got %v", tt.want, errs)
+		})
+	}
+}
+
+// TestChecksCatchATableChange changes the runner's table instead of a file.
+func TestChecksCatchATableChange(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func([]suite.Service)
+		want   []string
+	}{
+		{"port", func(s []suite.Service) { s[2].Port = 9083 }, []string{
+			"docker-compose.yml: inventory-service: port 9083 is not published",
+			"Deployment inventory-service: container ports",
+			"Service inventory-service does not expose port 9083",
+			"inventory-service scraped on port 8083, want 9083",
+		}},
+		{"database", func(s []suite.Service) { s[4].DBName = "notes" }, []string{
+			`docker-compose.yml: notification-service: DB_NAME="notifications", want "notes"`,
+			`Deployment notification-service: DB_NAME="notifications", want "notes"`,
+			"init.sql: does not create notes",
+		}},
+		{"a sixth service", func(s []suite.Service) { s[0] = suite.Service{Name: "shipping", Port: 8086, DBName: "shipping"} }, []string{
+			"docker-compose.yml: shipping-service: no such service",
+			"no Deployment shipping-service",
+			"MODULES lacks services/shipping",
+		}},
+	}
+	r := loadRepo(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			services := suite.Services()
+			tt.modify(services)
+			var all strings.Builder
+			for _, err := range r.check(services) {
+				all.WriteString(err.Error() + "\n")
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(all.String(), want) {
+					t.Errorf("no error says %q; got:\n%s", want, all.String())
+				}
+			}
+		})
+	}
+}
+
+func TestDocumentedEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		md      string
+		want    []string
+		wantErr bool
+	}{
+		{"table", "# x\n\n| variable | default |\n|---|---|\n| `A_B` | 1 |\n| `C` | `D_E` |\n", []string{"A_B", "C"}, false},
+		{"prose is ignored", "DATABASE_URL is set.\n| `X` |\n", []string{"X"}, false},
+		{"no table", "# nothing here\n", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := deployconsistency.DocumentedEnv([]byte(tt.md))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for _, name := range tt.want {
+				if !got[name] {
+					t.Errorf("%s missing from %v", name, got)
+				}
+			}
+		})
+	}
+}
+
+// TestComposeForms reads the other spellings compose allows.
+func TestComposeForms(t *testing.T) {
+	one := []suite.Service{{Name: "order", Port: 8081, DBName: "orders", URLEnv: "ORDER_URL"}}
+	documented := map[string]bool{"HTTP_ADDR": true, "DB_NAME": true, "ORDER_URL": true}
+	tests := []struct {
+		name    string
+		compose string
+		want    string // substring of an error; empty: no error
+	}{
+		{"list environment, long ports, list args", `
+services:
+  order-service:
+    image: fulfillment/order-service:1.2
+    build: {context: ., args: ["SERVICE=order"]}
+    environment: ["HTTP_ADDR=:8081", "DB_NAME=orders", "ORDER_URL=http://order-service:8081"]
+    ports: [{target: 8081, published: 8081}]
+`, ""},
+		{"host ip and protocol in a port", `
+services:
+  order-service:
+    image: fulfillment/order-service
+    build: {args: {SERVICE: order}}
+    environment: {HTTP_ADDR: ":8081", DB_NAME: orders}
+    ports: ["127.0.0.1:8081:8081/tcp"]
+`, ""},
+		{"port only inside the network", `
+services:
+  order-service:
+    image: fulfillment/order-service
+    build: {args: {SERVICE: order}}
+    environment: {HTTP_ADDR: ":8081", DB_NAME: orders}
+    ports: ["18081:8081"]
+`, "port 8081 is not published as 8081:8081"},
+		{"missing DB_NAME", `
+services:
+  order-service:
+    image: fulfillment/order-service
+    build: {args: {SERVICE: order}}
+    environment: {HTTP_ADDR: ":8081"}
+    ports: ["8081:8081"]
+`, "DB_NAME is not set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := deployconsistency.CheckCompose([]byte(tt.compose), one, documented)
+			if tt.want == "" {
+				for _, err := range errs {
+					t.Error(err)
+				}
+				return
+			}
+			for _, err := range errs {
+				if strings.Contains(err.Error(), tt.want) {
+					return
+				}
+			}
+			t.Errorf("no error says %q; got %v", tt.want, errs)
+		})
+	}
+}

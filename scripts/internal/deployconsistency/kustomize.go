@@ -1,0 +1,178 @@
+package deployconsistency
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+// object is the part of a Kubernetes object the checks read.
+type object struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`       // ConfigMap, Secret
+	StringData map[string]string `yaml:"stringData"` // Secret
+	Spec       struct {
+		Ports    []servicePort `yaml:"ports"` // Service
+		Template struct {
+			Spec struct {
+				Containers []container `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"` // Deployment
+	} `yaml:"spec"`
+}
+
+type servicePort struct {
+	Port int `yaml:"port"`
+}
+
+type container struct {
+	Image string `yaml:"image"`
+	Ports []struct {
+		ContainerPort int `yaml:"containerPort"`
+	} `yaml:"ports"`
+	Env []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	EnvFrom []struct {
+		ConfigMapRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMapRef"`
+		SecretRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"secretRef"`
+	} `yaml:"envFrom"`
+}
+
+// CheckKustomize checks the kustomize base in fsys (deploy/base): every
+// service has a Deployment and a Service of its FullName, with its image,
+// port and environment, and every YAML file of the base is a resource of
+// kustomization.yaml.
+func CheckKustomize(fsys fs.FS, services []suite.Service, documented map[string]bool) []error {
+	objects, errs := loadKustomization(fsys)
+	byKind := map[string]map[string]object{}
+	for _, o := range objects {
+		if byKind[o.Kind] == nil {
+			byKind[o.Kind] = map[string]object{}
+		}
+		byKind[o.Kind][o.Metadata.Name] = o
+	}
+	for _, s := range services {
+		errs = append(errs, checkDeployment(byKind, s, services, documented)...)
+		svc, ok := byKind["Service"][s.FullName()]
+		if !ok {
+			errs = append(errs, fmt.Errorf("deploy/base: no Service %s", s.FullName()))
+		} else if !slices.ContainsFunc(svc.Spec.Ports, func(p servicePort) bool { return p.Port == s.Port }) {
+			errs = append(errs, fmt.Errorf("deploy/base: Service %s does not expose port %d (%v)", s.FullName(), s.Port, svc.Spec.Ports))
+		}
+	}
+	errs = append(errs, unknownServices("deploy/base Deployments", sortedKeys(byKind["Deployment"]), services)...)
+	errs = append(errs, unknownServices("deploy/base Services", sortedKeys(byKind["Service"]), services)...)
+	return errs
+}
+
+func checkDeployment(byKind map[string]map[string]object, s suite.Service, all []suite.Service, documented map[string]bool) []error {
+	where := "deploy/base: Deployment " + s.FullName()
+	d, ok := byKind["Deployment"][s.FullName()]
+	if !ok {
+		return []error{fmt.Errorf("deploy/base: no Deployment %s", s.FullName())}
+	}
+	containers := d.Spec.Template.Spec.Containers
+	if len(containers) != 1 {
+		return []error{fmt.Errorf("%s: %d containers, want 1", where, len(containers))}
+	}
+	c := containers[0]
+	var errs []error
+	if want := ImagePrefix + s.FullName(); strings.Split(c.Image, ":")[0] != want {
+		errs = append(errs, fmt.Errorf("%s: image %q, want %q", where, c.Image, want))
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != s.Port {
+		errs = append(errs, fmt.Errorf("%s: container ports %v, want just %d", where, c.Ports, s.Port))
+	}
+	env := map[string]string{}
+	for _, from := range c.EnvFrom {
+		kind, name := "ConfigMap", ""
+		switch {
+		case from.ConfigMapRef != nil:
+			name = from.ConfigMapRef.Name
+		case from.SecretRef != nil:
+			kind, name = "Secret", from.SecretRef.Name
+		}
+		src, ok := byKind[kind][name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: envFrom %s %q is not in the base", where, kind, name))
+			continue
+		}
+		for k, v := range src.Data {
+			env[k] = v
+		}
+		for k, v := range src.StringData {
+			env[k] = v
+		}
+	}
+	for _, e := range c.Env { // env wins over envFrom, as in Kubernetes
+		env[e.Name] = e.Value
+	}
+	return append(errs, CheckEnv(where, env, s, all, documented, URLOf)...)
+}
+
+// loadKustomization reads every object of the resources kustomization.yaml
+// lists, and reports YAML files of the base it does not list.
+func loadKustomization(fsys fs.FS) ([]object, []error) {
+	raw, err := fs.ReadFile(fsys, "kustomization.yaml")
+	if err != nil {
+		return nil, []error{fmt.Errorf("deploy/base: %w", err)}
+	}
+	var k struct {
+		Resources []string `yaml:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &k); err != nil {
+		return nil, []error{fmt.Errorf("deploy/base/kustomization.yaml: %w", err)}
+	}
+	var objects []object
+	var errs []error
+	for _, res := range k.Resources {
+		data, err := fs.ReadFile(fsys, res)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deploy/base: resource %s: %w", res, err))
+			continue
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var o object
+			err := dec.Decode(&o)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("deploy/base/%s: %w", res, err))
+				break
+			}
+			if o.Kind != "" {
+				objects = append(objects, o)
+			}
+		}
+	}
+	files, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range files {
+		if f != "kustomization.yaml" && !slices.Contains(k.Resources, f) && !slices.Contains(k.Resources, "./"+f) {
+			errs = append(errs, fmt.Errorf("deploy/base/%s is not listed in kustomization.yaml resources", path.Base(f)))
+		}
+	}
+	return objects, errs
+}

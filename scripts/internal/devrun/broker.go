@@ -1,0 +1,25 @@
+package devrun
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+// StartBroker starts the embedded broker on addr with both topics of the
+// suite, persisting under dataDir/broker.
+func StartBroker(addr, dataDir string) (*broker.Broker, error) {
+	cfg := broker.Config{
+		Addr:       addr,
+		DataDir:    filepath.Join(dataDir, "broker"),
+		Partitions: suite.Partitions,
+		Topics:     []string{suite.OrderEventsTopic, suite.DLQTopic},
+	}
+	b, err := broker.Start(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker on %s (is another broker there? set KAFKA_BROKERS to use it): %w", addr, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,109 @@
+package devrun_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		name                    string
+		env                     map[string]string
+		dbURL, brokers, dataDir string
+	}{
+		{"defaults", nil, suite.DefaultDatabaseURL, "", ".data"},
+		{"from the environment",
+			map[string]string{"DATABASE_URL": "postgres://u:p@db:5432/x", "KAFKA_BROKERS": " k1:9092,k2:9092 ", "DATA_DIR": "/tmp/d"},
+			"postgres://u:p@db:5432/x", "k1:9092,k2:9092", "/tmp/d"},
+		{"blank means default", map[string]string{"DATABASE_URL": "  ", "DATA_DIR": ""}, suite.DefaultDatabaseURL, "", ".data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := devrun.LoadConfig(env(tt.env))
+			if cfg.DatabaseURL != tt.dbURL || cfg.KafkaBrokers != tt.brokers || cfg.DataDir != tt.dataDir {
+				t.Errorf("got %q %q %q, want %q %q %q", cfg.DatabaseURL, cfg.KafkaBrokers, cfg.DataDir, tt.dbURL, tt.brokers, tt.dataDir)
+			}
+			if len(cfg.Services) != 5 || cfg.BrokerAddr != "127.0.0.1:9092" || cfg.BinDir != "bin" {
+				t.Errorf("defaults not filled in: %+v", cfg)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("Validate() = %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() devrun.Config { return devrun.LoadConfig(env(nil)) }
+	tests := []struct {
+		name   string
+		modify func(*devrun.Config)
+	}{
+		{"mysql URL", func(c *devrun.Config) { c.DatabaseURL = "mysql://root@localhost/x" }},
+		{"broker without port", func(c *devrun.Config) { c.KafkaBrokers = "k1:9092,k2" }},
+		{"embedded broker address without port", func(c *devrun.Config) { c.BrokerAddr = "localhost" }},
+		{"no data dir", func(c *devrun.Config) { c.DataDir = "" }},
+		{"no services", func(c *devrun.Config) { c.Services = nil }},
+		{"duplicate port", func(c *devrun.Config) { c.Services[1].Port = c.Services[0].Port }},
+		{"service without database", func(c *devrun.Config) { c.Services[2].DBName = "" }},
+		{"zero ready timeout", func(c *devrun.Config) { c.ReadyTimeout = 0 }},
+		{"negative grace", func(c *devrun.Config) { c.GracePeriod = -time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := valid()
+			tt.modify(&cfg)
+			if err := cfg.Validate(); err == nil {
+				t.Error("Validate accepted it")
+			}
+		})
+	}
+}
+
+func TestServiceEnvOverridesInherited(t *testing.T) {
+	all := suite.Services()
+	inventory, _ := suite.Lookup(all, "inventory")
+	inherited := []string{"PATH=/bin", "HTTP_ADDR=:9999", "DB_NAME=wrong", "CONSUMER_GROUP=shared", "LOG_LEVEL=debug"}
+	got := lastValues(devrun.ServiceEnv(inherited, all, inventory, "postgres://x/y", "127.0.0.1:1234"))
+	want := map[string]string{
+		"PATH":             "/bin",
+		"LOG_LEVEL":        "debug",
+		"HTTP_ADDR":        ":8083",
+		"DB_NAME":          "inventory",
+		"CONSUMER_GROUP":   "inventory-service",
+		"DATABASE_URL":     "postgres://x/y",
+		"KAFKA_BROKERS":    "127.0.0.1:1234",
+		"ORDER_URL":        "http://127.0.0.1:8081",
+		"NOTIFICATION_URL": "http://127.0.0.1:8085",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(inherited) != 5 || inherited[1] != "HTTP_ADDR=:9999" {
+		t.Error("ServiceEnv changed the inherited slice")
+	}
+}
+
+// lastValues reads an environment the way os/exec does: the last entry of a
+// name wins.
+func lastValues(environ []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range environ {
+		for i := range len(kv) {
+			if kv[i] == '=' {
+				m[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,207 @@
+package devrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
+)
+
+// runnerName prefixes the runner's own lines.
+const runnerName = "run"
+
+// Run builds, prepares and runs the services until ctx ends (then it stops
+// them and returns nil) or one of them exits on its own (then it stops the
+// others and returns an error naming it). An interrupt during the
+// preparation also returns nil.
+func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	width := len(runnerName)
+	for _, s := range cfg.Services {
+		width = max(width, len(s.Name))
+	}
+	out := supervise.NewSyncWriter(stdout)
+	log := &prefixed{out: out, prefix: fmt.Sprintf("%-*s | ", width, runnerName)}
+
+	err := run(ctx, cfg, out, log, width)
+	if ctx.Err() == nil {
+		return err
+	}
+	// Interrupted: whatever failed meanwhile failed because of it, except a
+	// service that had to be killed, which is worth a line.
+	if err != nil && !errors.Is(err, ctx.Err()) {
+		log.Printf("while stopping: %v", err)
+	}
+	log.Printf("stopped")
+	return nil
+}
+
+func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefixed, width int) error {
+	if _, err := os.Stat(filepath.Join(cfg.Dir, "go.work")); err != nil {
+		return fmt.Errorf("no go.work in %s: run from the repository root (make run): %w", absOr(cfg.Dir), err)
+	}
+	if err := CheckPortsFree(cfg.Services); err != nil {
+		return err
+	}
+
+	log.Printf("building %d services into %s/", len(cfg.Services), cfg.BinDir)
+	if err := Build(ctx, cfg.Dir, cfg.BinDir, cfg.Services, log); err != nil {
+		return err
+	}
+
+	names := make([]string, len(cfg.Services))
+	for i, s := range cfg.Services {
+		names[i] = s.DBName
+	}
+	created, err := EnsureDatabases(ctx, cfg.DatabaseURL, names)
+	if err != nil {
+		return err
+	}
+	log.Printf("databases on %s: %s (created: %s)", redact(cfg.DatabaseURL), strings.Join(names, ", "), listOrNone(created))
+
+	brokers := cfg.KafkaBrokers
+	if brokers == "" {
+		b, err := StartBroker(cfg.BrokerAddr, cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			b.Close()
+			log.Printf("embedded broker closed")
+		}()
+		brokers = strings.Join(b.Addrs(), ",")
+		log.Printf("embedded broker on %s (data in %s)", brokers, filepath.Join(cfg.DataDir, "broker"))
+	} else {
+		log.Printf("using the brokers at KAFKA_BROKERS=%s", brokers)
+	}
+
+	sup, err := supervise.New(supervise.Config{Output: out, GracePeriod: cfg.GracePeriod, PrefixWidth: width, Colour: cfg.Colour})
+	if err != nil {
+		return err
+	}
+	err = runServices(ctx, cfg, sup, brokers, log)
+	log.Printf("stopping the services")
+	return errors.Join(err, sup.Stop())
+}
+
+// runServices starts the services and waits until ctx ends or one exits.
+func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, brokers string, log *prefixed) error {
+	binDir := cfg.BinDir
+	if !filepath.IsAbs(binDir) {
+		binDir = filepath.Join(cfg.Dir, binDir)
+	}
+	binDir, err := filepath.Abs(binDir)
+	if err != nil {
+		return fmt.Errorf("bin directory: %w", err)
+	}
+	environ := cfg.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	for _, s := range cfg.Services {
+		spec := supervise.Spec{
+			Name: s.Name,
+			Path: filepath.Join(binDir, s.FullName()),
+			Env:  ServiceEnv(environ, cfg.Services, s, cfg.DatabaseURL, brokers),
+			Dir:  cfg.Dir,
+		}
+		if err := sup.Start(ctx, spec); err != nil {
+			return err
+		}
+	}
+
+	client := &http.Client{Timeout: 2 * time.Second}
+	if err := WaitReady(ctx, client, ReadyEndpoints(cfg.Services), cfg.ReadyTimeout, sup.Exits(), log); err != nil {
+		return err
+	}
+	Walkthrough(log.out, cfg.Services, brokers)
+
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case e := <-sup.Exits():
+		err := exitError(e, "unexpectedly")
+		log.Printf("%v", err)
+		return err
+	}
+}
+
+// ServiceEnv is the environment of service s: environ, then the settings the
+// runner decides, which win over inherited ones of the same name.
+func ServiceEnv(environ []string, all []suite.Service, s suite.Service, databaseURL, brokers string) []string {
+	env := append([]string(nil), environ...)
+	env = append(env,
+		"DATABASE_URL="+databaseURL,
+		"KAFKA_BROKERS="+brokers,
+		"HTTP_ADDR="+s.HTTPAddr(),
+		"DB_NAME="+s.DBName,
+	)
+	if s.ConsumerGroup != "" {
+		env = append(env, "CONSUMER_GROUP="+s.ConsumerGroup)
+	}
+	for _, other := range all {
+		if other.URLEnv != "" {
+			env = append(env, other.URLEnv+"="+other.LocalURL())
+		}
+	}
+	return env
+}
+
+// CheckPortsFree fails, naming the port, when another process already
+// listens on a service's port (a `make run` still running, say).
+func CheckPortsFree(services []suite.Service) error {
+	var errs []error
+	for _, s := range services {
+		l, err := net.Listen("tcp", s.HTTPAddr())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("port %d of %s is taken (is another `make run` still running?): %w", s.Port, s.FullName(), err))
+			continue
+		}
+		l.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// prefixed writes the runner's own lines, prefixed like a service's.
+type prefixed struct {
+	out    io.Writer
+	prefix string
+}
+
+// Printf writes one prefixed line.
+func (p *prefixed) Printf(format string, args ...any) {
+	_, _ = io.WriteString(p.out, p.prefix+fmt.Sprintf(format, args...)+"\n")
+}
+
+// Write prefixes each line of b (used for progress output).
+func (p *prefixed) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		p.Printf("%s", line)
+	}
+	return len(b), nil
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func absOr(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}

@@ -1,0 +1,77 @@
+// Package suite is the one table of the suite's five services: their names,
+// ports, databases and consumer groups. The runner (scripts/run) starts what
+// it lists, and the deployment consistency test checks docker-compose.yml and
+// deploy/ against it, so the three modes cannot drift apart.
+package suite
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Topics, broker and database defaults shared by every mode
+// (docs/configuration.md).
+const (
+	// OrderEventsTopic carries every order event (ORDER_EVENTS_TOPIC).
+	OrderEventsTopic = "order-events"
+	// DLQTopic is the dead-letter topic (DLQ_TOPIC).
+	DLQTopic = "order-events.dlq"
+	// Partitions is the partition count of both topics.
+	Partitions = 12
+	// DefaultKafkaBrokers is where the embedded broker listens (KAFKA_BROKERS).
+	DefaultKafkaBrokers = "127.0.0.1:9092"
+	// DefaultDatabaseURL is the Postgres server of a developer machine
+	// (DATABASE_URL).
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+)
+
+// Service is one service of the suite as every mode runs it.
+type Service struct {
+	// Name is the short name: the directory under services/ ("order").
+	Name string
+	// Port is the HTTP port, the same in make run, compose and Kubernetes.
+	Port int
+	// DBName is the service's own database (DB_NAME).
+	DBName string
+	// ConsumerGroup is its Kafka consumer group (CONSUMER_GROUP); empty for a
+	// service that consumes nothing.
+	ConsumerGroup string
+	// URLEnv names the variable through which other services find it
+	// ("ORDER_URL").
+	URLEnv string
+}
+
+// FullName is the name of the binary, the compose service, the Kubernetes
+// Deployment and Service, and the image ("order-service").
+func (s Service) FullName() string { return s.Name + "-service" }
+
+// Package is the main package to build, relative to the repository root.
+func (s Service) Package() string { return "./services/" + s.Name }
+
+// HTTPAddr is the listen address the service gets (HTTP_ADDR).
+func (s Service) HTTPAddr() string { return ":" + strconv.Itoa(s.Port) }
+
+// LocalURL is the service's base URL on this machine.
+func (s Service) LocalURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.Port) }
+
+// Services returns the five services in start order. Each call returns a new
+// slice, so callers may change it.
+func Services() []Service {
+	return []Service{
+		{Name: "order", Port: 8081, DBName: "orders", URLEnv: "ORDER_URL"},
+		{Name: "payment", Port: 8082, DBName: "payments", ConsumerGroup: "payment-service", URLEnv: "PAYMENT_URL"},
+		{Name: "inventory", Port: 8083, DBName: "inventory", ConsumerGroup: "inventory-service", URLEnv: "INVENTORY_URL"},
+		{Name: "points", Port: 8084, DBName: "points", ConsumerGroup: "points-service", URLEnv: "POINTS_URL"},
+		{Name: "notification", Port: 8085, DBName: "notifications", ConsumerGroup: "notification-service", URLEnv: "NOTIFICATION_URL"},
+	}
+}
+
+// Lookup finds a service of list by its short name.
+func Lookup(list []Service, name string) (Service, bool) {
+	for _, s := range list {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Service{}, false
+}

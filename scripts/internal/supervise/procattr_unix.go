@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package supervise
+
+import "syscall"
+
+// sysProcAttr puts the child in its own process group.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

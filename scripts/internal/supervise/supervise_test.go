@@ -1,0 +1,345 @@
+package supervise_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
+)
+
+// buffer is an io.Writer the test can read while children write to it.
+type buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// waitUntil polls cond until it holds or the timeout passes.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+func sh(name, script string) supervise.Spec {
+	return supervise.Spec{Name: name, Path: "/bin/sh", Args: []string{"-c", script}}
+}
+
+// A child that stops cleanly on SIGTERM: it says so, and its sleeping child
+// (same process group) dies with it.
+const polite = `trap 'echo bye; exit 0' TERM; echo ready; sleep 1000 & wait`
+
+func newSupervisor(t *testing.T, out *buffer, grace time.Duration) *supervise.Supervisor {
+	t.Helper()
+	sup, err := supervise.New(supervise.Config{Output: out, GracePeriod: grace, PrefixWidth: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sup.Stop() })
+	return sup
+}
+
+func nextExit(t *testing.T, sup *supervise.Supervisor) supervise.Exit {
+	t.Helper()
+	select {
+	case e := <-sup.Exits():
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit reported within 10s")
+		return supervise.Exit{}
+	}
+}
+
+func TestPrefixesEveryLine(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		want   []string
+	}{
+		{"stdout and stderr", `echo one; echo two >&2; echo three`, []string{"alpha  | one\n", "alpha  | two\n", "alpha  | three\n"}},
+		{"last line without newline", `printf 'a\nb'`, []string{"alpha  | a\n", "alpha  | b\n"}},
+		{"line written in pieces", `printf 'he'; printf 'llo\n'`, []string{"alpha  | hello\n"}},
+		{"crlf", `printf 'dos\r\n'`, []string{"alpha  | dos\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := &buffer{}
+			sup := newSupervisor(t, out, time.Second)
+			if err := sup.Start(context.Background(), sh("alpha", tt.script)); err != nil {
+				t.Fatal(err)
+			}
+			if e := nextExit(t, sup); e.Name != "alpha" || e.Err != nil {
+				t.Fatalf("exit = %v, want alpha with status 0", e)
+			}
+			got := out.String()
+			for _, line := range tt.want {
+				if !strings.Contains(got, line) {
+					t.Errorf("output lacks %q:\n%s", line, got)
+				}
+			}
+			for _, line := range strings.SplitAfter(strings.TrimSuffix(got, "\n"), "\n") {
+				if !strings.HasPrefix(line, "alpha  | ") {
+					t.Errorf("line without prefix: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestLinesOfChildrenDoNotInterleave(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, time.Second)
+	script := `i=0; while [ $i -lt 200 ]; do echo "line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"; i=$((i+1)); done`
+	for _, name := range []string{"a", "b", "c"} {
+		if err := sup.Start(context.Background(), sh(name, script)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		nextExit(t, sup)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 600 {
+		t.Fatalf("got %d lines, want 600", len(lines))
+	}
+	for _, line := range lines {
+		if !strings.HasSuffix(line, "-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx") || strings.Count(line, "|") != 1 {
+			t.Fatalf("mangled line %q", line)
+		}
+	}
+}
+
+func TestStopIsCleanAndReportsNoExit(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	for _, name := range []string{"alpha", "beta"} {
+		if err := sup.Start(context.Background(), sh(name, polite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 10*time.Second, "both children ready", func() bool {
+		s := out.String()
+		return strings.Contains(s, "alpha  | ready") && strings.Contains(s, "beta   | ready")
+	})
+	start := time.Now()
+	if err := sup.Stop(); err != nil {
+		t.Fatalf("Stop() = %v, want a clean stop", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Stop took %s: the children were not stopped by SIGTERM", took)
+	}
+	for _, want := range []string{"alpha  | bye", "beta   | bye"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q (SIGTERM not delivered?):\n%s", want, out.String())
+		}
+	}
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("a deliberate stop was reported as an exit: %v", e)
+	default:
+	}
+	if err := sup.Start(context.Background(), sh("gamma", polite)); !errors.Is(err, supervise.ErrStopped) {
+		t.Errorf("Start after Stop = %v, want ErrStopped", err)
+	}
+	if err := sup.Stop(); err != nil {
+		t.Errorf("second Stop = %v", err)
+	}
+}
+
+func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 200*time.Millisecond)
+	if err := sup.Start(context.Background(), sh("stubborn", `trap '' TERM; echo ready; sleep 1000 & wait`)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
+	err := sup.Stop()
+	if err == nil || !strings.Contains(err.Error(), "stubborn did not stop") {
+		t.Fatalf("Stop() = %v, want a report that stubborn was killed", err)
+	}
+}
+
+func TestUnexpectedExitIsReported(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		code   int
+	}{
+		{"status 0", `exit 0`, 0},
+		{"status 3", `echo failing; exit 3`, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sup := newSupervisor(t, &buffer{}, time.Second)
+			if err := sup.Start(context.Background(), sh("crashy", tt.script)); err != nil {
+				t.Fatal(err)
+			}
+			e := nextExit(t, sup)
+			if e.Name != "crashy" {
+				t.Fatalf("exit of %q, want crashy", e.Name)
+			}
+			code := 0
+			var exitErr *exec.ExitError
+			if errors.As(e.Err, &exitErr) {
+				code = exitErr.ExitCode()
+			} else if e.Err != nil {
+				t.Fatalf("unexpected error %v", e.Err)
+			}
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d (%v)", code, tt.code, e)
+			}
+		})
+	}
+}
+
+func TestContextEndStopsTheChild(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
+	cancel()
+	waitUntil(t, 10*time.Second, "child stopped by its context", func() bool { return strings.Contains(out.String(), "alpha  | bye") })
+	if err := sup.Restart("alpha"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Restart with an ended context = %v, want context.Canceled", err)
+	}
+	if err := sup.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("a stop by context was reported as an exit: %v", e)
+	default:
+	}
+}
+
+func TestRestart(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	ctx := context.Background()
+	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(ctx, sh("beta", polite)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(ctx, sh("alpha", polite)); err == nil {
+		t.Error("starting a running name twice succeeded")
+	}
+	count := func(s string) int { return strings.Count(out.String(), s) }
+	waitUntil(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+
+	if err := sup.Restart("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "second start", func() bool { return count("alpha  | ready") == 2 })
+	if got := count("alpha  | bye"); got != 1 {
+		t.Errorf("alpha stopped %d times, want 1", got)
+	}
+	if got := count("beta   | bye") + count("beta   | ready"); got != 1 {
+		t.Errorf("beta was touched by restarting alpha: %d lines", got)
+	}
+	if err := sup.Restart("nope"); err == nil {
+		t.Error("Restart of an unknown name succeeded")
+	}
+	if err := sup.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Restart("alpha"); !errors.Is(err, supervise.ErrStopped) {
+		t.Errorf("Restart after Stop = %v, want ErrStopped", err)
+	}
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("a restart was reported as an exit: %v", e)
+	default:
+	}
+}
+
+func TestRestartAfterCrash(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, time.Second)
+	if err := sup.Start(context.Background(), sh("alpha", `echo run; exit 1`)); err != nil {
+		t.Fatal(err)
+	}
+	nextExit(t, sup)
+	if err := sup.Restart("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	nextExit(t, sup)
+	if got := strings.Count(out.String(), "alpha  | run"); got != 2 {
+		t.Errorf("ran %d times, want 2", got)
+	}
+}
+
+func TestConfigAndSpecValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"no output", supervise.Config{}.Validate()},
+		{"negative grace", supervise.Config{Output: &buffer{}, GracePeriod: -time.Second}.Validate()},
+		{"negative width", supervise.Config{Output: &buffer{}, PrefixWidth: -1}.Validate()},
+		{"spec without name", supervise.Spec{Path: "/bin/true"}.Validate()},
+		{"spec without path", supervise.Spec{Name: "x"}.Validate()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.err == nil {
+				t.Error("Validate accepted it")
+			}
+		})
+	}
+	if err := (supervise.Config{Output: &buffer{}}).Validate(); err != nil {
+		t.Errorf("minimal config rejected: %v", err)
+	}
+}
+
+func TestStartReportsAMissingProgram(t *testing.T) {
+	sup := newSupervisor(t, &buffer{}, time.Second)
+	err := sup.Start(context.Background(), supervise.Spec{Name: "ghost", Path: "/nonexistent/ghost-service"})
+	if err == nil || !strings.Contains(err.Error(), "ghost") {
+		t.Fatalf("Start = %v, want an error naming ghost", err)
+	}
+}
+
+func TestColourPrefix(t *testing.T) {
+	out := &buffer{}
+	sup, err := supervise.New(supervise.Config{Output: out, Colour: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop()
+	if err := sup.Start(context.Background(), sh("c", `echo hi`)); err != nil {
+		t.Fatal(err)
+	}
+	nextExit(t, sup)
+	if got, want := out.String(), "\x1b[36mc |\x1b[0m hi\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
