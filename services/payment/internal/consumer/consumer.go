@@ -1,0 +1,98 @@
+// Package consumer executes the refunds the order service asks for: it
+// consumes OrderRefundRequested from order-events and, in one transaction
+// with the event's dedup row and version guard, records the refund's
+// outcome and the callback that reports it.
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
+)
+
+// FailPoint makes apply fail on demand, so tests and drills can exercise the
+// consumer's retries and dead-lettering.
+const FailPoint = "payment.apply"
+
+// StateRefundHandled is the consumer's state for an order once a refund
+// request has been executed or rejected; a later refund request (after a
+// rejection put the order back to PAID) is handled from it again.
+const StateRefundHandled = "REFUND_HANDLED"
+
+// Transitions is the consumer's state machine: only refund requests matter
+// to the payment service.
+func Transitions() versionguard.Transitions {
+	return versionguard.Transitions{
+		event.OrderRefundRequested: {versionguard.InitialState, StateRefundHandled},
+	}
+}
+
+// Refunder executes or rejects a refund inside the consumer's transaction.
+type Refunder interface {
+	Refund(ctx context.Context, tx *sqlx.Tx, req storage.RefundRequest) (storage.RefundOutcome, error)
+}
+
+// Applier is the version guard's apply function for the payment service.
+type Applier struct {
+	refunds    Refunder
+	failPoints *failpoint.Registry
+	logger     *slog.Logger
+}
+
+// NewApplier returns an applier; failPoints may be nil.
+func NewApplier(refunds Refunder, failPoints *failpoint.Registry, logger *slog.Logger) *Applier {
+	return &Applier{refunds: refunds, failPoints: failPoints, logger: logger}
+}
+
+// Apply executes the refund env requests. A refund that cannot be made is a
+// business rejection recorded in the ledger (with its callback) and returns
+// no error, so it is never retried; errors are database failures, retried
+// by the router up to its bound.
+func (a *Applier) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+	if err := a.failPoints.Inject(FailPoint); err != nil {
+		return "", err
+	}
+	var data event.OrderRefundRequestedData
+	if err := env.DecodeData(&data); err != nil {
+		return "", err
+	}
+	out, err := a.refunds.Refund(ctx, tx, storage.RefundRequest{
+		RefundID:     data.RefundID,
+		OrderID:      env.AggregateID,
+		PaymentID:    data.PaymentID,
+		Amount:       data.Amount.Decimal,
+		Currency:     data.Currency,
+		OrderVersion: env.AggregateVersion,
+	})
+	if err != nil {
+		return "", fmt.Errorf("refund %s of order %s: %w", data.RefundID, env.AggregateID, err)
+	}
+	a.logger.InfoContext(ctx, "refund handled", "orderId", env.AggregateID, "refundId", data.RefundID,
+		"status", out.Status, "reason", out.Reason, "callbackId", out.CallbackID)
+	return StateRefundHandled, nil
+}
+
+// NewProcessor returns the inbox processor of the payment consumer named
+// name (its consumer group, "payment-service" by default): dedup row,
+// version guard and refund in one transaction.
+func NewProcessor(db *sqlx.DB, name string, a *Applier) *inbox.Processor {
+	return inbox.NewProcessor(db, name, versionguard.New(name, Transitions(), a.Apply))
+}
+
+// Handler adapts p to the router: it returns nil only after the
+// transaction committed, so the message is acknowledged after the commit.
+func Handler(p *inbox.Processor) messaging.EventHandler {
+	return func(ctx context.Context, env event.Envelope) error {
+		_, err := p.Process(ctx, env)
+		return err
+	}
+}

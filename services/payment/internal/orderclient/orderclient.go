@@ -1,0 +1,75 @@
+// Package orderclient looks orders up in the order service
+// (GET {ORDER_URL}/orders/{id}), which the payment service must do before it
+// accepts a payment.
+package orderclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
+)
+
+// maxBody bounds how much of an answer is read.
+const maxBody = 1 << 20
+
+// Client talks to the order service.
+type Client struct {
+	http    *http.Client
+	baseURL string
+}
+
+// New returns a client for the order service at baseURL (ORDER_URL).
+func New(client *http.Client, baseURL string) *Client {
+	return &Client{http: client, baseURL: strings.TrimRight(baseURL, "/")}
+}
+
+// orderView is the part of GET /orders/{id} the payment service needs.
+type orderView struct {
+	OrderID  string `json:"orderId"`
+	Status   string `json:"status"`
+	Version  int64  `json:"version"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Order returns the order orderID, or an error wrapping
+// payment.ErrOrderNotFound when the order service does not know it.
+func (c *Client) Order(ctx context.Context, orderID string) (payment.Order, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderID), nil)
+	if err != nil {
+		return payment.Order{}, fmt.Errorf("order look-up request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return payment.Order{}, fmt.Errorf("look up order %s: %w", orderID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return payment.Order{}, fmt.Errorf("look up order %s: read answer: %w", orderID, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return payment.Order{}, fmt.Errorf("%w: %s", payment.ErrOrderNotFound, orderID)
+	case resp.StatusCode != http.StatusOK:
+		return payment.Order{}, fmt.Errorf("look up order %s: order service answered %s", orderID, resp.Status)
+	}
+	var v orderView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return payment.Order{}, fmt.Errorf("look up order %s: decode answer: %w", orderID, err)
+	}
+	amount, err := decimal.NewFromString(v.Amount)
+	if err != nil {
+		return payment.Order{}, fmt.Errorf("look up order %s: amount %q: %w", orderID, v.Amount, err)
+	}
+	return payment.Order{ID: v.OrderID, Status: v.Status, Version: v.Version, Amount: amount, Currency: v.Currency}, nil
+}

@@ -1,0 +1,199 @@
+// Package ports is the payment service's HTTP API: POST /payments,
+// GET /payments/orders/{orderId} and GET /admin/outbox/{eventId}. Every
+// error becomes an HTTP answer in MapError, the one place that knows the
+// business codes.
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
+)
+
+// Business codes of the payment API besides httpapi's shared ones.
+const (
+	CodeOrderNotFound     = "ORDER_NOT_FOUND"
+	CodeOrderNotPayable   = "ORDER_NOT_PAYABLE"
+	CodeAmountMismatch    = "AMOUNT_MISMATCH"
+	CodePaymentNotFound   = "PAYMENT_NOT_FOUND"
+	CodeOrderLookupFailed = "ORDER_SERVICE_UNAVAILABLE"
+)
+
+// errOrderLookup marks a failed order look-up that says nothing about the
+// order (order service down, 5xx): the client may try again.
+var errOrderLookup = errors.New("order look-up failed")
+
+// OrderLookup finds an order in the order service.
+type OrderLookup interface {
+	Order(ctx context.Context, orderID string) (payment.Order, error)
+}
+
+// Payments stores payments.
+type Payments interface {
+	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
+	Create(ctx context.Context, p payment.Payment, orderVersion int64) (payment.Payment, bool, error)
+}
+
+// Handler serves the payment API.
+type Handler struct {
+	orders   OrderLookup
+	payments Payments
+}
+
+// NewHandler returns the handlers over their dependencies.
+func NewHandler(orders OrderLookup, payments Payments) *Handler {
+	return &Handler{orders: orders, payments: payments}
+}
+
+// Register adds the public routes to e.
+func (h *Handler) Register(e *echo.Echo) {
+	e.POST("/payments", h.pay)
+	e.GET("/payments/orders/:orderId", h.get)
+}
+
+// PayRequest is the body of POST /payments. Amount is kept raw so that a
+// number instead of a decimal string gets a precise answer.
+type PayRequest struct {
+	OrderID  string          `json:"orderId"`
+	Amount   json.RawMessage `json:"amount"`
+	Currency string          `json:"currency"`
+}
+
+// PayResponse answers an accepted POST /payments.
+type PayResponse struct {
+	BusinessCode string `json:"businessCode"`
+	PaymentID    string `json:"paymentId"`
+}
+
+// PaymentView answers GET /payments/orders/{orderId}.
+type PaymentView struct {
+	OrderID   string `json:"orderId"`
+	PaymentID string `json:"paymentId"`
+	Status    string `json:"status"`
+	Amount    string `json:"amount"`
+	Refunded  string `json:"refunded"`
+	Currency  string `json:"currency"`
+}
+
+func (h *Handler) pay(c echo.Context) error {
+	var body PayRequest
+	if err := httpapi.Bind(c, &body); err != nil {
+		return err
+	}
+	amount, err := amountText(body.Amount)
+	if err != nil {
+		return err
+	}
+	req, err := payment.NewRequest(body.OrderID, amount, body.Currency)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+
+	// A repeat is answered from the payment already made, so it stays a
+	// success after the order has moved on to PAID.
+	existing, err := h.payments.ByOrder(ctx, req.OrderID)
+	switch {
+	case err == nil:
+		return paid(c, existing, req)
+	case !errors.Is(err, payment.ErrPaymentNotFound):
+		return err
+	}
+
+	order, err := h.orders.Order(ctx, req.OrderID)
+	if err != nil {
+		if errors.Is(err, payment.ErrOrderNotFound) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errOrderLookup, err)
+	}
+	if err := payment.CheckPayable(order, req); err != nil {
+		return err
+	}
+	stored, _, err := h.payments.Create(ctx, payment.New(req), order.Version)
+	if err != nil {
+		return err
+	}
+	return paid(c, stored, req)
+}
+
+// paid answers with the order's payment, provided req repeats it.
+func paid(c echo.Context, p payment.Payment, req payment.Request) error {
+	if err := p.Matches(req); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, PayResponse{BusinessCode: httpapi.CodeSuccess, PaymentID: p.ID})
+}
+
+// amountText unwraps the JSON string of amount.
+func amountText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", &payment.InvalidFieldError{Field: "amount", Reason: "is required"}
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &payment.InvalidFieldError{Field: "amount", Reason: `must be a decimal string such as "80.00", not a number`}
+	}
+	return s, nil
+}
+
+func (h *Handler) get(c echo.Context) error {
+	p, err := h.payments.ByOrder(c.Request().Context(), c.Param("orderId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, PaymentView{
+		OrderID:   p.OrderID,
+		PaymentID: p.ID,
+		Status:    string(p.Status),
+		Amount:    p.Amount.StringFixed(2),
+		Refunded:  p.Refunded.StringFixed(2),
+		Currency:  p.Currency,
+	})
+}
+
+// RegisterAdmin adds GET /admin/outbox/{eventId} to the admin group, so an
+// operator sees whether a callback was delivered and how often it was tried.
+func RegisterAdmin(g *echo.Group, q sqlx.QueryerContext) {
+	g.GET("/outbox/:eventId", func(c echo.Context) error {
+		s, err := outbox.Lookup(c.Request().Context(), q, c.Param("eventId"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, s)
+	})
+}
+
+// MapError turns the service's errors into HTTP answers: malformed input is
+// a 400, unknown ids a 404, business rejections a 200 with their code, a
+// failed order look-up a 503; anything else is left to httpapi (500).
+func MapError(err error) *httpapi.Error {
+	var invalid *payment.InvalidFieldError
+	switch {
+	case errors.As(err, &invalid):
+		return httpapi.BadRequest("%s", invalid.Error())
+	case errors.Is(err, payment.ErrOrderNotFound):
+		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
+	case errors.Is(err, payment.ErrPaymentNotFound):
+		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodePaymentNotFound, Message: err.Error()}
+	case errors.Is(err, outbox.ErrNotFound):
+		return httpapi.NotFound("%s", err.Error())
+	case errors.Is(err, payment.ErrOrderNotPayable):
+		return &httpapi.Error{Status: http.StatusOK, BusinessCode: CodeOrderNotPayable, Message: err.Error()}
+	case errors.Is(err, payment.ErrAmountMismatch):
+		return &httpapi.Error{Status: http.StatusOK, BusinessCode: CodeAmountMismatch, Message: err.Error()}
+	case errors.Is(err, errOrderLookup):
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOrderLookupFailed,
+			Message: "order service unavailable, try again", Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
+)
+
+func newDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, outbox.Schema(),
+		postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
+	return db
+}
+
+func request(t *testing.T, orderID, amount string) payment.Request {
+	t.Helper()
+	r, err := payment.NewRequest(orderID, amount, "CNY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCreateConcurrently races ten different new payments of one order
+// straight into the insert: exactly one wins, all see its id.
+func TestCreateConcurrently(t *testing.T) {
+	db := newDB(t)
+	repo := storage.New(db)
+	const n = 10
+	ids := make([]string, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var p payment.Payment
+			p, created[i], errs[i] = repo.Create(context.Background(), payment.New(request(t, "O-1", "80.00")), 2)
+			ids[i] = p.ID
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Create %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("Create %d returned %s, another %s", i, ids[i], ids[0])
+		}
+		if created[i] {
+			winners++
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d creators, want 1", winners)
+	}
+	if got := count(t, db, `SELECT count(*) FROM payments WHERE order_id = 'O-1'`); got != 1 {
+		t.Fatalf("%d payment rows, want 1", got)
+	}
+	if got := count(t, db, `SELECT count(*) FROM outbox_events WHERE aggregate_id = 'O-1'`); got != 1 {
+		t.Fatalf("%d callback rows, want 1", got)
+	}
+}
+
+func TestByOrderNotFound(t *testing.T) {
+	repo := storage.New(newDB(t))
+	if _, err := repo.ByOrder(context.Background(), "O-none"); !errors.Is(err, payment.ErrPaymentNotFound) {
+		t.Fatalf("ByOrder = %v, want ErrPaymentNotFound", err)
+	}
+}
+
+func TestCreateKeepsAmounts(t *testing.T) {
+	repo := storage.New(newDB(t))
+	p, created, err := repo.Create(context.Background(), payment.New(request(t, "O-1", "1234567890123456.78")), 2)
+	if err != nil || !created {
+		t.Fatalf("Create = %v, %v", created, err)
+	}
+	if p.Amount.StringFixed(2) != "1234567890123456.78" || p.Status != payment.StatusSucceeded || !p.Refunded.IsZero() ||
+		p.CreatedAt.IsZero() {
+		t.Fatalf("stored %+v", p)
+	}
+}
