@@ -1,0 +1,155 @@
+package adapters_test
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+)
+
+// fakeService answers fixed JSON per path (with the query string) and
+// counts admin requests that carried the token.
+func fakeService(t *testing.T, token string, answers map[string]string, authorized *atomic.Int32) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") && r.Header.Get("Authorization") == "Bearer "+token {
+			authorized.Add(1)
+		}
+		body, ok := answers[r.URL.RequestURI()]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func deadURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+func TestPeersView(t *testing.T) {
+	t.Parallel()
+	var authorized atomic.Int32
+	dlq := func(n string) string { return `{"count":` + n + `,"items":[]}` }
+	payment := fakeService(t, "tok", map[string]string{
+		"/payments/orders/O-1":       `{"orderId":"O-1","status":"SUCCEEDED"}`,
+		"/admin/dlq?aggregateId=O-1": dlq("0"),
+	}, &authorized)
+	inventory := fakeService(t, "tok", map[string]string{
+		"/inventory/orders/O-1":      `{"orderId":"O-1","status":"DEDUCTED"}`,
+		"/admin/dlq?aggregateId=O-1": dlq("1"),
+	}, &authorized)
+	points := fakeService(t, "tok", map[string]string{
+		"/points/orders/O-1":         `{"orderId":"O-1","count":1,"entries":[]}`,
+		"/admin/dlq?aggregateId=O-1": dlq("0"),
+	}, &authorized)
+	notification := fakeService(t, "tok", map[string]string{
+		"/notifications?orderId=O-1": `{"count":2,"items":[]}`,
+		"/admin/dlq?aggregateId=O-1": dlq("2"),
+	}, &authorized)
+
+	tests := []struct {
+		name    string
+		urls    adapters.PeerURLs
+		orderID string
+		want    adapters.PeerView
+	}{
+		{"every service answers", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: points, Notification: notification}, "O-1",
+			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3}},
+		{"nothing known yet", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: points, Notification: notification}, "O-2",
+			adapters.PeerView{Payment: "NONE", Inventory: "NONE", PointsLedger: 0, Notifications: 0, DLQ: 0}},
+		{"payment down", adapters.PeerURLs{Payment: deadURL(t), Inventory: inventory, Points: points, Notification: notification}, "O-1",
+			adapters.PeerView{Payment: "UNKNOWN", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: -1}},
+		{"points down", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: deadURL(t), Notification: notification}, "O-1",
+			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: -1, Notifications: 2, DLQ: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			peers := adapters.NewPeers(&http.Client{}, tt.urls, "tok", 2*time.Second)
+			if got := peers.View(ctx(t), tt.orderID); got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if authorized.Load() == 0 {
+		t.Fatal("no admin request carried the admin token")
+	}
+}
+
+func TestPeersViewTimesOut(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(hang)
+	peers := adapters.NewPeers(&http.Client{}, adapters.PeerURLs{Payment: slow.URL, Inventory: slow.URL, Points: slow.URL, Notification: slow.URL}, "", 100*time.Millisecond)
+	got := peers.View(ctx(t), "O-1")
+	want := adapters.PeerView{Payment: "UNKNOWN", Inventory: "UNKNOWN", PointsLedger: -1, Notifications: -1, DLQ: -1}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestBacklogCollector(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	for _, id := range []string{"O-1", "O-2", "O-3"} {
+		if _, err := repo.Create(ctx(t), newOrder(t, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`UPDATE outbox_events SET status = 'SENT', created_at = now() - interval '1 hour' WHERE aggregate_id = 'O-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE outbox_events SET created_at = now() - interval '90 seconds' WHERE aggregate_id = 'O-2'`); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(adapters.NewBacklogCollector(db, quietLogger()))
+	want := `
+# HELP outbox_pending_events Outbox rows not yet delivered to the broker.
+# TYPE outbox_pending_events gauge
+outbox_pending_events 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outbox_pending_events"); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "outbox_oldest_pending_age_seconds" {
+			if age := f.GetMetric()[0].GetGauge().GetValue(); age < 90 || age > 3600 {
+				t.Fatalf("oldest pending age %v, want about 90 s", age)
+			}
+			return
+		}
+	}
+	t.Fatal("outbox_oldest_pending_age_seconds missing")
+}

@@ -1,0 +1,302 @@
+// Package adapters connects the order domain to the outside world: the
+// Postgres repository (order row and outbox row in one transaction), the
+// Kafka sink of the outbox relay, the backlog metrics and the HTTP client
+// that reads the other services for the order snapshot.
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+)
+
+// Producer is the producer field of every event the order service emits.
+const Producer = "order-service"
+
+// FailPointBeforeCommit fires after a state change and its outbox row are
+// written and before the transaction commits, so a test or drill can prove
+// that a failure there leaves neither the change nor the event behind.
+const FailPointBeforeCommit = "order.before-commit"
+
+// Repository stores orders. Every state change is one transaction that
+// updates the order row (guarded by its version) and then adds the event
+// to the outbox, so the event exists exactly when the change does.
+type Repository struct {
+	db         *sqlx.DB
+	topic      string
+	failPoints *failpoint.Registry
+}
+
+// NewRepository returns a repository whose events go to topic. failPoints
+// may be nil.
+func NewRepository(db *sqlx.DB, topic string, failPoints *failpoint.Registry) *Repository {
+	return &Repository{db: db, topic: topic, failPoints: failPoints}
+}
+
+// Create stores a new order with its OrderCreated event. Creating an
+// existing order again with the same content is a repeat that returns the
+// stored order (in whatever state it has reached); with different content
+// it fails with order.ErrExists.
+func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, error) {
+	stored := o
+	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
+		items, err := encodeItems(o.Items)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO orders (order_id, customer_id, currency, amount, status, version, items)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (order_id) DO NOTHING`,
+			o.ID, o.CustomerID, o.Currency, o.Amount, o.Status, o.Version, items)
+		if err != nil {
+			return fmt.Errorf("insert order %s: %w", o.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("insert order %s: %w", o.ID, err)
+		} else if n == 0 {
+			existing, err := get(ctx, tx, o.ID, false)
+			if err != nil {
+				return err
+			}
+			if !existing.SameContent(o) {
+				return fmt.Errorf("%w: %s", order.ErrExists, o.ID)
+			}
+			stored = existing
+			return nil
+		}
+		if err := r.emit(ctx, tx, o, []order.Event{o.CreatedEvent()}); err != nil {
+			return err
+		}
+		return r.failPoints.Inject(FailPointBeforeCommit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// Update applies change to order id under a row lock. change returns the
+// events of the change: none means nothing changed (an idempotent repeat),
+// an error rolls everything back. Update returns the order as stored
+// afterwards; when change fails it returns the order as it was (so a
+// business rejection can report the current status) and the error.
+func (r *Repository) Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error) {
+	return r.update(ctx, id, nil, change)
+}
+
+// ApplyCallback applies a payment callback once: its callbackId is recorded
+// in processed_callbacks in the same transaction, so a re-delivery changes
+// nothing even after the order has moved on.
+func (r *Repository) ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error) {
+	return r.update(ctx, cb.OrderID, &cb, func(o *order.Order) ([]order.Event, error) {
+		return o.ApplyCallback(cb)
+	})
+}
+
+func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, change func(*order.Order) ([]order.Event, error)) (*order.Order, error) {
+	var current, changed *order.Order
+	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
+		o, err := get(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		current = o
+		if cb != nil {
+			res, err := tx.ExecContext(ctx, `
+				INSERT INTO processed_callbacks (callback_id, order_id, callback_type)
+				VALUES ($1, $2, $3) ON CONFLICT (callback_id) DO NOTHING`, cb.ID, id, cb.Type)
+			if err != nil {
+				return fmt.Errorf("record callback %s: %w", cb.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("record callback %s: %w", cb.ID, err)
+			} else if n == 0 {
+				return nil // already processed
+			}
+		}
+		work := *o
+		events, err := change(&work)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		if want := o.Version + int64(len(events)); work.Version != want {
+			return fmt.Errorf("order %s: %d events moved version %d to %d", id, len(events), o.Version, work.Version)
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE orders
+			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refund_id = NULLIF($6, ''),
+			    refund_amount = $7, refunded_amount = $8, updated_at = now()
+			WHERE order_id = $1 AND version = $2`,
+			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundID,
+			decimal.NullDecimal{Decimal: work.RefundAmount, Valid: work.RefundID != ""}, work.RefundedAmount)
+		if err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		} else if n != 1 {
+			return fmt.Errorf("%w: %s at version %d", order.ErrConcurrentUpdate, id, o.Version)
+		}
+		if err := r.emit(ctx, tx, &work, events); err != nil {
+			return err
+		}
+		if err := r.failPoints.Inject(FailPointBeforeCommit); err != nil {
+			return err
+		}
+		changed = &work
+		return nil
+	})
+	if err != nil {
+		return current, err
+	}
+	if changed != nil {
+		return changed, nil
+	}
+	return current, nil
+}
+
+// emit adds the envelopes of events to the outbox in tx.
+func (r *Repository) emit(ctx context.Context, tx *sqlx.Tx, o *order.Order, events []order.Event) error {
+	traceID := observability.TraceID(ctx)
+	for _, e := range events {
+		env, err := Envelope(o, e, traceID)
+		if err != nil {
+			return err
+		}
+		msg, err := outbox.FromEnvelope(r.topic, env)
+		if err != nil {
+			return fmt.Errorf("outbox message for %s: %w", e.Type, err)
+		}
+		if err := outbox.Add(ctx, tx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get returns order id or order.ErrNotFound.
+func (r *Repository) Get(ctx context.Context, id string) (*order.Order, error) {
+	return get(ctx, r.db, id, false)
+}
+
+// EventRecord is one outbox row of an order, for drills that follow an
+// order's events through the relay.
+type EventRecord struct {
+	EventID          string     `db:"event_id"`
+	EventType        string     `db:"event_type"`
+	AggregateVersion int64      `db:"aggregate_version"`
+	Status           string     `db:"status"`
+	Attempts         int        `db:"attempts"`
+	CreatedAt        time.Time  `db:"created_at"`
+	SentAt           *time.Time `db:"sent_at"`
+}
+
+// Events returns the outbox rows of order id in the order they were written.
+func (r *Repository) Events(ctx context.Context, id string) ([]EventRecord, error) {
+	var out []EventRecord
+	if err := r.db.SelectContext(ctx, &out, `
+		SELECT event_id, event_type, aggregate_version, status, attempts, created_at, sent_at
+		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, id); err != nil {
+		return nil, fmt.Errorf("list events of order %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// OutboxEvent returns the outbox row of eventID or outbox.ErrNotFound.
+func (r *Repository) OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error) {
+	return outbox.Lookup(ctx, r.db, eventID)
+}
+
+// OutboxBacklog measures the relay's backlog.
+func (r *Repository) OutboxBacklog(ctx context.Context) (outbox.Backlog, error) {
+	return outbox.PendingBacklog(ctx, r.db)
+}
+
+type orderRow struct {
+	OrderID        string              `db:"order_id"`
+	CustomerID     string              `db:"customer_id"`
+	Currency       string              `db:"currency"`
+	Amount         decimal.Decimal     `db:"amount"`
+	Status         string              `db:"status"`
+	Version        int64               `db:"version"`
+	Items          []byte              `db:"items"`
+	PaymentID      sql.NullString      `db:"payment_id"`
+	RefundID       sql.NullString      `db:"refund_id"`
+	RefundAmount   decimal.NullDecimal `db:"refund_amount"`
+	RefundedAmount decimal.Decimal     `db:"refunded_amount"`
+}
+
+// itemJSON is the stored form of an order line: money as a decimal string.
+type itemJSON struct {
+	SKU       string      `json:"sku"`
+	Quantity  int         `json:"quantity"`
+	UnitPrice event.Money `json:"unitPrice"`
+}
+
+func get(ctx context.Context, q sqlx.QueryerContext, id string, forUpdate bool) (*order.Order, error) {
+	query := `
+		SELECT order_id, customer_id, currency, amount, status, version, items,
+		       payment_id, refund_id, refund_amount, refunded_amount
+		FROM orders WHERE order_id = $1`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	var row orderRow
+	err := sqlx.GetContext(ctx, q, &row, query, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", order.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load order %s: %w", id, err)
+	}
+	var items []itemJSON
+	if err := json.Unmarshal(row.Items, &items); err != nil {
+		return nil, fmt.Errorf("decode items of order %s: %w", id, err)
+	}
+	o := &order.Order{
+		ID:             row.OrderID,
+		CustomerID:     row.CustomerID,
+		Currency:       row.Currency,
+		Amount:         row.Amount,
+		Status:         order.Status(row.Status),
+		Version:        row.Version,
+		PaymentID:      row.PaymentID.String,
+		RefundID:       row.RefundID.String,
+		RefundAmount:   row.RefundAmount.Decimal,
+		RefundedAmount: row.RefundedAmount,
+		Items:          make([]order.Item, len(items)),
+	}
+	for i, it := range items {
+		o.Items[i] = order.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: it.UnitPrice.Decimal}
+	}
+	return o, nil
+}
+
+func encodeItems(items []order.Item) ([]byte, error) {
+	out := make([]itemJSON, len(items))
+	for i, it := range items {
+		out[i] = itemJSON{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode items: %w", err)
+	}
+	return raw, nil
+}

@@ -1,0 +1,319 @@
+package adapters_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+)
+
+const topic = "order-events"
+
+func TestCreateWritesOrderAndOutboxRow(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	stored, err := repo.Create(ctx(t), newOrder(t, "O-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != order.StatusCreated || stored.Version != 1 {
+		t.Fatalf("stored %s v%d", stored.Status, stored.Version)
+	}
+	if status, version := storedStatus(t, db, "O-1"); status != "CREATED" || version != 1 {
+		t.Fatalf("row %s v%d", status, version)
+	}
+	rows := outboxRows(t, db, "O-1")
+	if len(rows) != 1 || rows[0].EventType != "OrderCreated" || rows[0].AggregateVersion != 1 || rows[0].Status != "PENDING" {
+		t.Fatalf("outbox rows %+v", rows)
+	}
+	env, err := event.Parse(rows[0].Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data event.OrderCreatedData
+	if err := env.DecodeData(&data); err != nil {
+		t.Fatal(err)
+	}
+	if env.EventID != rows[0].EventID || env.Producer != "order-service" || env.AggregateID != "O-1" ||
+		data.Amount.String() != "80.50" || len(data.Items) != 2 || data.Items[0].UnitPrice.String() != "40.00" {
+		t.Fatalf("envelope %+v data %+v", env, data)
+	}
+
+	got, err := repo.Get(ctx(t), "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.SameContent(newOrder(t, "O-1")) || !got.Amount.Equal(dec("80.5")) {
+		t.Fatalf("read back %+v", got)
+	}
+}
+
+func TestCreateAgain(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := repo.Create(ctx(t), newOrder(t, "O-1"))
+	if err != nil {
+		t.Fatalf("same content: %v", err)
+	}
+	if again.Status != order.StatusPendingPayment || again.Version != 2 {
+		t.Fatalf("repeat returned %s v%d, want the stored PENDING_PAYMENT v2", again.Status, again.Version)
+	}
+
+	other := newOrder(t, "O-1")
+	other.CustomerID = "C-2"
+	if _, err := repo.Create(ctx(t), other); !errors.Is(err, order.ErrExists) {
+		t.Fatalf("different content: got %v, want ErrExists", err)
+	}
+	if n := len(outboxRows(t, db, "O-1")); n != 2 {
+		t.Fatalf("%d outbox rows, want 2 (created, checked out)", n)
+	}
+}
+
+func TestUpdateWritesOrderAndExactlyOneOutboxRow(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	o, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != order.StatusPendingPayment || o.Version != 2 {
+		t.Fatalf("returned %s v%d", o.Status, o.Version)
+	}
+	if status, version := storedStatus(t, db, "O-1"); status != "PENDING_PAYMENT" || version != 2 {
+		t.Fatalf("row %s v%d", status, version)
+	}
+	rows := outboxRows(t, db, "O-1")
+	if len(rows) != 2 || rows[1].EventType != "OrderCheckedOut" || rows[1].AggregateVersion != 2 {
+		t.Fatalf("outbox rows %+v", rows)
+	}
+
+	// A repeat changes nothing and writes nothing.
+	o, err = repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() })
+	if err != nil || o.Version != 2 {
+		t.Fatalf("repeat: %v v%d", err, o.Version)
+	}
+	if n := len(outboxRows(t, db, "O-1")); n != 2 {
+		t.Fatalf("%d outbox rows after a repeat, want 2", n)
+	}
+}
+
+func TestUnknownOrder(t *testing.T) {
+	t.Parallel()
+	repo := adapters.NewRepository(newDB(t), topic, nil)
+	if _, err := repo.Get(ctx(t), "O-404"); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("Get: %v", err)
+	}
+	_, err := repo.Update(ctx(t), "O-404", func(o *order.Order) ([]order.Event, error) { return o.Checkout() })
+	if !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("Update: %v", err)
+	}
+}
+
+// TestFailureAfterOutboxInsertRollsBackBoth fails the transaction after the
+// order row was updated and the outbox row inserted: neither may survive.
+func TestFailureAfterOutboxInsertRollsBackBoth(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := adapters.NewRepository(db, topic, fp)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fp.Set(adapters.FailPointBeforeCommit, failpoint.ActionError, 1); err != nil {
+		t.Fatal(err)
+	}
+	o, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() })
+	if !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("got %v, want the injected failure", err)
+	}
+	if fp.Hits(adapters.FailPointBeforeCommit) != 1 {
+		t.Fatal("the fail point after the outbox insert was not reached")
+	}
+	if o.Status != order.StatusCreated || o.Version != 1 {
+		t.Fatalf("returned %s v%d, want the unchanged order", o.Status, o.Version)
+	}
+	if status, version := storedStatus(t, db, "O-1"); status != "CREATED" || version != 1 {
+		t.Fatalf("row %s v%d after rollback", status, version)
+	}
+	rows := outboxRows(t, db, "O-1")
+	if len(rows) != 1 || rows[0].EventType != "OrderCreated" {
+		t.Fatalf("outbox rows after rollback %+v", rows)
+	}
+
+	// The same change succeeds once the fault is gone.
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(outboxRows(t, db, "O-1")); n != 2 {
+		t.Fatalf("%d outbox rows, want 2", n)
+	}
+}
+
+func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	fp, err := failpoint.Parse(adapters.FailPointBeforeCommit + "=error*1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := adapters.NewRepository(db, topic, fp)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("got %v", err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM outbox_events)`); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d rows survived a rolled-back create", n)
+	}
+}
+
+// TestClosureErrorChangesNothing: a change that mutates the order and then
+// fails leaves the row and the outbox as they were.
+func TestClosureErrorChangesNothing(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	_, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) {
+		if _, err := o.Checkout(); err != nil {
+			return nil, err
+		}
+		return nil, boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v", err)
+	}
+	if status, version := storedStatus(t, db, "O-1"); status != "CREATED" || version != 1 {
+		t.Fatalf("row %s v%d", status, version)
+	}
+	if n := len(outboxRows(t, db, "O-1")); n != 1 {
+		t.Fatalf("%d outbox rows, want 1", n)
+	}
+}
+
+func paymentCallback(id string) order.Callback {
+	return order.Callback{ID: id, Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80.50"), Currency: "CNY"}
+}
+
+func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
+		t.Fatal(err)
+	}
+	o, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	if err != nil || o.Status != order.StatusPaid || o.Version != 3 || o.PaymentID != "P-1" {
+		t.Fatalf("first callback: %v %+v", err, o)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) {
+		return o.RequestRefund("R-1", dec("10"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o, err = repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	if err != nil || o.Status != order.StatusRefunding || o.Version != 4 {
+		t.Fatalf("duplicate callback: %v %s v%d", err, o.Status, o.Version)
+	}
+	var processed int
+	if err := db.Get(&processed, `SELECT count(*) FROM processed_callbacks WHERE order_id = 'O-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if processed != 1 {
+		t.Fatalf("%d processed callbacks, want 1", processed)
+	}
+	var paid int
+	for _, r := range outboxRows(t, db, "O-1") {
+		if r.EventType == "OrderPaid" {
+			paid++
+		}
+	}
+	if paid != 1 {
+		t.Fatalf("%d OrderPaid rows, want 1", paid)
+	}
+}
+
+func TestRejectedCallbackIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	o, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	var terr *order.TransitionError
+	if !errors.As(err, &terr) || o.Status != order.StatusCreated {
+		t.Fatalf("got %v, %+v; want a TransitionError from CREATED", err, o)
+	}
+	var processed int
+	if err := db.Get(&processed, `SELECT count(*) FROM processed_callbacks`); err != nil {
+		t.Fatal(err)
+	}
+	if processed != 0 {
+		t.Fatalf("a rejected callback was recorded as processed")
+	}
+}
+
+func TestConcurrentChangesSerialize(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Go(func() {
+			// Different callback ids: the state rule, not the dedup row,
+			// must make all but one a no-op.
+			_, errs[i] = repo.ApplyCallback(ctx(t), paymentCallback("E-pay-"+string(rune('a'+i))))
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("callback failed: %v", err)
+		}
+	}
+	var paid int
+	for _, r := range outboxRows(t, db, "O-1") {
+		if r.EventType == "OrderPaid" {
+			paid++
+		}
+	}
+	if status, version := storedStatus(t, db, "O-1"); paid != 1 || status != "PAID" || version != 3 {
+		t.Fatalf("%d OrderPaid rows, order %s v%d; want 1, PAID v3", paid, status, version)
+	}
+}

@@ -1,0 +1,354 @@
+package order_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func items(n int) []order.Item {
+	out := make([]order.Item, n)
+	for i := range out {
+		out[i] = order.Item{SKU: "SKU-" + strconv.Itoa(i), Quantity: 1, UnitPrice: dec("1.00")}
+	}
+	return out
+}
+
+func TestNew(t *testing.T) {
+	o, err := order.New("O-1", "C-1", "CNY", []order.Item{
+		{SKU: "SKU-1", Quantity: 2, UnitPrice: dec("40.00")},
+		{SKU: "SKU-2", Quantity: 3, UnitPrice: dec("0.5")},
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if o.Status != order.StatusCreated || o.Version != 1 || !o.Amount.Equal(dec("81.50")) {
+		t.Fatalf("got status %s version %d amount %s, want CREATED 1 81.50", o.Status, o.Version, o.Amount)
+	}
+	if e := o.CreatedEvent(); e.Type != order.EventCreated || e.Version != 1 {
+		t.Fatalf("created event %+v", e)
+	}
+}
+
+func TestNewRejectsInvalidInput(t *testing.T) {
+	valid := []order.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: dec("1.00")}}
+	tests := []struct {
+		name       string
+		id         string
+		customerID string
+		currency   string
+		items      []order.Item
+		wantField  string
+	}{
+		{"missing id", "", "C-1", "CNY", valid, "orderId"},
+		{"id with a slash", "O/1", "C-1", "CNY", valid, "orderId"},
+		{"id too long", strings.Repeat("x", 129), "C-1", "CNY", valid, "orderId"},
+		{"missing customer", "O-1", "", "CNY", valid, "customerId"},
+		{"blank customer", "O-1", "  ", "CNY", valid, "customerId"},
+		{"missing currency", "O-1", "C-1", "", valid, "currency"},
+		{"lower-case currency", "O-1", "C-1", "cny", valid, "currency"},
+		{"four-letter currency", "O-1", "C-1", "CNYY", valid, "currency"},
+		{"digit currency", "O-1", "C-1", "CN1", valid, "currency"},
+		{"no items", "O-1", "C-1", "CNY", nil, "items"},
+		{"too many items", "O-1", "C-1", "CNY", items(101), "items"},
+		{"missing sku", "O-1", "C-1", "CNY", []order.Item{{Quantity: 1, UnitPrice: dec("1")}}, "items[0].sku"},
+		{"zero quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 0, UnitPrice: dec("1")}}, "items[0].quantity"},
+		{"negative quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: -1, UnitPrice: dec("1")}}, "items[0].quantity"},
+		{"negative price", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("-1")}}, "items[0].unitPrice"},
+		{"three decimal places", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("1.005")}}, "items[0].unitPrice"},
+		{"duplicate sku", "O-1", "C-1", "CNY", []order.Item{
+			{SKU: "A", Quantity: 1, UnitPrice: dec("1")}, {SKU: "B", Quantity: 1, UnitPrice: dec("1")}, {SKU: "A", Quantity: 2, UnitPrice: dec("1")},
+		}, "items[2].sku"},
+		{"price overflows", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("99999999999999999")}}, "items[0].unitPrice"},
+		{"total overflows", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1000, UnitPrice: dec("99999999999999")}}, "items"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := order.New(tt.id, tt.customerID, tt.currency, tt.items)
+			var verr *order.ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("got %v, want a ValidationError", err)
+			}
+			if verr.Field != tt.wantField {
+				t.Fatalf("field %q, want %q (%v)", verr.Field, tt.wantField, err)
+			}
+		})
+	}
+}
+
+func TestNewAcceptsLimits(t *testing.T) {
+	if _, err := order.New("O-1", "C-1", "CNY", items(order.MaxItems)); err != nil {
+		t.Fatalf("%d items: %v", order.MaxItems, err)
+	}
+	if _, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0")}}); err != nil {
+		t.Fatalf("free item: %v", err)
+	}
+}
+
+// at returns an order in status s with the version the lifecycle gives it.
+func at(t *testing.T, s order.Status) *order.Order {
+	t.Helper()
+	o, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: dec("40.00")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Status = s
+	switch s {
+	case order.StatusPendingPayment:
+		o.Version = 2
+	case order.StatusPaid:
+		o.Version, o.PaymentID = 3, "P-1"
+	case order.StatusRefunding:
+		o.Version, o.PaymentID, o.RefundID, o.RefundAmount = 4, "P-1", "R-1", dec("30.00")
+	case order.StatusRefunded:
+		o.Version, o.PaymentID, o.RefundID, o.RefundAmount, o.RefundedAmount = 5, "P-1", "R-1", dec("30.00"), dec("30.00")
+	case order.StatusCancelled:
+		o.Version = 2
+	}
+	return o
+}
+
+type outcome int
+
+const (
+	applied outcome = iota
+	repeat
+	transition
+	mismatch
+	validation
+)
+
+func check(t *testing.T, o *order.Order, before int64, events []order.Event, err error, want outcome, wantStatus order.Status, wantEvent order.EventType) {
+	t.Helper()
+	var terr *order.TransitionError
+	var merr *order.MismatchError
+	var verr *order.ValidationError
+	switch want {
+	case applied:
+		if err != nil {
+			t.Fatalf("unexpected error %v", err)
+		}
+		if len(events) != 1 || events[0].Type != wantEvent || events[0].Version != before+1 {
+			t.Fatalf("events %+v, want one %s at version %d", events, wantEvent, before+1)
+		}
+		if o.Version != before+1 {
+			t.Fatalf("version %d, want %d", o.Version, before+1)
+		}
+	case repeat:
+		if err != nil || len(events) != 0 {
+			t.Fatalf("got %+v, %v; want a no-op", events, err)
+		}
+	case transition:
+		if !errors.As(err, &terr) {
+			t.Fatalf("got %v, want a TransitionError", err)
+		}
+	case mismatch:
+		if !errors.As(err, &merr) {
+			t.Fatalf("got %v, want a MismatchError", err)
+		}
+	case validation:
+		if !errors.As(err, &verr) {
+			t.Fatalf("got %v, want a ValidationError", err)
+		}
+	}
+	if want != applied {
+		if len(events) != 0 || o.Version != before {
+			t.Fatalf("a refused or repeated action changed the order: events %+v, version %d", events, o.Version)
+		}
+	}
+	if o.Status != wantStatus {
+		t.Fatalf("status %s, want %s", o.Status, wantStatus)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	checkout := func(o *order.Order) ([]order.Event, error) { return o.Checkout() }
+	cancel := func(o *order.Order) ([]order.Event, error) { return o.Cancel("changed my mind") }
+	refund := func(amount string) func(o *order.Order) ([]order.Event, error) {
+		return func(o *order.Order) ([]order.Event, error) { return o.RequestRefund("R-2", dec(amount)) }
+	}
+	tests := []struct {
+		name       string
+		from       order.Status
+		do         func(*order.Order) ([]order.Event, error)
+		want       outcome
+		wantStatus order.Status
+		wantEvent  order.EventType
+	}{
+		{"checkout created", order.StatusCreated, checkout, applied, order.StatusPendingPayment, order.EventCheckedOut},
+		{"checkout again", order.StatusPendingPayment, checkout, repeat, order.StatusPendingPayment, ""},
+		{"checkout paid", order.StatusPaid, checkout, transition, order.StatusPaid, ""},
+		{"checkout cancelled", order.StatusCancelled, checkout, transition, order.StatusCancelled, ""},
+		{"cancel created", order.StatusCreated, cancel, applied, order.StatusCancelled, order.EventCancelled},
+		{"cancel pending payment", order.StatusPendingPayment, cancel, applied, order.StatusCancelled, order.EventCancelled},
+		{"cancel again", order.StatusCancelled, cancel, repeat, order.StatusCancelled, ""},
+		{"cancel paid", order.StatusPaid, cancel, transition, order.StatusPaid, ""},
+		{"cancel refunded", order.StatusRefunded, cancel, transition, order.StatusRefunded, ""},
+		{"refund paid", order.StatusPaid, refund("30.00"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund more than paid is not checked here", order.StatusPaid, refund("1000.00"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund zero", order.StatusPaid, refund("0"), validation, order.StatusPaid, ""},
+		{"refund negative", order.StatusPaid, refund("-1"), validation, order.StatusPaid, ""},
+		{"refund three places", order.StatusPaid, refund("1.001"), validation, order.StatusPaid, ""},
+		{"refund created", order.StatusCreated, refund("1"), transition, order.StatusCreated, ""},
+		{"refund pending payment", order.StatusPendingPayment, refund("1"), transition, order.StatusPendingPayment, ""},
+		{"refund while refunding", order.StatusRefunding, refund("1"), transition, order.StatusRefunding, ""},
+		{"refund refunded", order.StatusRefunded, refund("1"), transition, order.StatusRefunded, ""},
+		{"refund cancelled", order.StatusCancelled, refund("1"), transition, order.StatusCancelled, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := at(t, tt.from)
+			before := o.Version
+			events, err := tt.do(o)
+			check(t, o, before, events, err, tt.want, tt.wantStatus, tt.wantEvent)
+		})
+	}
+}
+
+func TestRequestRefundRecordsTheRefund(t *testing.T) {
+	o := at(t, order.StatusPaid)
+	events, err := o.RequestRefund("R-9", dec("12.50"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.RefundID != "R-9" || !o.RefundAmount.Equal(dec("12.5")) || events[0].RefundID != "R-9" || !events[0].Amount.Equal(dec("12.5")) {
+		t.Fatalf("order %+v events %+v", o, events)
+	}
+}
+
+func TestApplyCallback(t *testing.T) {
+	paid := func(amount, currency string) order.Callback {
+		return order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
+	}
+	refunded := func(refundID string) order.Callback {
+		return order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
+	}
+	rejected := func(refundID string) order.Callback {
+		return order.Callback{ID: "E-3", Type: order.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID,
+			Amount: dec("30.00"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"}
+	}
+	tests := []struct {
+		name       string
+		from       order.Status
+		cb         order.Callback
+		want       outcome
+		wantStatus order.Status
+		wantEvent  order.EventType
+	}{
+		{"payment for pending order", order.StatusPendingPayment, paid("80.00", "CNY"), applied, order.StatusPaid, order.EventPaid},
+		{"payment amount written differently", order.StatusPendingPayment, paid("80", "CNY"), applied, order.StatusPaid, order.EventPaid},
+		{"payment when paid", order.StatusPaid, paid("80.00", "CNY"), repeat, order.StatusPaid, ""},
+		{"payment when refunding", order.StatusRefunding, paid("80.00", "CNY"), repeat, order.StatusRefunding, ""},
+		{"payment when refunded", order.StatusRefunded, paid("80.00", "CNY"), repeat, order.StatusRefunded, ""},
+		{"payment for created order", order.StatusCreated, paid("80.00", "CNY"), transition, order.StatusCreated, ""},
+		{"payment for cancelled order", order.StatusCancelled, paid("80.00", "CNY"), transition, order.StatusCancelled, ""},
+		{"payment of the wrong amount", order.StatusPendingPayment, paid("79.99", "CNY"), mismatch, order.StatusPendingPayment, ""},
+		{"payment in the wrong currency", order.StatusPendingPayment, paid("80.00", "USD"), mismatch, order.StatusPendingPayment, ""},
+		{"refund succeeded", order.StatusRefunding, refunded("R-1"), applied, order.StatusRefunded, order.EventRefunded},
+		{"refund succeeded again", order.StatusRefunded, refunded("R-1"), repeat, order.StatusRefunded, ""},
+		{"refund succeeded for another refund", order.StatusRefunding, refunded("R-X"), mismatch, order.StatusRefunding, ""},
+		{"refund succeeded when refunded by another", order.StatusRefunded, refunded("R-X"), transition, order.StatusRefunded, ""},
+		{"refund succeeded when paid", order.StatusPaid, refunded("R-1"), transition, order.StatusPaid, ""},
+		{"refund rejected", order.StatusRefunding, rejected("R-1"), applied, order.StatusPaid, order.EventRefundRejected},
+		{"refund rejected for another refund", order.StatusRefunding, rejected("R-X"), mismatch, order.StatusRefunding, ""},
+		{"refund rejected when refunded", order.StatusRefunded, rejected("R-1"), transition, order.StatusRefunded, ""},
+		{"refund rejected when never refunded", order.StatusPaid, rejected("R-1"), transition, order.StatusPaid, ""},
+		{"unknown type", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: "PAYMENT_FAILED", OrderID: "O-1", Amount: dec("1"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"missing callback id", order.StatusPendingPayment, order.Callback{Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"refund without refund id", order.StatusRefunding, refunded(""), validation, order.StatusRefunding, ""},
+		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := at(t, tt.from)
+			before := o.Version
+			events, err := o.ApplyCallback(tt.cb)
+			check(t, o, before, events, err, tt.want, tt.wantStatus, tt.wantEvent)
+		})
+	}
+}
+
+func TestRefundRejectedIsARepeatOnceBackToPaid(t *testing.T) {
+	o := at(t, order.StatusRefunding)
+	cb := order.Callback{ID: "E-3", Type: order.CallbackRefundRejected, OrderID: "O-1", RefundID: "R-1", Amount: dec("30"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"}
+	events, err := o.ApplyCallback(cb)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("first: %+v %v", events, err)
+	}
+	if events[0].Reason != "REFUND_EXCEEDS_PAYMENT" || events[0].RefundID != "R-1" || !events[0].Amount.Equal(dec("30")) || events[0].Version != 5 {
+		t.Fatalf("event %+v", events[0])
+	}
+	events, err = o.ApplyCallback(cb)
+	if err != nil || len(events) != 0 || o.Status != order.StatusPaid || o.Version != 5 {
+		t.Fatalf("second: %+v %v, order %s v%d", events, err, o.Status, o.Version)
+	}
+}
+
+func TestFullLifecycleVersions(t *testing.T) {
+	o := at(t, order.StatusCreated)
+	steps := []func() ([]order.Event, error){
+		o.Checkout,
+		func() ([]order.Event, error) {
+			return o.ApplyCallback(order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
+		},
+		func() ([]order.Event, error) { return o.RequestRefund("R-1", dec("80")) },
+		func() ([]order.Event, error) {
+			return o.ApplyCallback(order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: "R-1", Amount: dec("80"), Currency: "CNY"})
+		},
+	}
+	want := []order.EventType{order.EventCheckedOut, order.EventPaid, order.EventRefundRequested, order.EventRefunded}
+	for i, step := range steps {
+		events, err := step()
+		if err != nil || len(events) != 1 || events[0].Type != want[i] || events[0].Version != int64(i+2) {
+			t.Fatalf("step %d: %+v %v", i, events, err)
+		}
+	}
+	if o.Status != order.StatusRefunded || o.PaymentID != "P-1" || !o.RefundedAmount.Equal(dec("80")) {
+		t.Fatalf("final order %+v", o)
+	}
+}
+
+func TestSameContent(t *testing.T) {
+	base := func() *order.Order {
+		o, err := order.New("O-1", "C-1", "CNY", []order.Item{
+			{SKU: "A", Quantity: 1, UnitPrice: dec("1.00")}, {SKU: "B", Quantity: 2, UnitPrice: dec("2.00")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	tests := []struct {
+		name   string
+		change func(*order.Order)
+		want   bool
+	}{
+		{"identical", func(*order.Order) {}, true},
+		{"items reordered", func(o *order.Order) { o.Items[0], o.Items[1] = o.Items[1], o.Items[0] }, true},
+		{"price written differently", func(o *order.Order) { o.Items[0].UnitPrice = dec("1") }, true},
+		{"later status", func(o *order.Order) { o.Status, o.Version = order.StatusPaid, 3 }, true},
+		{"other customer", func(o *order.Order) { o.CustomerID = "C-2" }, false},
+		{"other currency", func(o *order.Order) { o.Currency = "USD" }, false},
+		{"other quantity", func(o *order.Order) { o.Items[1].Quantity = 3 }, false},
+		{"other price", func(o *order.Order) { o.Items[1].UnitPrice = dec("2.01") }, false},
+		{"other sku", func(o *order.Order) { o.Items[1].SKU = "C" }, false},
+		{"fewer items", func(o *order.Order) { o.Items = o.Items[:1] }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			other := base()
+			tt.change(other)
+			if got := base().SameContent(other); got != tt.want {
+				t.Fatalf("SameContent = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

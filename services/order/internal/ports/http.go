@@ -1,0 +1,360 @@
+// Package ports is the order service's HTTP API (DESIGN §6): the order
+// commands and queries, the signed payment callback, the snapshot that
+// reads the whole chain, and the outbox admin endpoints.
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+)
+
+// FailPointAfterCommit fires in the callback handler after the callback's
+// transaction committed and before the answer: a crash there makes the
+// payment service re-deliver a callback that was already applied.
+const FailPointAfterCommit = "order.after-commit"
+
+// defaultCancelReason is the reason of a cancel request that gives none.
+const defaultCancelReason = "CANCELLED_ON_REQUEST"
+
+// Orders is the storage the handlers need.
+type Orders interface {
+	Create(ctx context.Context, o *order.Order) (*order.Order, error)
+	Get(ctx context.Context, id string) (*order.Order, error)
+	Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error)
+	ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error)
+	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
+	OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error)
+	OutboxBacklog(ctx context.Context) (outbox.Backlog, error)
+}
+
+// Peers reads what the other services know about an order.
+type Peers interface {
+	View(ctx context.Context, orderID string) adapters.PeerView
+}
+
+// Handler serves the order API.
+type Handler struct {
+	orders     Orders
+	peers      Peers
+	secret     []byte
+	failPoints *failpoint.Registry
+}
+
+// NewHandler returns the API over orders and peers; secret verifies payment
+// callbacks; failPoints may be nil.
+func NewHandler(orders Orders, peers Peers, secret []byte, failPoints *failpoint.Registry) *Handler {
+	return &Handler{orders: orders, peers: peers, secret: secret, failPoints: failPoints}
+}
+
+// Register adds the routes to e and the operator routes to admin (the
+// server's guarded /admin group).
+func (h *Handler) Register(e *echo.Echo, admin *echo.Group) {
+	e.Use(traceContext)
+	e.POST("/orders", h.create)
+	e.GET("/orders/:id", h.get)
+	e.POST("/orders/:id/checkout", h.checkout)
+	e.POST("/orders/:id/refunds", h.refund)
+	e.POST("/orders/:id/cancel", h.cancel)
+	e.GET("/orders/:id/snapshot", h.snapshot)
+	e.GET("/orders/:id/events", h.events)
+	e.POST("/payments/callback", h.callback)
+	admin.GET("/outbox", h.backlog)
+	admin.GET("/outbox/:eventId", h.outboxEvent)
+}
+
+// result answers the order commands: SUCCESS or a named rejection, and
+// where the order stands.
+type result struct {
+	BusinessCode string       `json:"businessCode"`
+	Message      string       `json:"message,omitempty"`
+	OrderID      string       `json:"orderId,omitempty"`
+	Status       order.Status `json:"status"`
+	Version      int64        `json:"version"`
+	Amount       *event.Money `json:"amount,omitempty"`
+	RefundID     string       `json:"refundId,omitempty"`
+}
+
+func amount(d decimal.Decimal) *event.Money {
+	m := event.NewMoney(d)
+	return &m
+}
+
+func (h *Handler) create(c echo.Context) error {
+	var req createRequest
+	if err := httpapi.Bind(c, &req); err != nil {
+		return err
+	}
+	o, err := req.order(func() string { return "O-" + uuid.NewString() })
+	if err != nil {
+		return err
+	}
+	stored, err := h.orders.Create(c.Request().Context(), o)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, result{BusinessCode: httpapi.CodeSuccess, OrderID: stored.ID,
+		Status: stored.Status, Version: stored.Version, Amount: amount(stored.Amount)})
+}
+
+// orderView answers GET /orders/{id}; the payment service reads it before
+// accepting a payment.
+type orderView struct {
+	OrderID        string       `json:"orderId"`
+	Status         order.Status `json:"status"`
+	Version        int64        `json:"version"`
+	Amount         event.Money  `json:"amount"`
+	Currency       string       `json:"currency"`
+	CustomerID     string       `json:"customerId"`
+	Items          []itemView   `json:"items"`
+	PaymentID      string       `json:"paymentId,omitempty"`
+	RefundID       string       `json:"refundId,omitempty"`
+	RefundedAmount event.Money  `json:"refundedAmount"`
+}
+
+type itemView struct {
+	SKU       string      `json:"sku"`
+	Quantity  int         `json:"quantity"`
+	UnitPrice event.Money `json:"unitPrice"`
+}
+
+func (h *Handler) get(c echo.Context) error {
+	o, err := h.orders.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := orderView{
+		OrderID: o.ID, Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount),
+		Currency: o.Currency, CustomerID: o.CustomerID, Items: make([]itemView, len(o.Items)),
+		PaymentID: o.PaymentID, RefundID: o.RefundID, RefundedAmount: event.NewMoney(o.RefundedAmount),
+	}
+	for i, it := range o.Items {
+		v.Items[i] = itemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+func (h *Handler) checkout(c echo.Context) error {
+	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
+		return o.Checkout()
+	})
+	code, msg, err := outcome(err)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version, Amount: amount(o.Amount)})
+}
+
+func (h *Handler) refund(c echo.Context) error {
+	var req refundRequest
+	if err := httpapi.Bind(c, &req); err != nil {
+		return err
+	}
+	amt, err := parseMoney("amount", req.Amount)
+	if err != nil {
+		return err
+	}
+	if err := order.ValidateMoney("amount", amt, true); err != nil {
+		return err
+	}
+	refundID := "R-" + uuid.NewString()
+	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
+		return o.RequestRefund(refundID, amt)
+	})
+	code, msg, err := outcome(err)
+	if err != nil {
+		return err
+	}
+	res := result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version}
+	if code == httpapi.CodeSuccess {
+		res.RefundID = refundID
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (h *Handler) cancel(c echo.Context) error {
+	var req cancelRequest
+	if c.Request().ContentLength != 0 { // the body is optional
+		if err := httpapi.Bind(c, &req); err != nil {
+			return err
+		}
+	}
+	reason := strings.TrimSpace(req.Reason)
+	if reason == "" {
+		reason = defaultCancelReason
+	}
+	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
+		return o.Cancel(reason)
+	})
+	code, msg, err := outcome(err)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version})
+}
+
+// callback applies a payment callback. The signature is checked over the
+// raw body before anything else, so an unsigned request changes nothing.
+func (h *Handler) callback(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var tooLarge *echo.HTTPError
+		if errors.As(err, &tooLarge) {
+			return tooLarge
+		}
+		return httpapi.BadRequest("read body: %v", err)
+	}
+	if !outbox.Verify(h.secret, body, c.Request().Header.Get(outbox.SignatureHeader)) {
+		return &httpapi.Error{Status: http.StatusUnauthorized, BusinessCode: CodeInvalidSignature,
+			Message: "missing or invalid " + outbox.SignatureHeader + " header: want sha256= and the hex HMAC-SHA256 of the raw body"}
+	}
+	var req callbackRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return httpapi.BadRequest("malformed JSON body: %v", err)
+	}
+	cb, err := req.callback()
+	if err != nil {
+		return err
+	}
+	o, err := h.orders.ApplyCallback(c.Request().Context(), cb)
+	code, msg, err := outcome(err)
+	if err != nil {
+		return err
+	}
+	if code == httpapi.CodeSuccess {
+		if err := h.failPoints.Inject(FailPointAfterCommit); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version})
+}
+
+// snapshot answers GET /orders/{id}/snapshot.
+type snapshot struct {
+	Order         order.Status `json:"order"`
+	OrderVersion  int64        `json:"orderVersion"`
+	Payment       string       `json:"payment"`
+	Inventory     string       `json:"inventory"`
+	PointsLedger  int          `json:"pointsLedger"`
+	Notifications int          `json:"notifications"`
+	DLQ           int          `json:"dlq"`
+}
+
+// snapshot shows the order and what every other service knows about it.
+// A service that cannot be read shows "UNKNOWN" (payment, inventory) or -1
+// (counts) instead of failing the whole snapshot.
+func (h *Handler) snapshot(c echo.Context) error {
+	ctx := c.Request().Context()
+	o, err := h.orders.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := h.peers.View(ctx, o.ID)
+	return c.JSON(http.StatusOK, snapshot{
+		Order: o.Status, OrderVersion: o.Version, Payment: v.Payment, Inventory: v.Inventory,
+		PointsLedger: v.PointsLedger, Notifications: v.Notifications, DLQ: v.DLQ,
+	})
+}
+
+type eventView struct {
+	EventID          string     `json:"eventId"`
+	EventType        string     `json:"eventType"`
+	AggregateVersion int64      `json:"aggregateVersion"`
+	Status           string     `json:"status"`
+	Attempts         int        `json:"attempts"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	SentAt           *time.Time `json:"sentAt,omitempty"`
+}
+
+type eventsView struct {
+	OrderID string      `json:"orderId"`
+	Count   int         `json:"count"`
+	Events  []eventView `json:"events"`
+}
+
+// events lists the order's outbox rows, so a drill can see which events
+// exist and whether the relay has sent them.
+func (h *Handler) events(c echo.Context) error {
+	ctx := c.Request().Context()
+	o, err := h.orders.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	records, err := h.orders.Events(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	out := eventsView{OrderID: o.ID, Count: len(records), Events: make([]eventView, len(records))}
+	for i, r := range records {
+		out.Events[i] = eventView{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
+			Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt, SentAt: r.SentAt}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *Handler) outboxEvent(c echo.Context) error {
+	s, err := h.orders.OutboxEvent(c.Request().Context(), c.Param("eventId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s)
+}
+
+type backlogView struct {
+	Pending                 int     `json:"pending"`
+	OldestPendingAgeSeconds float64 `json:"oldestPendingAgeSeconds"`
+}
+
+func (h *Handler) backlog(c echo.Context) error {
+	b, err := h.orders.OutboxBacklog(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, backlogView{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()})
+}
+
+// traceContext continues the caller's W3C trace: the traceparent header,
+// or X-traceparent as the payment service's callback relay sends it. The
+// trace id then reaches the events written and the log lines.
+func traceContext(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		tp := req.Header.Get("traceparent")
+		if tp == "" {
+			tp = req.Header.Get("X-" + outbox.HeaderTraceparent)
+		}
+		if id, ok := traceID(tp); ok {
+			c.SetRequest(req.WithContext(observability.WithEvent(req.Context(), id, "")))
+		}
+		return next(c)
+	}
+}
+
+// traceID extracts the trace id of a version-00 traceparent.
+func traceID(traceparent string) (string, bool) {
+	parts := strings.Split(strings.TrimSpace(traceparent), "-")
+	if len(parts) != 4 || len(parts[0]) != 2 || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+		return "", false
+	}
+	id := parts[1]
+	if strings.Trim(id, "0") == "" || strings.IndexFunc(id, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) >= 0 {
+		return "", false
+	}
+	return id, true
+}

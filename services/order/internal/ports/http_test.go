@@ -1,0 +1,552 @@
+package ports_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
+)
+
+const (
+	secret     = "test-callback-secret"
+	adminToken = "test-admin-token"
+	orderBody  = `{"orderId":"O-1001","customerId":"C-1","currency":"CNY","items":[{"sku":"SKU-1","quantity":2,"unitPrice":"40.00"}]}`
+)
+
+type stubPeers struct{ view adapters.PeerView }
+
+func (s stubPeers) View(context.Context, string) adapters.PeerView { return s.view }
+
+type env struct {
+	t   *testing.T
+	db  *sqlx.DB
+	fp  *failpoint.Registry
+	url string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), postgres.MigrationSet{Name: "order", FS: os.DirFS("../../migrations")})
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
+	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0}}
+	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, srv.Admin())
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(ts.Close)
+	return &env{t: t, db: db, fp: fp, url: ts.URL}
+}
+
+type answer struct {
+	Code int
+	Body map[string]any
+	Raw  string
+}
+
+func (e *env) do(method, path, body string, header map[string]string) answer {
+	e.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a := answer{Code: resp.StatusCode, Raw: string(raw)}
+	_ = json.Unmarshal(raw, &a.Body)
+	return a
+}
+
+func (e *env) post(path, body string) answer { return e.do(http.MethodPost, path, body, nil) }
+func (e *env) get(path string) answer        { return e.do(http.MethodGet, path, "", nil) }
+
+func (e *env) callback(body string) answer {
+	return e.do(http.MethodPost, "/payments/callback", body, map[string]string{
+		outbox.SignatureHeader: outbox.Sign([]byte(secret), []byte(body)),
+	})
+}
+
+func expect(t *testing.T, a answer, code int, businessCode string) {
+	t.Helper()
+	if a.Code != code || a.Body["businessCode"] != businessCode {
+		t.Fatalf("got %d %s, want %d businessCode %s", a.Code, a.Raw, code, businessCode)
+	}
+}
+
+func (e *env) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.Get(&n, query, args...); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) events(orderID, eventType string) int {
+	return e.count(`SELECT count(*) FROM outbox_events WHERE aggregate_id = $1 AND event_type = $2`, orderID, eventType)
+}
+
+func payBody(callbackID string) string {
+	return fmt.Sprintf(`{"callbackId":%q,"type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, callbackID)
+}
+
+// paidOrder creates O-1001 and takes it to PAID v3.
+func (e *env) paidOrder() {
+	e.t.Helper()
+	expect(e.t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(e.t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	expect(e.t, e.callback(payBody("E-pay-1")), 200, "SUCCESS")
+}
+
+func TestCreateOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	traceparent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	a := e.do(http.MethodPost, "/orders", orderBody, map[string]string{"traceparent": traceparent})
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["orderId"] != "O-1001" || a.Body["status"] != "CREATED" || a.Body["version"] != 1.0 || a.Body["amount"] != "80.00" {
+		t.Fatalf("answer %s", a.Raw)
+	}
+	var payload []byte
+	if err := e.db.Get(&payload, `SELECT payload FROM outbox_events WHERE aggregate_id = 'O-1001'`); err != nil {
+		t.Fatal(err)
+	}
+	env, err := event.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("event traceId %s does not continue the request's trace", env.TraceID)
+	}
+
+	// The same order again is an idempotent repeat.
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	// Different content under the same id is a conflict.
+	expect(t, e.post("/orders", strings.Replace(orderBody, `"quantity":2`, `"quantity":3`, 1)), 409, "ORDER_EXISTS")
+	if n := e.count(`SELECT count(*) FROM outbox_events`); n != 1 {
+		t.Fatalf("%d outbox rows, want 1", n)
+	}
+
+	got := e.get("/orders/O-1001")
+	if got.Code != 200 || got.Body["customerId"] != "C-1" || got.Body["currency"] != "CNY" || got.Body["amount"] != "80.00" {
+		t.Fatalf("GET %s", got.Raw)
+	}
+	items, _ := got.Body["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["unitPrice"] != "40.00" || items[0].(map[string]any)["quantity"] != 2.0 {
+		t.Fatalf("items %s", got.Raw)
+	}
+
+	generated := e.post("/orders", `{"customerId":"C-2","currency":"USD","items":[{"sku":"A","quantity":1,"unitPrice":"0"}]}`)
+	expect(t, generated, 200, "SUCCESS")
+	if id, _ := generated.Body["orderId"].(string); !strings.HasPrefix(id, "O-") || len(id) < 10 || generated.Body["amount"] != "0.00" {
+		t.Fatalf("generated %s", generated.Raw)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.paidOrder()
+	items := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`{"sku":"SKU-%d","quantity":1,"unitPrice":"1.00"}`, i)
+		}
+		return `{"customerId":"C-1","currency":"CNY","items":[` + strings.Join(parts, ",") + `]}`
+	}
+	order := func(item string) string {
+		return `{"customerId":"C-1","currency":"CNY","items":[` + item + `]}`
+	}
+	tests := []struct {
+		name      string
+		path      string
+		body      string
+		wantField string
+	}{
+		{"malformed JSON", "/orders", `{"customerId":`, "malformed JSON"},
+		{"not an object", "/orders", `[1,2]`, "malformed JSON"},
+		{"missing customerId", "/orders", `{"currency":"CNY","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "customerId"},
+		{"missing currency", "/orders", `{"customerId":"C-1","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "currency"},
+		{"lower-case currency", "/orders", `{"customerId":"C-1","currency":"cny","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "currency"},
+		{"long currency", "/orders", `{"customerId":"C-1","currency":"CNYY","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "currency"},
+		{"missing items", "/orders", `{"customerId":"C-1","currency":"CNY"}`, "items"},
+		{"empty items", "/orders", `{"customerId":"C-1","currency":"CNY","items":[]}`, "items"},
+		{"more than 100 items", "/orders", items(101), "items"},
+		{"missing sku", "/orders", order(`{"quantity":1,"unitPrice":"1.00"}`), "items[0].sku"},
+		{"zero quantity", "/orders", order(`{"sku":"A","quantity":0,"unitPrice":"1.00"}`), "items[0].quantity"},
+		{"missing quantity", "/orders", order(`{"sku":"A","unitPrice":"1.00"}`), "items[0].quantity"},
+		{"negative quantity", "/orders", order(`{"sku":"A","quantity":-2,"unitPrice":"1.00"}`), "items[0].quantity"},
+		{"fractional quantity", "/orders", order(`{"sku":"A","quantity":1.5,"unitPrice":"1.00"}`), "quantity"},
+		{"missing unitPrice", "/orders", order(`{"sku":"A","quantity":1}`), "items[0].unitPrice"},
+		{"negative unitPrice", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"-1.00"}`), "items[0].unitPrice"},
+		{"three decimal places", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"1.001"}`), "items[0].unitPrice"},
+		{"not a number", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"abc"}`), "items[0].unitPrice"},
+		{"exponent", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"1e3"}`), "items[0].unitPrice"},
+		{"float unitPrice", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":40.0}`), "unitPrice"},
+		{"duplicate SKUs", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"1"},{"sku":"B","quantity":1,"unitPrice":"1"},{"sku":"A","quantity":1,"unitPrice":"1"}`), "items[2].sku"},
+		{"bad orderId", "/orders", `{"orderId":"O 1/2","customerId":"C-1","currency":"CNY","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "orderId"},
+		{"refund malformed JSON", "/orders/O-1001/refunds", `{"amount":`, "malformed JSON"},
+		{"refund missing amount", "/orders/O-1001/refunds", `{}`, "amount"},
+		{"refund zero", "/orders/O-1001/refunds", `{"amount":"0"}`, "amount"},
+		{"refund zero with places", "/orders/O-1001/refunds", `{"amount":"0.00"}`, "amount"},
+		{"refund negative", "/orders/O-1001/refunds", `{"amount":"-5.00"}`, "amount"},
+		{"refund three places", "/orders/O-1001/refunds", `{"amount":"1.001"}`, "amount"},
+		{"refund as a number", "/orders/O-1001/refunds", `{"amount":10}`, "amount"},
+		{"cancel malformed JSON", "/orders/O-1001/cancel", `{"reason":`, "malformed JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.post(tt.path, tt.body)
+			expect(t, a, 400, "INVALID_REQUEST")
+			if msg, _ := a.Body["message"].(string); !strings.Contains(msg, tt.wantField) {
+				t.Fatalf("message %q does not name %q", msg, tt.wantField)
+			}
+		})
+	}
+	if n := e.count(`SELECT count(*) FROM orders`); n != 1 {
+		t.Fatalf("%d orders, want only the paid one", n)
+	}
+	if n := e.count(`SELECT count(*) FROM outbox_events`); n != 3 {
+		t.Fatalf("%d outbox rows, want 3: bad input must write nothing", n)
+	}
+}
+
+func TestBadCallbacks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	tests := []struct {
+		name      string
+		body      string
+		wantField string
+	}{
+		{"malformed JSON", `{"callbackId":`, "malformed JSON"},
+		{"missing callbackId", `{"type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, "callbackId"},
+		{"unknown type", `{"callbackId":"E-1","type":"PAYMENT_FAILED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, "type"},
+		{"missing orderId", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, "orderId"},
+		{"missing paymentId", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","orderId":"O-1001","amount":"80.00","currency":"CNY"}`, "paymentId"},
+		{"bad amount", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.001","currency":"CNY"}`, "amount"},
+		{"bad currency", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"cny"}`, "currency"},
+		{"refund without refundId", `{"callbackId":"E-1","type":"REFUND_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, "refundId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.callback(tt.body)
+			expect(t, a, 400, "INVALID_REQUEST")
+			if msg, _ := a.Body["message"].(string); !strings.Contains(msg, tt.wantField) {
+				t.Fatalf("message %q does not name %q", msg, tt.wantField)
+			}
+		})
+	}
+	if n := e.count(`SELECT count(*) FROM processed_callbacks`); n != 0 {
+		t.Fatalf("%d processed callbacks after bad input", n)
+	}
+}
+
+func TestUnknownOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, a := range []answer{
+		e.get("/orders/O-404"),
+		e.post("/orders/O-404/checkout", ""),
+		e.post("/orders/O-404/refunds", `{"amount":"1.00"}`),
+		e.post("/orders/O-404/cancel", ""),
+		e.get("/orders/O-404/snapshot"),
+		e.get("/orders/O-404/events"),
+		e.callback(strings.ReplaceAll(payBody("E-1"), "O-1001", "O-404")),
+	} {
+		expect(t, a, 404, "ORDER_NOT_FOUND")
+		if msg, _ := a.Body["message"].(string); !strings.Contains(msg, "O-404") {
+			t.Fatalf("message %q does not name the order", msg)
+		}
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	big := `{"customerId":"` + strings.Repeat("x", 2<<20) + `"}`
+	expect(t, e.post("/orders", big), 413, httpapi.CodeTooLarge)
+	a := e.do(http.MethodPost, "/payments/callback", big, map[string]string{outbox.SignatureHeader: outbox.Sign([]byte(secret), []byte(big))})
+	expect(t, a, 413, httpapi.CodeTooLarge)
+	if n := e.count(`SELECT count(*) FROM orders`); n != 0 {
+		t.Fatalf("%d orders", n)
+	}
+}
+
+func TestCommandsAndRejections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+
+	a := e.post("/orders/O-1001/refunds", `{"amount":"10.00"}`)
+	expect(t, a, 200, "ORDER_NOT_REFUNDABLE")
+	if a.Body["status"] != "CREATED" || a.Body["message"] == "" {
+		t.Fatalf("refund of a created order: %s", a.Raw)
+	}
+	a = e.callback(payBody("E-early"))
+	expect(t, a, 200, "ORDER_NOT_PAYABLE")
+
+	a = e.post("/orders/O-1001/checkout", "")
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "PENDING_PAYMENT" || a.Body["version"] != 2.0 || a.Body["amount"] != "80.00" {
+		t.Fatalf("checkout %s", a.Raw)
+	}
+	a = e.post("/orders/O-1001/checkout", "")
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["version"] != 2.0 {
+		t.Fatalf("repeated checkout %s", a.Raw)
+	}
+	expect(t, e.callback(strings.Replace(payBody("E-wrong"), `"80.00"`, `"79.00"`, 1)), 200, "AMOUNT_MISMATCH")
+
+	a = e.callback(payBody("E-pay-1"))
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "PAID" || a.Body["version"] != 3.0 {
+		t.Fatalf("payment %s", a.Raw)
+	}
+	expect(t, e.post("/orders/O-1001/cancel", ""), 200, "ORDER_NOT_CANCELLABLE")
+
+	// A refund above the payment is requested here; the payment service
+	// rejects it and the order goes back to PAID.
+	a = e.post("/orders/O-1001/refunds", `{"amount":"500.00"}`)
+	expect(t, a, 200, "SUCCESS")
+	refundID, _ := a.Body["refundId"].(string)
+	if a.Body["status"] != "REFUNDING" || a.Body["version"] != 4.0 || !strings.HasPrefix(refundID, "R-") {
+		t.Fatalf("refund %s", a.Raw)
+	}
+	expect(t, e.post("/orders/O-1001/refunds", `{"amount":"1.00"}`), 200, "ORDER_NOT_REFUNDABLE")
+	a = e.callback(fmt.Sprintf(`{"callbackId":"E-rej","type":"REFUND_REJECTED","orderId":"O-1001","paymentId":"P-1","amount":"500.00","currency":"CNY","refundId":%q,"reason":"REFUND_EXCEEDS_PAYMENT"}`, refundID))
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "PAID" || a.Body["version"] != 5.0 {
+		t.Fatalf("refund rejected %s", a.Raw)
+	}
+
+	a = e.post("/orders/O-1001/refunds", `{"amount":"80.00"}`)
+	expect(t, a, 200, "SUCCESS")
+	refundID, _ = a.Body["refundId"].(string)
+	expect(t, e.callback(`{"callbackId":"E-other","type":"REFUND_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY","refundId":"R-other"}`), 200, "REFUND_MISMATCH")
+	a = e.callback(fmt.Sprintf(`{"callbackId":"E-ref","type":"REFUND_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY","refundId":%q}`, refundID))
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "REFUNDED" || a.Body["version"] != 7.0 {
+		t.Fatalf("refunded %s", a.Raw)
+	}
+	got := e.get("/orders/O-1001")
+	if got.Body["refundedAmount"] != "80.00" || got.Body["paymentId"] != "P-1" {
+		t.Fatalf("GET %s", got.Raw)
+	}
+
+	evs := e.get("/orders/O-1001/events")
+	var types []string
+	list, _ := evs.Body["events"].([]any)
+	for i, item := range list {
+		m := item.(map[string]any)
+		types = append(types, m["eventType"].(string))
+		if m["aggregateVersion"] != float64(i+1) || m["status"] != "PENDING" || m["eventId"] == "" {
+			t.Fatalf("event %d: %v", i, m)
+		}
+	}
+	want := "OrderCreated OrderCheckedOut OrderPaid OrderRefundRequested OrderRefundRejected OrderRefundRequested OrderRefunded"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("events %v, want %s", types, want)
+	}
+
+	expect(t, e.post("/orders", strings.Replace(orderBody, "O-1001", "O-2", 1)), 200, "SUCCESS")
+	a = e.do(http.MethodPost, "/orders/O-2/cancel", `{"reason":"changed my mind"}`, nil)
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "CANCELLED" || a.Body["version"] != 2.0 {
+		t.Fatalf("cancel %s", a.Raw)
+	}
+	expect(t, e.post("/orders/O-2/cancel", ""), 200, "SUCCESS")
+	expect(t, e.callback(strings.ReplaceAll(payBody("E-late"), "O-1001", "O-2")), 200, "ORDER_NOT_PAYABLE")
+	if n := e.events("O-2", "OrderCancelled"); n != 1 {
+		t.Fatalf("%d OrderCancelled rows", n)
+	}
+}
+
+func TestCallbackBadSignature(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	body := payBody("E-pay-1")
+	for name, sig := range map[string]string{
+		"missing":    "",
+		"wrong key":  outbox.Sign([]byte("not-the-secret"), []byte(body)),
+		"other body": outbox.Sign([]byte(secret), []byte(body+" ")),
+		"garbage":    "sha256=zz",
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := map[string]string{}
+			if sig != "" {
+				h[outbox.SignatureHeader] = sig
+			}
+			expect(t, e.do(http.MethodPost, "/payments/callback", body, h), 401, "INVALID_SIGNATURE")
+		})
+	}
+	got := e.get("/orders/O-1001")
+	if got.Body["status"] != "PENDING_PAYMENT" || got.Body["version"] != 2.0 {
+		t.Fatalf("order changed: %s", got.Raw)
+	}
+	if n := e.count(`SELECT count(*) FROM processed_callbacks`) + e.events("O-1001", "OrderPaid"); n != 0 {
+		t.Fatalf("an unsigned callback left %d rows", n)
+	}
+}
+
+func TestSameCallbackTwice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.paidOrder()
+	a := e.callback(payBody("E-pay-1"))
+	expect(t, a, 200, "SUCCESS")
+	if a.Body["status"] != "PAID" || a.Body["version"] != 3.0 {
+		t.Fatalf("repeat %s", a.Raw)
+	}
+	// A re-sent payment under a new callback id is a no-op by state.
+	expect(t, e.callback(payBody("E-pay-2")), 200, "SUCCESS")
+	if n := e.events("O-1001", "OrderPaid"); n != 1 {
+		t.Fatalf("%d OrderPaid rows, want 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM orders WHERE status = 'PAID' AND version = 3`); n != 1 {
+		t.Fatal("order is not PAID v3")
+	}
+}
+
+func TestConcurrentDuplicateCallbacks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	body := []byte(payBody("E-pay-1"))
+	sig := outbox.Sign([]byte(secret), body)
+	codes := make([]int, 10)
+	errs := make([]error, 10)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodPost, e.url+"/payments/callback", bytes.NewReader(body))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			req.Header.Set(outbox.SignatureHeader, sig)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			_ = resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for i := range codes {
+		if errs[i] != nil || codes[i] != 200 {
+			t.Fatalf("request %d: %d %v", i, codes[i], errs[i])
+		}
+	}
+	if n := e.events("O-1001", "OrderPaid"); n != 1 {
+		t.Fatalf("%d OrderPaid rows, want 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM processed_callbacks`); n != 1 {
+		t.Fatalf("%d processed callbacks, want 1", n)
+	}
+	if n := e.count(`SELECT count(*) FROM orders WHERE status = 'PAID' AND version = 3`); n != 1 {
+		t.Fatal("order is not PAID v3")
+	}
+}
+
+// TestFailureAfterCommit fails the callback after its transaction
+// committed: the sender sees a 5xx and re-delivers, and the re-delivery is
+// a no-op.
+func TestFailureAfterCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	if err := e.fp.Set(ports.FailPointAfterCommit, failpoint.ActionError, 1); err != nil {
+		t.Fatal(err)
+	}
+	a := e.callback(payBody("E-pay-1"))
+	if a.Code != 500 {
+		t.Fatalf("got %d %s, want 500", a.Code, a.Raw)
+	}
+	if n := e.count(`SELECT count(*) FROM orders WHERE status = 'PAID'`); n != 1 {
+		t.Fatal("the change before the fail point was not committed")
+	}
+	expect(t, e.callback(payBody("E-pay-1")), 200, "SUCCESS")
+	if n := e.events("O-1001", "OrderPaid"); n != 1 {
+		t.Fatalf("%d OrderPaid rows, want 1", n)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.paidOrder()
+	a := e.get("/orders/O-1001/snapshot")
+	want := `{"order":"PAID","orderVersion":3,"payment":"SUCCEEDED","inventory":"DEDUCTED","pointsLedger":1,"notifications":1,"dlq":0}`
+	if a.Code != 200 || strings.TrimSpace(a.Raw) != want {
+		t.Fatalf("got %d %s, want %s", a.Code, a.Raw, want)
+	}
+}
+
+func TestAdminOutbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	var eventID string
+	if err := e.db.Get(&eventID, `SELECT event_id FROM outbox_events`); err != nil {
+		t.Fatal(err)
+	}
+	auth := map[string]string{"Authorization": "Bearer " + adminToken}
+
+	expect(t, e.do(http.MethodGet, "/admin/outbox/"+eventID, "", nil), 401, httpapi.CodeUnauthorized)
+	a := e.do(http.MethodGet, "/admin/outbox/"+eventID, "", auth)
+	if a.Code != 200 || a.Body["eventId"] != eventID || a.Body["status"] != "PENDING" || a.Body["attempts"] != 0.0 {
+		t.Fatalf("outbox event %d %s", a.Code, a.Raw)
+	}
+	expect(t, e.do(http.MethodGet, "/admin/outbox/E-404", "", auth), 404, "EVENT_NOT_FOUND")
+	a = e.do(http.MethodGet, "/admin/outbox", "", auth)
+	if a.Code != 200 || a.Body["pending"] != 1.0 {
+		t.Fatalf("backlog %d %s", a.Code, a.Raw)
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+)
+
+func envMap(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig(envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8081" || cfg.DBName != "orders" || cfg.OrderEventsTopic != "order-events" ||
+		cfg.Brokers[0] != "127.0.0.1:9092" || cfg.CallbackSecret != "dev-callback-secret" ||
+		cfg.Peers.Payment != "http://127.0.0.1:8082" || cfg.Peers.Notification != "http://127.0.0.1:8085" ||
+		cfg.Relay.BatchSize != 500 || cfg.Relay.PollInterval != 100*time.Millisecond ||
+		cfg.Relay.BackoffInitial != time.Second || cfg.Relay.BackoffMax != 30*time.Second ||
+		cfg.DatabaseURL != postgres.DefaultServerURL || cfg.AdminToken != "" || cfg.LogLevel != "info" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+}
+
+func TestLoadConfigRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"bad batch size", map[string]string{"OUTBOX_BATCH_SIZE": "many"}, []string{"OUTBOX_BATCH_SIZE"}},
+		{"zero batch size", map[string]string{"OUTBOX_BATCH_SIZE": "0"}, []string{"batch size"}},
+		{"bad duration", map[string]string{"OUTBOX_POLL_INTERVAL": "fast"}, []string{"OUTBOX_POLL_INTERVAL"}},
+		{"backoff max below initial", map[string]string{"OUTBOX_BACKOFF_INITIAL": "10s", "OUTBOX_BACKOFF_MAX": "1s"}, []string{"backoff"}},
+		{"bad peer url", map[string]string{"PAYMENT_URL": "localhost:8082"}, []string{"PAYMENT_URL"}},
+		{"bad database url", map[string]string{"DATABASE_URL": "mysql://x"}, []string{"DATABASE_URL"}},
+		{"bad log level", map[string]string{"LOG_LEVEL": "loud"}, []string{"LOG_LEVEL"}},
+		{"bad fail point", map[string]string{"FAILPOINTS": "order.after-commit=explode"}, []string{"FAILPOINTS"}},
+		{"every problem at once", map[string]string{"OUTBOX_BATCH_SIZE": "x", "INVENTORY_URL": "nope", "LOG_LEVEL": "loud"},
+			[]string{"OUTBOX_BATCH_SIZE", "INVENTORY_URL", "LOG_LEVEL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(envMap(tt.env))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestRunWithoutBroker starts the service while no broker answers: it must
+// serve HTTP and keep the event PENDING, deliver it once a broker appears,
+// and stop cleanly when its context ends.
+func TestRunWithoutBroker(t *testing.T) {
+	server := postgrestest.ServerURL(t)
+	dbName := postgrestest.UniqueName("t_order_run")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := postgres.DropDatabase(ctx, server, dbName); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	httpAddr, brokerAddr := freeAddr(t), freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL":           server,
+		"DB_NAME":                dbName,
+		"HTTP_ADDR":              httpAddr,
+		"KAFKA_BROKERS":          brokerAddr,
+		"ADMIN_TOKEN":            "tok",
+		"OUTBOX_POLL_INTERVAL":   "20ms",
+		"OUTBOX_BACKOFF_INITIAL": "50ms",
+		"OUTBOX_BACKOFF_MAX":     "200ms",
+		"LOG_LEVEL":              "error",
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var g errgroup.Group
+	g.Go(func() error { return run(ctx, envMap(env), io.Discard) })
+
+	base := "http://" + httpAddr
+	get := func(path string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitUntil(t, 30*time.Second, "the service to be ready", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+	resp, err := http.Post(base+"/orders", "application/json",
+		bytes.NewReader([]byte(`{"orderId":"O-1","customerId":"C-1","currency":"CNY","items":[{"sku":"SKU-1","quantity":2,"unitPrice":"40.00"}]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create with the broker down: %d", resp.StatusCode)
+	}
+	backlog := func() (pending int) {
+		code, body := get("/admin/outbox")
+		var b struct {
+			Pending int `json:"pending"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &b) != nil {
+			t.Fatalf("backlog: %d %s", code, body)
+		}
+		return b.Pending
+	}
+	waitUntil(t, 10*time.Second, "a failed publish attempt", func() bool {
+		_, body := get("/orders/O-1/events")
+		return strings.Contains(body, `"attempts":1`) || strings.Contains(body, `"attempts":2`)
+	})
+	if n := backlog(); n != 1 {
+		t.Fatalf("pending %d with the broker down, want 1", n)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "outbox_pending_events 1") {
+		t.Fatalf("metrics %d: no outbox_pending_events 1", code)
+	}
+
+	b, err := broker.Start(broker.Config{Addr: brokerAddr, Partitions: 4, Topics: []string{"order-events"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitUntil(t, 30*time.Second, "delivery once the broker is up", func() bool { return backlog() == 0 })
+
+	stop()
+	if err := g.Wait(); err != nil {
+		t.Fatalf("run returned %v after its context ended", err)
+	}
+}
