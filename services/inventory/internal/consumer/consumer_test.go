@@ -1,0 +1,290 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/storage"
+)
+
+const consumerName = "inventory-service"
+
+type fixture struct {
+	db   *sqlx.DB
+	repo *storage.Repository
+	proc *inbox.Processor
+	fp   *failpoint.Registry
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
+		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := storage.New(db)
+	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	proc := inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+	return fixture{db: db, repo: repo, proc: proc, fp: fp}
+}
+
+func (f fixture) setStock(t *testing.T, stock map[string]int) {
+	t.Helper()
+	for sku, n := range stock {
+		if _, err := f.repo.SetAvailable(context.Background(), sku, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f fixture) stock(t *testing.T, sku string) inventory.Stock {
+	t.Helper()
+	s, err := f.repo.Stock(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f fixture) status(t *testing.T, orderID string) inventory.Status {
+	t.Helper()
+	o, err := f.repo.Order(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Status
+}
+
+// movements lists an order's movements as "KIND SKU delta", in order.
+func (f fixture) movements(t *testing.T, orderID string) []string {
+	t.Helper()
+	ms, err := f.repo.Movements(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = fmt.Sprintf("%s %s %d", m.Kind, m.SKU, m.Delta)
+	}
+	return out
+}
+
+func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
+	t.Helper()
+	out, err := f.proc.Process(context.Background(), env)
+	if err != nil {
+		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
+	}
+	return out
+}
+
+func items(pairs ...any) []event.Item {
+	var out []event.Item
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, event.Item{SKU: pairs[i].(string), Quantity: pairs[i+1].(int)})
+	}
+	return out
+}
+
+func paid(t *testing.T, orderID string, its []event.Item) event.Envelope {
+	t.Helper()
+	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: orderID, AggregateVersion: 3, Producer: "order-service"},
+		event.OrderPaidData{PaymentID: "P-" + orderID, PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: its})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func refunded(t *testing.T, orderID string, its []event.Item) event.Envelope {
+	t.Helper()
+	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "order-service"},
+		event.OrderRefundedData{RefundID: "R-" + orderID, PaymentID: "P-" + orderID, RefundedAmount: money(t, "80.00"),
+			Currency: "CNY", CustomerID: "C-1", Items: its})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func money(t *testing.T, s string) event.Money {
+	t.Helper()
+	m, err := event.ParseMoney(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func TestDuplicatePaidDeductsOnce(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10})
+	env := paid(t, "O-1", items("A", 2))
+
+	if got := f.process(t, env); got != versionguard.Applied {
+		t.Fatalf("first delivery: %s, want APPLIED", got)
+	}
+	if got := f.process(t, env); got != inbox.Duplicate {
+		t.Fatalf("second delivery: %s, want DUPLICATE", got)
+	}
+	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
+		t.Fatalf("stock = %+v, want available 8 deducted 2", s)
+	}
+	if got, want := f.movements(t, "O-1"), []string{"DEDUCT A -2"}; !equal(got, want) {
+		t.Fatalf("movements = %v, want %v", got, want)
+	}
+}
+
+func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 1, "B": 5})
+
+	f.process(t, paid(t, "O-1", items("B", 1, "A", 2, "GHOST", 1)))
+	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
+		t.Fatalf("status = %s, want REJECTED", got)
+	}
+	o, err := f.repo.Order(context.Background(), "O-1")
+	if err != nil || o.Reason != inventory.ReasonInsufficientStock {
+		t.Fatalf("reason = %q (%v), want %s", o.Reason, err, inventory.ReasonInsufficientStock)
+	}
+	// A refund of a rejected order has nothing to give back.
+	f.process(t, refunded(t, "O-1", items("A", 2, "B", 1)))
+	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
+		t.Fatalf("status after refund = %s, want REJECTED", got)
+	}
+	if a, b := f.stock(t, "A"), f.stock(t, "B"); a.Available != 1 || b.Available != 5 || a.Deducted+b.Deducted != 0 {
+		t.Fatalf("stock moved: A=%+v B=%+v", a, b)
+	}
+	if got := f.movements(t, "O-1"); len(got) != 0 {
+		t.Fatalf("movements = %v, want none", got)
+	}
+}
+
+func TestRefundBeforePaidAppliesBothInOrder(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10, "B": 10})
+
+	if got := f.process(t, refunded(t, "O-1", items("A", 2, "B", 1))); got != versionguard.WaitingForGap {
+		t.Fatalf("early refund: %s, want WAITING_FOR_GAP", got)
+	}
+	if got := f.status(t, "O-1"); got != inventory.StatusNone {
+		t.Fatalf("status after early refund = %s, want NONE", got)
+	}
+	if got := f.process(t, paid(t, "O-1", items("A", 1, "B", 1, "A", 1))); got != versionguard.Applied {
+		t.Fatalf("paid: %s, want APPLIED", got)
+	}
+	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
+		t.Fatalf("status = %s, want RESTOCKED", got)
+	}
+	want := []string{"DEDUCT A -2", "DEDUCT B -1", "RESTOCK A 2", "RESTOCK B 1"}
+	if got := f.movements(t, "O-1"); !equal(got, want) {
+		t.Fatalf("movements = %v, want %v", got, want)
+	}
+	for _, sku := range []string{"A", "B"} {
+		if s := f.stock(t, sku); s.Available != 10 || s.Deducted != 0 {
+			t.Fatalf("stock %s = %+v, want 10 available, 0 deducted", sku, s)
+		}
+	}
+}
+
+func TestRefundRestocksWhatWasDeducted(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10})
+	f.process(t, paid(t, "O-1", items("A", 3)))
+	// The refund event lists other quantities; what was deducted is what
+	// comes back.
+	f.process(t, refunded(t, "O-1", items("A", 7)))
+	if s := f.stock(t, "A"); s.Available != 10 || s.Deducted != 0 {
+		t.Fatalf("stock = %+v, want 10 available, 0 deducted", s)
+	}
+}
+
+func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10})
+	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+		t.Fatal(err)
+	}
+	env := paid(t, "O-1", items("A", 2))
+
+	if _, err := f.proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
+		t.Fatalf("dedup rows after failure = %d (%v), want 0", n, err)
+	}
+	if s := f.stock(t, "A"); s.Available != 10 {
+		t.Fatalf("stock after failure = %+v, want untouched", s)
+	}
+	f.process(t, env)
+	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
+		t.Fatalf("stock after retry = %+v, want 8 available, 2 deducted", s)
+	}
+}
+
+// TestConcurrentOrdersOnHotSKUs pays many orders over the same two SKUs at
+// once, listing them in opposite orders: no transaction may deadlock, and
+// stock is conserved.
+func TestConcurrentOrdersOnHotSKUs(t *testing.T) {
+	const orders, stock = 24, 15
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": stock, "B": stock})
+
+	var g errgroup.Group
+	for i := range orders {
+		its := items("A", 1, "B", 1)
+		if i%2 == 1 {
+			its = items("B", 1, "A", 1)
+		}
+		env := paid(t, fmt.Sprintf("O-%d", i), its)
+		g.Go(func() error {
+			_, err := f.proc.Process(context.Background(), env)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("concurrent payments: %v", err)
+	}
+	var deducted, rejected int
+	for i := range orders {
+		switch s := f.status(t, fmt.Sprintf("O-%d", i)); s {
+		case inventory.StatusDeducted:
+			deducted++
+		case inventory.StatusRejected:
+			rejected++
+		default:
+			t.Fatalf("order %d: status %s", i, s)
+		}
+	}
+	if deducted != stock || rejected != orders-stock {
+		t.Fatalf("deducted %d, rejected %d; want %d and %d", deducted, rejected, stock, orders-stock)
+	}
+	for _, sku := range []string{"A", "B"} {
+		if s := f.stock(t, sku); s.Available != 0 || s.Deducted != stock {
+			t.Fatalf("stock %s = %+v, want 0 available, %d deducted", sku, s, stock)
+		}
+	}
+	var rows int
+	if err := f.db.Get(&rows, `SELECT count(*) FROM stock_movements`); err != nil || rows != 2*stock {
+		t.Fatalf("movement rows = %d (%v), want %d", rows, err, 2*stock)
+	}
+}

@@ -1,0 +1,227 @@
+// Package inventory holds the stock rules of the inventory service: an order
+// is paid for in full or not at all, a refund gives back exactly what was
+// deducted, and stock never goes below zero. It knows nothing of SQL, HTTP
+// or Kafka, so its rules are tested as plain functions.
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Status is inventory's view of one order.
+type Status string
+
+// The inventory states of an order (DESIGN §5: NONE → DEDUCTED → RESTOCKED,
+// or REJECTED when the stock was not there).
+const (
+	StatusNone      Status = "NONE"
+	StatusDeducted  Status = "DEDUCTED"
+	StatusRestocked Status = "RESTOCKED"
+	StatusRejected  Status = "REJECTED"
+)
+
+// ReasonInsufficientStock is recorded on an order whose payment could not be
+// covered by stock; it is a business outcome, not a failure to retry.
+const ReasonInsufficientStock = "INSUFFICIENT_STOCK"
+
+// PaidFrom and RefundedFrom are the states an OrderPaid and an OrderRefunded
+// may be applied from; any other state means a predecessor is missing.
+var (
+	PaidFrom     = []Status{StatusNone}
+	RefundedFrom = []Status{StatusDeducted, StatusRejected}
+)
+
+// MovementKind says why stock moved.
+type MovementKind string
+
+// The kinds of stock movement.
+const (
+	KindDeduct  MovementKind = "DEDUCT"
+	KindRestock MovementKind = "RESTOCK"
+)
+
+// MaxQuantity is the largest stock figure a SKU can hold: the database
+// stores stock as a 32-bit integer, so larger values are refused up front
+// rather than failing inside a transaction.
+const MaxQuantity = math.MaxInt32
+
+// maxSKULength matches the event schema's limit on a SKU.
+const maxSKULength = 128
+
+var (
+	// ErrSKUNotFound means no stock row exists for the SKU.
+	ErrSKUNotFound = errors.New("sku not found")
+	// ErrInvalidSKU means the SKU is empty, too long or contains spaces.
+	ErrInvalidSKU = errors.New("sku must be 1-128 characters without whitespace")
+	// ErrInvalidAvailable means a stock level outside 0..MaxQuantity.
+	ErrInvalidAvailable = fmt.Errorf("available must be an integer between 0 and %d", MaxQuantity)
+	// ErrInvalidQuantity means an order line whose quantity is not positive
+	// or does not fit a stock figure.
+	ErrInvalidQuantity = errors.New("quantity must be a positive integer within the stock range")
+	// ErrIllegalTransition means an event arrived in a state its rule does
+	// not cover; the version guard should have prevented it.
+	ErrIllegalTransition = errors.New("illegal inventory transition")
+)
+
+// Line is a quantity of one SKU.
+type Line struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+// Stock is the level of one SKU: what can still be sold and what paid
+// orders currently hold.
+type Stock struct {
+	SKU       string
+	Available int
+	Deducted  int
+}
+
+// Movement is one change of one SKU's stock caused by one event.
+type Movement struct {
+	SKU   string
+	Delta int
+	Kind  MovementKind
+}
+
+// AppliedMovement is a movement as recorded: the event that caused it and
+// when it was committed.
+type AppliedMovement struct {
+	Movement
+	OrderID   string
+	EventID   string
+	CreatedAt time.Time
+}
+
+// Order is inventory's record of one order: its state and, once paid, the
+// lines it deducted, so a refund restocks exactly those.
+type Order struct {
+	ID     string
+	Status Status
+	Reason string
+	Items  []Line
+}
+
+// Shortage is one SKU an order wanted more of than was available.
+type Shortage struct {
+	SKU       string
+	Requested int
+	Available int
+}
+
+// Change is what one event does: the order's new record and the stock
+// movements that go with it, sorted by SKU so rows are always touched in
+// the same order.
+type Change struct {
+	Order     Order
+	Movements []Movement
+	// Shortages says why a payment was rejected; empty otherwise.
+	Shortages []Shortage
+}
+
+// ValidateSKU checks a SKU given by a client.
+func ValidateSKU(sku string) error {
+	if sku == "" || len(sku) > maxSKULength || strings.ContainsFunc(sku, isSpace) {
+		return ErrInvalidSKU
+	}
+	return nil
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// ValidateAvailable checks a stock level set by an operator.
+func ValidateAvailable(n int) error {
+	if n < 0 || n > MaxQuantity {
+		return ErrInvalidAvailable
+	}
+	return nil
+}
+
+// Aggregate sums the quantities of each SKU and sorts the result by SKU, so
+// an order listing a SKU twice moves its stock once and every transaction
+// locks stock rows in the same order (which rules out deadlocks on hot SKUs).
+func Aggregate(lines []Line) ([]Line, error) {
+	sums := make(map[string]int, len(lines))
+	for _, l := range lines {
+		if err := ValidateSKU(l.SKU); err != nil {
+			return nil, fmt.Errorf("sku %q: %w", l.SKU, err)
+		}
+		if l.Quantity < 1 || l.Quantity > MaxQuantity-sums[l.SKU] {
+			return nil, fmt.Errorf("sku %s quantity %d: %w", l.SKU, l.Quantity, ErrInvalidQuantity)
+		}
+		sums[l.SKU] += l.Quantity
+	}
+	out := make([]Line, 0, len(sums))
+	for sku, q := range sums {
+		out = append(out, Line{SKU: sku, Quantity: q})
+	}
+	slices.SortFunc(out, func(a, b Line) int { return strings.Compare(a.SKU, b.SKU) })
+	return out, nil
+}
+
+// SKUs returns the distinct SKUs of lines in sorted order: the order in
+// which their stock rows are locked.
+func SKUs(lines []Line) []string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, l.SKU)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Pay decides an OrderPaid for the order given the available stock of its
+// SKUs (a SKU missing from available has none). Either every line is
+// deducted, or the order is REJECTED with INSUFFICIENT_STOCK and no stock
+// moves at all.
+func (o Order) Pay(lines []Line, available map[string]int) (Change, error) {
+	if !slices.Contains(PaidFrom, o.Status) {
+		return Change{}, fmt.Errorf("%w: OrderPaid in %s", ErrIllegalTransition, o.Status)
+	}
+	agg, err := Aggregate(lines)
+	if err != nil {
+		return Change{}, err
+	}
+	next := Order{ID: o.ID, Status: StatusDeducted, Items: agg}
+	var shortages []Shortage
+	for _, l := range agg {
+		if have := available[l.SKU]; have < l.Quantity {
+			shortages = append(shortages, Shortage{SKU: l.SKU, Requested: l.Quantity, Available: have})
+		}
+	}
+	if len(shortages) > 0 {
+		next.Status, next.Reason = StatusRejected, ReasonInsufficientStock
+		return Change{Order: next, Shortages: shortages}, nil
+	}
+	moves := make([]Movement, 0, len(agg))
+	for _, l := range agg {
+		moves = append(moves, Movement{SKU: l.SKU, Delta: -l.Quantity, Kind: KindDeduct})
+	}
+	return Change{Order: next, Movements: moves}, nil
+}
+
+// Refund decides an OrderRefunded: a DEDUCTED order gets back exactly what
+// it deducted (whatever the event lists), a REJECTED order never took
+// anything and stays REJECTED.
+func (o Order) Refund() (Change, error) {
+	switch o.Status {
+	case StatusDeducted:
+		next := o
+		next.Status = StatusRestocked
+		moves := make([]Movement, 0, len(o.Items))
+		for _, l := range o.Items {
+			moves = append(moves, Movement{SKU: l.SKU, Delta: l.Quantity, Kind: KindRestock})
+		}
+		slices.SortFunc(moves, func(a, b Movement) int { return strings.Compare(a.SKU, b.SKU) })
+		return Change{Order: next, Movements: moves}, nil
+	case StatusRejected:
+		return Change{Order: o}, nil
+	default:
+		return Change{}, fmt.Errorf("%w: OrderRefunded in %s", ErrIllegalTransition, o.Status)
+	}
+}

@@ -1,0 +1,176 @@
+package inventory_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
+)
+
+func TestAggregate(t *testing.T) {
+	tests := []struct {
+		name    string
+		lines   []inventory.Line
+		want    []inventory.Line
+		wantErr error
+	}{
+		{
+			name:  "sums repeated SKUs and sorts",
+			lines: []inventory.Line{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 3}},
+			want:  []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 4}},
+		},
+		{name: "zero quantity", lines: []inventory.Line{{SKU: "A", Quantity: 0}}, wantErr: inventory.ErrInvalidQuantity},
+		{name: "negative quantity", lines: []inventory.Line{{SKU: "A", Quantity: -1}}, wantErr: inventory.ErrInvalidQuantity},
+		{
+			name:    "sum overflows the stock range",
+			lines:   []inventory.Line{{SKU: "A", Quantity: inventory.MaxQuantity}, {SKU: "A", Quantity: 1}},
+			wantErr: inventory.ErrInvalidQuantity,
+		},
+		{name: "empty SKU", lines: []inventory.Line{{SKU: "", Quantity: 1}}, wantErr: inventory.ErrInvalidSKU},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := inventory.Aggregate(tt.lines)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Aggregate() error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Aggregate() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPay(t *testing.T) {
+	none := inventory.Order{ID: "O-1", Status: inventory.StatusNone}
+	tests := []struct {
+		name      string
+		order     inventory.Order
+		lines     []inventory.Line
+		available map[string]int
+		want      inventory.Change
+		wantErr   error
+	}{
+		{
+			name:      "enough stock deducts every line",
+			order:     none,
+			lines:     []inventory.Line{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 2}, {SKU: "A", Quantity: 1}},
+			available: map[string]int{"A": 3, "B": 5},
+			want: inventory.Change{
+				Order: inventory.Order{ID: "O-1", Status: inventory.StatusDeducted,
+					Items: []inventory.Line{{SKU: "A", Quantity: 3}, {SKU: "B", Quantity: 1}}},
+				Movements: []inventory.Movement{
+					{SKU: "A", Delta: -3, Kind: inventory.KindDeduct},
+					{SKU: "B", Delta: -1, Kind: inventory.KindDeduct},
+				},
+			},
+		},
+		{
+			name:      "one short SKU rejects the whole order",
+			order:     none,
+			lines:     []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}},
+			available: map[string]int{"A": 1, "B": 5},
+			want: inventory.Change{
+				Order: inventory.Order{ID: "O-1", Status: inventory.StatusRejected, Reason: inventory.ReasonInsufficientStock,
+					Items: []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}},
+				Shortages: []inventory.Shortage{{SKU: "A", Requested: 2, Available: 1}},
+			},
+		},
+		{
+			name:      "unknown SKU counts as none available",
+			order:     none,
+			lines:     []inventory.Line{{SKU: "GHOST", Quantity: 1}},
+			available: map[string]int{},
+			want: inventory.Change{
+				Order: inventory.Order{ID: "O-1", Status: inventory.StatusRejected, Reason: inventory.ReasonInsufficientStock,
+					Items: []inventory.Line{{SKU: "GHOST", Quantity: 1}}},
+				Shortages: []inventory.Shortage{{SKU: "GHOST", Requested: 1, Available: 0}},
+			},
+		},
+		{
+			name:    "already deducted is illegal",
+			order:   inventory.Order{ID: "O-1", Status: inventory.StatusDeducted},
+			lines:   []inventory.Line{{SKU: "A", Quantity: 1}},
+			wantErr: inventory.ErrIllegalTransition,
+		},
+		{
+			name:    "invalid line",
+			order:   none,
+			lines:   []inventory.Line{{SKU: "A", Quantity: 0}},
+			wantErr: inventory.ErrInvalidQuantity,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.order.Pay(tt.lines, tt.available)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Pay() error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Pay() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefund(t *testing.T) {
+	deducted := inventory.Order{ID: "O-1", Status: inventory.StatusDeducted,
+		Items: []inventory.Line{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 3}}}
+	rejected := inventory.Order{ID: "O-2", Status: inventory.StatusRejected, Reason: inventory.ReasonInsufficientStock,
+		Items: []inventory.Line{{SKU: "A", Quantity: 9}}}
+	tests := []struct {
+		name    string
+		order   inventory.Order
+		want    inventory.Change
+		wantErr error
+	}{
+		{
+			name:  "deducted order restocks exactly what it took",
+			order: deducted,
+			want: inventory.Change{
+				Order: inventory.Order{ID: "O-1", Status: inventory.StatusRestocked, Items: deducted.Items},
+				Movements: []inventory.Movement{
+					{SKU: "A", Delta: 3, Kind: inventory.KindRestock},
+					{SKU: "B", Delta: 1, Kind: inventory.KindRestock},
+				},
+			},
+		},
+		{name: "rejected order has nothing to restock", order: rejected, want: inventory.Change{Order: rejected}},
+		{name: "never paid is illegal", order: inventory.Order{ID: "O-3", Status: inventory.StatusNone}, wantErr: inventory.ErrIllegalTransition},
+		{name: "restocked twice is illegal", order: inventory.Order{ID: "O-4", Status: inventory.StatusRestocked}, wantErr: inventory.ErrIllegalTransition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.order.Refund()
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Refund() error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Refund() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"zero available", inventory.ValidateAvailable(0), nil},
+		{"negative available", inventory.ValidateAvailable(-1), inventory.ErrInvalidAvailable},
+		{"too much available", inventory.ValidateAvailable(inventory.MaxQuantity + 1), inventory.ErrInvalidAvailable},
+		{"plain SKU", inventory.ValidateSKU("SKU-1"), nil},
+		{"SKU with space", inventory.ValidateSKU("SKU 1"), inventory.ErrInvalidSKU},
+		{"long SKU", inventory.ValidateSKU(string(make([]byte, 129))), inventory.ErrInvalidSKU},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !errors.Is(tt.err, tt.want) {
+				t.Fatalf("got %v, want %v", tt.err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,193 @@
+// Package storage keeps the inventory service's stock, orders and stock
+// movements in Postgres. The consumer's methods run inside the transaction
+// the inbox opened, so stock, movements, the dedup row and the version
+// guard commit together or not at all.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
+)
+
+// Repository reads and writes the inventory tables.
+type Repository struct {
+	db *sqlx.DB
+}
+
+// New returns a repository over db.
+func New(db *sqlx.DB) *Repository { return &Repository{db: db} }
+
+type movementRow struct {
+	OrderID   string    `db:"order_id"`
+	EventID   string    `db:"event_id"`
+	SKU       string    `db:"sku"`
+	Delta     int       `db:"delta"`
+	Kind      string    `db:"kind"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+type orderRow struct {
+	OrderID string `db:"order_id"`
+	Status  string `db:"status"`
+	Reason  string `db:"reason"`
+	Items   []byte `db:"items"`
+}
+
+type stockRow struct {
+	SKU       string `db:"sku"`
+	Available int    `db:"available"`
+	Deducted  int    `db:"deducted"`
+}
+
+// LoadOrder returns the order inside tx; an order never seen is NONE.
+func (r *Repository) LoadOrder(ctx context.Context, tx *sqlx.Tx, orderID string) (inventory.Order, error) {
+	return getOrder(ctx, tx, orderID)
+}
+
+// Order returns the order; an order never seen is NONE (a real state, not
+// an error).
+func (r *Repository) Order(ctx context.Context, orderID string) (inventory.Order, error) {
+	return getOrder(ctx, r.db, orderID)
+}
+
+func getOrder(ctx context.Context, q sqlx.QueryerContext, orderID string) (inventory.Order, error) {
+	var row orderRow
+	err := sqlx.GetContext(ctx, q, &row,
+		`SELECT order_id, status, reason, items FROM inventory_orders WHERE order_id = $1`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inventory.Order{ID: orderID, Status: inventory.StatusNone}, nil
+	}
+	if err != nil {
+		return inventory.Order{}, fmt.Errorf("load inventory order %s: %w", orderID, err)
+	}
+	o := inventory.Order{ID: row.OrderID, Status: inventory.Status(row.Status), Reason: row.Reason}
+	if err := json.Unmarshal(row.Items, &o.Items); err != nil {
+		return inventory.Order{}, fmt.Errorf("decode items of order %s: %w", orderID, err)
+	}
+	return o, nil
+}
+
+// LockStock locks the stock rows of skus until tx ends and returns what
+// each has available; a SKU without a row is absent from the map. Rows are
+// locked in SKU order, the same order every transaction uses, so
+// concurrent orders over the same hot SKUs queue instead of deadlocking.
+func (r *Repository) LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
+	var rows []stockRow
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT sku, available, deducted FROM stock
+		WHERE sku = ANY($1)
+		ORDER BY sku
+		FOR UPDATE`, pq.Array(skus)); err != nil {
+		return nil, fmt.Errorf("lock stock: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, row := range rows {
+		out[row.SKU] = row.Available
+	}
+	return out, nil
+}
+
+// Save writes ch inside tx: the stock movements (rows already locked by
+// LockStock), one movement row per SKU for eventID, and the order's record.
+func (r *Repository) Save(ctx context.Context, tx *sqlx.Tx, eventID string, ch inventory.Change) error {
+	if len(ch.Movements) > 0 {
+		skus := make([]string, len(ch.Movements))
+		deltas := make([]int64, len(ch.Movements))
+		kinds := make([]string, len(ch.Movements))
+		for i, m := range ch.Movements {
+			skus[i], deltas[i], kinds[i] = m.SKU, int64(m.Delta), string(m.Kind)
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE stock AS s
+			SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()
+			FROM unnest($1::text[], $2::int[]) AS m(sku, delta)
+			WHERE s.sku = m.sku`, pq.Array(skus), pq.Array(deltas))
+		if err != nil {
+			return fmt.Errorf("move stock: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("move stock: %w", err)
+		}
+		if n != int64(len(skus)) {
+			return fmt.Errorf("move stock: %d of %d SKUs updated: %w", n, len(skus), errStockRowMissing)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO stock_movements (order_id, event_id, sku, delta, kind)
+			SELECT $1, $2, m.sku, m.delta, m.kind
+			FROM unnest($3::text[], $4::int[], $5::text[]) AS m(sku, delta, kind)`,
+			ch.Order.ID, eventID, pq.Array(skus), pq.Array(deltas), pq.Array(kinds)); err != nil {
+			return fmt.Errorf("record stock movements: %w", err)
+		}
+	}
+	items, err := json.Marshal(ch.Order.Items)
+	if err != nil {
+		return fmt.Errorf("encode order items: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO inventory_orders (order_id, status, reason, items) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (order_id) DO UPDATE
+		SET status = EXCLUDED.status, reason = EXCLUDED.reason, items = EXCLUDED.items, updated_at = now()`,
+		ch.Order.ID, string(ch.Order.Status), ch.Order.Reason, items); err != nil {
+		return fmt.Errorf("record inventory order %s: %w", ch.Order.ID, err)
+	}
+	return nil
+}
+
+// errStockRowMissing means a movement named a SKU without a stock row; a
+// deduction is only planned for SKUs that have one, so it signals a bug.
+var errStockRowMissing = errors.New("stock row missing")
+
+// Stock returns the stock of sku.
+func (r *Repository) Stock(ctx context.Context, sku string) (inventory.Stock, error) {
+	var row stockRow
+	err := r.db.GetContext(ctx, &row, `SELECT sku, available, deducted FROM stock WHERE sku = $1`, sku)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inventory.Stock{}, fmt.Errorf("%w: %s", inventory.ErrSKUNotFound, sku)
+	}
+	if err != nil {
+		return inventory.Stock{}, fmt.Errorf("load stock %s: %w", sku, err)
+	}
+	return inventory.Stock(row), nil
+}
+
+// SetAvailable sets what sku has available, creating the SKU if needed, and
+// returns its new stock. What paid orders hold (deducted) is unchanged.
+func (r *Repository) SetAvailable(ctx context.Context, sku string, available int) (inventory.Stock, error) {
+	var row stockRow
+	if err := r.db.GetContext(ctx, &row, `
+		INSERT INTO stock (sku, available) VALUES ($1, $2)
+		ON CONFLICT (sku) DO UPDATE SET available = EXCLUDED.available, updated_at = now()
+		RETURNING sku, available, deducted`, sku, available); err != nil {
+		return inventory.Stock{}, fmt.Errorf("set stock %s: %w", sku, err)
+	}
+	return inventory.Stock(row), nil
+}
+
+// Movements returns the stock movements of an order in the order they
+// were applied.
+func (r *Repository) Movements(ctx context.Context, orderID string) ([]inventory.AppliedMovement, error) {
+	var rows []movementRow
+	if err := r.db.SelectContext(ctx, &rows, `
+		SELECT order_id, event_id, sku, delta, kind, created_at
+		FROM stock_movements WHERE order_id = $1 ORDER BY id`, orderID); err != nil {
+		return nil, fmt.Errorf("list stock movements of %s: %w", orderID, err)
+	}
+	out := make([]inventory.AppliedMovement, len(rows))
+	for i, row := range rows {
+		out[i] = inventory.AppliedMovement{
+			Movement: inventory.Movement{SKU: row.SKU, Delta: row.Delta, Kind: inventory.MovementKind(row.Kind)},
+			OrderID:  row.OrderID, EventID: row.EventID, CreatedAt: row.CreatedAt,
+		}
+	}
+	return out, nil
+}

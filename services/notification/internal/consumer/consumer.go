@@ -1,0 +1,109 @@
+// Package consumer turns order events into customer notifications: one for
+// OrderPaid, OrderRefunded and OrderRefundRejected each. It runs inside the
+// inbox transaction, behind the version guard, so each event is told once
+// and in order.
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
+)
+
+// FailPoint is the fail point at the start of every apply, so tests and
+// drills can make the consumer fail a number of times with a retryable error.
+const FailPoint = "notification.apply"
+
+// FailPoints fires named faults; a nil *failpoint.Registry is inert.
+type FailPoints interface {
+	Inject(name string) error
+}
+
+// kinds maps the customer-facing events to their notification kind.
+func kinds() map[event.Type]notification.Kind {
+	return map[event.Type]notification.Kind{
+		event.OrderPaid:           notification.KindOrderPaid,
+		event.OrderRefunded:       notification.KindOrderRefunded,
+		event.OrderRefundRejected: notification.KindRefundRejected,
+	}
+}
+
+// Consumer is the notification consumer's apply function and transition
+// table.
+type Consumer struct {
+	senders SenderFactory
+	fp      FailPoints
+	logger  *slog.Logger
+}
+
+// New returns a consumer that sends through senders.
+func New(senders SenderFactory, fp FailPoints, logger *slog.Logger) *Consumer {
+	return &Consumer{senders: senders, fp: fp, logger: logger}
+}
+
+// Transitions is the notification state machine as the version guard
+// needs it.
+func (c *Consumer) Transitions() versionguard.Transitions {
+	t := versionguard.Transitions{}
+	for et, kind := range kinds() {
+		for _, s := range notification.From(kind) {
+			t[et] = append(t[et], string(s))
+		}
+	}
+	return t
+}
+
+// Apply sends env's notification inside tx and returns the order's new
+// notification state, which lives in the version guard (the state
+// argument).
+func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error) {
+	if err := c.fp.Inject(FailPoint); err != nil {
+		return "", err
+	}
+	facts, err := factsOf(env)
+	if err != nil {
+		return "", err
+	}
+	ch, err := notification.Order{ID: env.AggregateID, State: notification.State(state)}.Notify(facts)
+	if err != nil {
+		return "", err
+	}
+	if err := c.senders(tx).Send(ctx, ch.Notification); err != nil {
+		return "", err
+	}
+	return string(ch.State), nil
+}
+
+// factsOf reads what the customer is told from the event's payload.
+func factsOf(env event.Envelope) (notification.Facts, error) {
+	f := notification.Facts{Kind: kinds()[env.EventType], OrderID: env.AggregateID, EventID: env.EventID}
+	switch env.EventType {
+	case event.OrderPaid:
+		var d event.OrderPaidData
+		if err := env.DecodeData(&d); err != nil {
+			return f, err
+		}
+		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.PaidAmount.String(), d.Currency
+	case event.OrderRefunded:
+		var d event.OrderRefundedData
+		if err := env.DecodeData(&d); err != nil {
+			return f, err
+		}
+		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.RefundedAmount.String(), d.Currency
+	case event.OrderRefundRejected:
+		var d event.OrderRefundRejectedData
+		if err := env.DecodeData(&d); err != nil {
+			return f, err
+		}
+		f.CustomerID, f.Amount, f.Currency, f.Reason = d.CustomerID, d.Amount.String(), d.Currency, d.Reason
+	default:
+		return f, fmt.Errorf("%w: no notification for %s", notification.ErrUnknownKind, env.EventType)
+	}
+	return f, nil
+}

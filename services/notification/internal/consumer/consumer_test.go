@@ -1,0 +1,223 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/storage"
+)
+
+const consumerName = "notification-service"
+
+type fixture struct {
+	db   *sqlx.DB
+	repo *storage.Repository
+	fp   *failpoint.Registry
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
+		postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{db: db, repo: storage.New(db), fp: fp}
+}
+
+// processor returns a processor sending through senders.
+func (f fixture) processor(senders consumer.SenderFactory) *inbox.Processor {
+	c := consumer.New(senders, f.fp, slog.New(slog.DiscardHandler))
+	return inbox.NewProcessor(f.db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+}
+
+func (f fixture) dbProcessor() *inbox.Processor {
+	return f.processor(consumer.DBSink(f.repo, slog.New(slog.DiscardHandler)))
+}
+
+// sent lists an order's notifications as their kinds, in order.
+func (f fixture) sent(t *testing.T, orderID string) []string {
+	t.Helper()
+	ns, err := f.repo.List(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n.Kind)
+	}
+	return out
+}
+
+func (f fixture) state(t *testing.T, orderID string) string {
+	t.Helper()
+	s, _, err := versionguard.State(context.Background(), f.db, consumerName, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func money(t *testing.T, s string) event.Money {
+	t.Helper()
+	m, err := event.ParseMoney(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newEvent builds a valid event of any order type for the order.
+func newEvent(t *testing.T, typ event.Type, orderID string, version int64) event.Envelope {
+	t.Helper()
+	items := []event.Item{{SKU: "SKU-1", Quantity: 1}}
+	var data any
+	switch typ {
+	case event.OrderCreated:
+		data = event.OrderCreatedData{CustomerID: "C-1", Currency: "CNY", Amount: money(t, "80.00"),
+			Items: []event.PricedItem{{SKU: "SKU-1", Quantity: 1, UnitPrice: money(t, "80.00")}}}
+	case event.OrderCheckedOut:
+		data = event.OrderCheckedOutData{CustomerID: "C-1", Currency: "CNY", Amount: money(t, "80.00")}
+	case event.OrderRefundRequested:
+		data = event.OrderRefundRequestedData{RefundID: "R-1", PaymentID: "P-1", Amount: money(t, "80.00"), Currency: "CNY"}
+	case event.OrderPaid:
+		data = event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items}
+	case event.OrderRefunded:
+		data = event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "80.00"), Currency: "CNY",
+			CustomerID: "C-1", Items: items}
+	case event.OrderRefundRejected:
+		data = event.OrderRefundRejectedData{RefundID: "R-0", Amount: money(t, "500.00"), Currency: "CNY", CustomerID: "C-1",
+			Reason: notification.ReasonRefundExceedsPayment}
+	}
+	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func TestApply(t *testing.T) {
+	type step struct {
+		typ     event.Type
+		version int64
+	}
+	tests := []struct {
+		name      string
+		steps     []step
+		repeat    bool // deliver every event twice
+		wantState string
+		want      []string
+	}{
+		{
+			name: "the same OrderPaid twice notifies once", steps: []step{{event.OrderPaid, 3}}, repeat: true,
+			wantState: "PAID_NOTIFIED", want: []string{"ORDER_PAID"},
+		},
+		{
+			name:      "declined refund, then a refund",
+			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefundRejected, 5}, {event.OrderRefunded, 7}},
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "REFUND_REJECTED", "ORDER_REFUNDED"},
+		},
+		{
+			name:      "refund before paid is told after it",
+			steps:     []step{{event.OrderRefunded, 5}, {event.OrderPaid, 3}},
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED"},
+		},
+		{
+			name:      "events the customer does not hear about",
+			steps:     []step{{event.OrderCreated, 1}, {event.OrderCheckedOut, 2}, {event.OrderPaid, 3}, {event.OrderRefundRequested, 4}},
+			wantState: "PAID_NOTIFIED", want: []string{"ORDER_PAID"},
+		},
+	}
+	f := newFixture(t)
+	proc := f.dbProcessor()
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("O-%d", i)
+			for _, st := range tt.steps {
+				env := newEvent(t, st.typ, id, st.version)
+				deliveries := 1
+				if tt.repeat {
+					deliveries = 2
+				}
+				for range deliveries {
+					if _, err := proc.Process(context.Background(), env); err != nil {
+						t.Fatalf("process %s: %v", st.typ, err)
+					}
+				}
+			}
+			if got := f.state(t, id); got != tt.wantState {
+				t.Fatalf("state = %s, want %s", got, tt.wantState)
+			}
+			if got := f.sent(t, id); !equal(got, tt.want) {
+				t.Fatalf("notifications = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// failingSender stands for a sender whose provider is down.
+type failingSender struct{}
+
+var errProviderDown = errors.New("provider down")
+
+func (failingSender) Send(context.Context, notification.Notification) error { return errProviderDown }
+
+func TestFailedSendRollsBackEverything(t *testing.T) {
+	f := newFixture(t)
+	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	failing := f.processor(func(*sqlx.Tx) consumer.Sender { return failingSender{} })
+
+	if _, err := failing.Process(context.Background(), env); !errors.Is(err, errProviderDown) {
+		t.Fatalf("process: %v, want the sender's error", err)
+	}
+	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
+		t.Fatalf("dedup rows = %d (%v), want 0: the event must be delivered again", n, err)
+	}
+	if got := f.state(t, "O-1"); got != "NONE" {
+		t.Fatalf("state = %s, want NONE", got)
+	}
+	if _, err := f.dbProcessor().Process(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.sent(t, "O-1"), []string{"ORDER_PAID"}; !equal(got, want) {
+		t.Fatalf("notifications = %v, want %v", got, want)
+	}
+}
+
+func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
+	f := newFixture(t)
+	proc := f.dbProcessor()
+	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+		t.Fatal(err)
+	}
+	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	if _, err := proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	if got := f.sent(t, "O-1"); len(got) != 0 {
+		t.Fatalf("notifications after failure = %v, want none", got)
+	}
+	if _, err := proc.Process(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sent(t, "O-1"); len(got) != 1 {
+		t.Fatalf("notifications after retry = %v, want one", got)
+	}
+}

@@ -1,0 +1,200 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/points/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
+	"github.com/reliable-orders/fulfillment/services/points/internal/storage"
+)
+
+const consumerName = "points-service"
+
+type fixture struct {
+	db   *sqlx.DB
+	repo *storage.Repository
+	proc *inbox.Processor
+	fp   *failpoint.Registry
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
+		postgres.MigrationSet{Name: "points", FS: os.DirFS("../../migrations")})
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := storage.New(db, consumerName)
+	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	proc := inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+	return fixture{db: db, repo: repo, proc: proc, fp: fp}
+}
+
+func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
+	t.Helper()
+	out, err := f.proc.Process(context.Background(), env)
+	if err != nil {
+		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
+	}
+	return out
+}
+
+// entries lists an order's ledger as "TYPE points amount", in order.
+func (f fixture) entries(t *testing.T, orderID string) []string {
+	t.Helper()
+	es, err := f.repo.Entries(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = fmt.Sprintf("%s %d %s", e.Type, e.Points, e.Amount.StringFixed(2))
+	}
+	return out
+}
+
+func (f fixture) state(t *testing.T, orderID string) points.State {
+	t.Helper()
+	s, err := f.repo.State(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func money(t *testing.T, s string) event.Money {
+	t.Helper()
+	m, err := event.ParseMoney(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func paid(t *testing.T, orderID, amount string) event.Envelope {
+	t.Helper()
+	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: orderID, AggregateVersion: 3, Producer: "order-service"},
+		event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, amount), Currency: "CNY", CustomerID: "C-1",
+			Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func refunded(t *testing.T, orderID, amount string) event.Envelope {
+	t.Helper()
+	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "order-service"},
+		event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, amount), Currency: "CNY",
+			CustomerID: "C-1", Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name      string
+		events    func(t *testing.T, orderID string) []event.Envelope
+		wantState points.State
+		want      []string
+	}{
+		{
+			name: "the same OrderPaid twice earns once",
+			events: func(t *testing.T, id string) []event.Envelope {
+				e := paid(t, id, "80.00")
+				return []event.Envelope{e, e}
+			},
+			wantState: points.StateEarned,
+			want:      []string{"EARN 80 80.00"},
+		},
+		{
+			name:      "points round down",
+			events:    func(t *testing.T, id string) []event.Envelope { return []event.Envelope{paid(t, id, "80.99")} },
+			wantState: points.StateEarned,
+			want:      []string{"EARN 80 80.99"},
+		},
+		{
+			name: "refund before paid applies both in order",
+			events: func(t *testing.T, id string) []event.Envelope {
+				return []event.Envelope{refunded(t, id, "30.50"), paid(t, id, "80.00")}
+			},
+			wantState: points.StateReversed,
+			want:      []string{"EARN 80 80.00", "REVERSAL -30 30.50"},
+		},
+		{
+			name: "a reversal below zero is rejected without an entry",
+			events: func(t *testing.T, id string) []event.Envelope {
+				return []event.Envelope{paid(t, id, "10.00"), refunded(t, id, "20.00")}
+			},
+			wantState: points.StateReversalRejected,
+			want:      []string{"EARN 10 10.00"},
+		},
+	}
+	f := newFixture(t)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("O-%d", i)
+			for _, env := range tt.events(t, id) {
+				f.process(t, env)
+			}
+			if got := f.state(t, id); got != tt.wantState {
+				t.Fatalf("state = %s, want %s", got, tt.wantState)
+			}
+			if got := f.entries(t, id); !equal(got, tt.want) {
+				t.Fatalf("entries = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	balance, err := f.repo.Balance(context.Background(), "C-1")
+	if err != nil || balance != 80+80+(80-30)+10 {
+		t.Fatalf("customer balance = %d (%v), want %d", balance, err, 80+80+(80-30)+10)
+	}
+}
+
+func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
+	f := newFixture(t)
+	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+		t.Fatal(err)
+	}
+	env := paid(t, "O-1", "80.00")
+	if _, err := f.proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	if got := f.entries(t, "O-1"); len(got) != 0 {
+		t.Fatalf("entries after failure = %v, want none", got)
+	}
+	f.process(t, env)
+	if got, want := f.entries(t, "O-1"), []string{"EARN 80 80.00"}; !equal(got, want) {
+		t.Fatalf("entries after retry = %v, want %v", got, want)
+	}
+}
+
+func TestAmountBeyondTheLedgerIsPermanent(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.proc.Process(context.Background(), paid(t, "O-1", "99999999999.00"))
+	if class, _ := messaging.Classify(err); class != messaging.Permanent {
+		t.Fatalf("error %v is %s, want PERMANENT", err, class)
+	}
+	if got := f.entries(t, "O-1"); len(got) != 0 {
+		t.Fatalf("entries = %v, want none", got)
+	}
+}

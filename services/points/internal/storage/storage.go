@@ -1,0 +1,95 @@
+// Package storage keeps the points ledger in Postgres. The consumer's
+// methods run inside the transaction the inbox opened, so a ledger entry,
+// the dedup row and the version guard commit together or not at all.
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
+)
+
+// Repository reads and writes the points ledger.
+type Repository struct {
+	db       *sqlx.DB
+	consumer string
+}
+
+// New returns a repository over db. The points state of an order is the
+// version guard's state for consumer, so it is read from there.
+func New(db *sqlx.DB, consumer string) *Repository { return &Repository{db: db, consumer: consumer} }
+
+type entryRow struct {
+	OrderID    string          `db:"order_id"`
+	CustomerID string          `db:"customer_id"`
+	EventID    string          `db:"event_id"`
+	EntryType  string          `db:"entry_type"`
+	Points     int             `db:"points"`
+	Amount     decimal.Decimal `db:"amount"`
+	CreatedAt  time.Time       `db:"created_at"`
+}
+
+// OrderPoints returns what an order's ledger entries add up to, inside tx.
+func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderID string) (int, error) {
+	var n int
+	if err := tx.GetContext(ctx, &n,
+		`SELECT COALESCE(sum(points), 0) FROM points_ledger WHERE order_id = $1`, orderID); err != nil {
+		return 0, fmt.Errorf("sum points of order %s: %w", orderID, err)
+	}
+	return n, nil
+}
+
+// Add writes one ledger entry inside tx.
+func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, e points.LedgerEntry) error {
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO points_ledger (order_id, customer_id, event_id, entry_type, points, amount)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		e.OrderID, e.CustomerID, e.EventID, string(e.Type), e.Points, e.Amount); err != nil {
+		return fmt.Errorf("add %s entry for order %s: %w", e.Type, e.OrderID, err)
+	}
+	return nil
+}
+
+// Entries returns an order's ledger entries in the order they were applied.
+func (r *Repository) Entries(ctx context.Context, orderID string) ([]points.LedgerEntry, error) {
+	var rows []entryRow
+	if err := r.db.SelectContext(ctx, &rows, `
+		SELECT order_id, customer_id, event_id, entry_type, points, amount, created_at
+		FROM points_ledger WHERE order_id = $1 ORDER BY id`, orderID); err != nil {
+		return nil, fmt.Errorf("list points of order %s: %w", orderID, err)
+	}
+	out := make([]points.LedgerEntry, len(rows))
+	for i, row := range rows {
+		out[i] = points.LedgerEntry{
+			Entry:   points.Entry{Type: points.EntryType(row.EntryType), Points: row.Points, Amount: row.Amount},
+			OrderID: row.OrderID, CustomerID: row.CustomerID, EventID: row.EventID, CreatedAt: row.CreatedAt,
+		}
+	}
+	return out, nil
+}
+
+// State returns the order's points state; NONE for an order never seen.
+func (r *Repository) State(ctx context.Context, orderID string) (points.State, error) {
+	s, _, err := versionguard.State(ctx, r.db, r.consumer, orderID)
+	if err != nil {
+		return "", err
+	}
+	return points.State(s), nil
+}
+
+// Balance returns a customer's points: the sum of all their entries (zero
+// for a customer without any).
+func (r *Repository) Balance(ctx context.Context, customerID string) (int64, error) {
+	var n int64
+	if err := r.db.GetContext(ctx, &n,
+		`SELECT COALESCE(sum(points), 0) FROM points_ledger WHERE customer_id = $1`, customerID); err != nil {
+		return 0, fmt.Errorf("sum points of customer %s: %w", customerID, err)
+	}
+	return n, nil
+}
