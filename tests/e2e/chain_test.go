@@ -170,7 +170,7 @@ func TestPayingTwiceIsOnePayment(t *testing.T) {
 	}
 	events := s.JSON("order", "GET", "/orders/O-TWICE/events", nil, 200)
 	paid := 0
-	for _, e := range events["items"].([]any) {
+	for _, e := range events["events"].([]any) {
 		if e.(map[string]any)["eventType"] == "OrderPaid" {
 			paid++
 		}
