@@ -31,8 +31,11 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
+# The runner is built and then run (not `go run`), so Ctrl-C reaches it
+# directly and its exit status is make's.
 run: ## run the whole suite on this machine, no Docker (Ctrl-C stops it)
-	$(GO) run ./scripts/run
+	@$(GO) build -o $(BIN_DIR)/run ./scripts/run
+	@exec ./$(BIN_DIR)/run
 
 build: ## build the five service binaries into bin/ and every module
 	@set -e; for s in $(SERVICES); do \
