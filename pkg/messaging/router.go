@@ -113,12 +113,11 @@ func NewRouter(
 			class, _ := Classify(p.Err)
 			return class == Retryable
 		},
-		OnRetryHook: func(int, time.Duration) { metrics.retried(cfg.Consumer) },
-		Logger:      wlogger,
+		Logger: wlogger,
 	}
 	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg.Consumer, metrics, logger, handle))
 	// Handler middlewares run in the order added, the first outermost.
-	h.AddMiddleware(dead.middleware, retry.Middleware, middleware.Recoverer, attempts)
+	h.AddMiddleware(dead.middleware, retry.Middleware, middleware.Recoverer, attempts(cfg.Consumer, metrics))
 	return router, nil
 }
 
@@ -156,17 +155,24 @@ type attemptLog struct {
 	firstFailedAt time.Time
 }
 
-// attempts counts the handler's runs for the dead letterer's metadata.
-func attempts(h message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) ([]*message.Message, error) {
-		out, err := h(msg)
-		if log, ok := msg.Context().Value(attemptsKey{}).(*attemptLog); ok {
-			log.attempts++
-			if err != nil && log.firstFailedAt.IsZero() {
-				log.firstFailedAt = time.Now().UTC()
+// attempts counts the handler's runs, for the dead letterer's metadata and
+// the retry metric: every run of a message after its first is a retry.
+func attempts(consumer string, metrics *Metrics) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			log, ok := msg.Context().Value(attemptsKey{}).(*attemptLog)
+			if ok && log.attempts > 0 {
+				metrics.retried(consumer)
 			}
+			out, err := h(msg)
+			if ok {
+				log.attempts++
+				if err != nil && log.firstFailedAt.IsZero() {
+					log.firstFailedAt = time.Now().UTC()
+				}
+			}
+			return out, err
 		}
-		return out, err
 	}
 }
 

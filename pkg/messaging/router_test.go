@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
@@ -80,7 +81,8 @@ func TestRouterRetriesThenDeadLetters(t *testing.T) {
 	defer pub.Close()
 	cfg := messaging.ConsumerConfig{Consumer: "test-consumer", Topic: topic, DLQTopic: dlqTopic,
 		Retry: messaging.RetryConfig{MaxAttempts: 3, InitialInterval: 5 * time.Millisecond, MaxInterval: 20 * time.Millisecond}}
-	router, err := messaging.NewRouter(cfg, sub, pub, store, nil, logger, h.handle)
+	reg := prometheus.NewRegistry()
+	router, err := messaging.NewRouter(cfg, sub, pub, store, messaging.NewMetrics(reg), logger, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +121,14 @@ func TestRouterRetriesThenDeadLetters(t *testing.T) {
 	}
 	if runs, applied := h.counts(never.EventID); runs != 3 || applied != 0 {
 		t.Errorf("failing event: %d runs, %d applied; want exactly the bound of 3 runs", runs, applied)
+	}
+
+	// Two retries of the recovering event, two of the one that never recovers.
+	if got := counterSum(t, reg, "consumer_retries_total"); got != 4 {
+		t.Errorf("consumer_retries_total = %v, want 4", got)
+	}
+	if got := counterSum(t, reg, "consumer_dead_letters_total"); got != 2 {
+		t.Errorf("consumer_dead_letters_total = %v, want 2", got)
 	}
 
 	tests := []struct {
@@ -188,4 +198,21 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
+}
+
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
