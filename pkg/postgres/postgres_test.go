@@ -1,0 +1,115 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+)
+
+var itemsSet = postgres.MigrationSet{Name: "items", FS: fstest.MapFS{
+	"00001_items.sql": {Data: []byte("-- +goose Up\nCREATE TABLE items (id INT PRIMARY KEY);\n")},
+}}
+
+func TestInTx(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, itemsSet)
+	ctx := context.Background()
+	count := func() int {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM items`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		fn      func(tx *sqlx.Tx) error
+		wantErr error
+		rows    int
+	}{
+		{"commit", func(tx *sqlx.Tx) error { _, err := tx.Exec(`INSERT INTO items VALUES (1)`); return err }, nil, 1},
+		{"error rolls back", func(tx *sqlx.Tx) error {
+			if _, err := tx.Exec(`INSERT INTO items VALUES (2)`); err != nil {
+				return err
+			}
+			return boom
+		}, boom, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := postgres.InTx(ctx, db, tt.fn); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("InTx = %v, want %v", err, tt.wantErr)
+			}
+			if got := count(); got != tt.rows {
+				t.Fatalf("%d rows, want %d", got, tt.rows)
+			}
+		})
+	}
+	t.Run("panic rolls back and repanics", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+			if got := count(); got != 1 {
+				t.Fatalf("%d rows after a panic, want 1", got)
+			}
+		}()
+		_ = postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
+			_, _ = tx.Exec(`INSERT INTO items VALUES (3)`)
+			panic("boom")
+		})
+	})
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, itemsSet)
+	if err := postgres.Migrate(context.Background(), db, itemsSet); err != nil {
+		t.Fatalf("second migration run: %v", err)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"postgres://u@h:5432/postgres?sslmode=disable", "postgres://u@h:5432/orders?sslmode=disable", true},
+		{"postgresql://h/x", "postgresql://h/orders", true},
+		{"mysql://h/x", "", false},
+	}
+	for _, tt := range tests {
+		got, err := postgres.WithDatabase(tt.in, "orders")
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("WithDatabase(%q) = %q, %v", tt.in, got, err)
+		}
+	}
+}
+
+func TestIsRetryable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"serialization failure", &pq.Error{Code: "40001"}, true},
+		{"deadlock", &pq.Error{Code: "40P01"}, true},
+		{"connection failure", &pq.Error{Code: "08006"}, true},
+		{"admin shutdown", &pq.Error{Code: "57P01"}, true},
+		{"unique violation", &pq.Error{Code: "23505"}, false},
+		{"check violation", &pq.Error{Code: "23514"}, false},
+		{"deadline", context.DeadlineExceeded, true},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		if got := postgres.IsRetryable(tt.err); got != tt.want {
+			t.Errorf("%s: IsRetryable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package versionguard_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+)
+
+// The tutorial's apply_event for a consumer that handles every event of the
+// order: the strict version+1 rule falls out of a chain of transitions.
+var chain = versionguard.Transitions{
+	event.OrderCreated:    {versionguard.InitialState},
+	event.OrderCheckedOut: {"CREATED"},
+	event.OrderPaid:       {"PENDING_PAYMENT"},
+}
+
+var next = map[event.Type]string{event.OrderCreated: "CREATED", event.OrderCheckedOut: "PENDING_PAYMENT", event.OrderPaid: "PAID"}
+
+func TestGuard(t *testing.T) {
+	type step struct {
+		typ     event.Type
+		version int64
+		want    versionguard.Outcome
+	}
+	tests := []struct {
+		name      string
+		steps     []step
+		wantState string
+		wantVer   int64
+		applied   []event.Type
+	}{
+		{
+			name:      "in order",
+			steps:     []step{{event.OrderCreated, 1, versionguard.Applied}, {event.OrderCheckedOut, 2, versionguard.Applied}, {event.OrderPaid, 3, versionguard.Applied}},
+			wantState: "PAID", wantVer: 3,
+			applied: []event.Type{event.OrderCreated, event.OrderCheckedOut, event.OrderPaid},
+		},
+		{
+			name:      "PAID(v3) then a late CREATED(v1) is stale and the state does not go back",
+			steps:     []step{{event.OrderCreated, 1, versionguard.Applied}, {event.OrderCheckedOut, 2, versionguard.Applied}, {event.OrderPaid, 3, versionguard.Applied}, {event.OrderCreated, 1, versionguard.IgnoredStale}},
+			wantState: "PAID", wantVer: 3,
+			applied: []event.Type{event.OrderCreated, event.OrderCheckedOut, event.OrderPaid},
+		},
+		{
+			name:      "a gap waits, and fills in version order",
+			steps:     []step{{event.OrderPaid, 3, versionguard.WaitingForGap}, {event.OrderCheckedOut, 2, versionguard.WaitingForGap}, {event.OrderCreated, 1, versionguard.Applied}},
+			wantState: "PAID", wantVer: 3,
+			applied: []event.Type{event.OrderCreated, event.OrderCheckedOut, event.OrderPaid},
+		},
+		{
+			name:      "a gap that never fills leaves the state where it was",
+			steps:     []step{{event.OrderCreated, 1, versionguard.Applied}, {event.OrderPaid, 3, versionguard.WaitingForGap}},
+			wantState: "CREATED", wantVer: 1,
+			applied: []event.Type{event.OrderCreated},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
+			var applied []event.Type
+			g := versionguard.New("c", chain, func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+				applied = append(applied, env.EventType)
+				return next[env.EventType], nil
+			})
+			for i, s := range tt.steps {
+				env := event.Envelope{EventID: "E-" + string(rune('a'+i)), EventType: s.typ, AggregateID: "O-1", AggregateVersion: s.version}
+				var got versionguard.Outcome
+				err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+					var err error
+					got, err = g.Handle(context.Background(), tx, env)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != s.want {
+					t.Fatalf("step %d (%s v%d): %s, want %s", i, s.typ, s.version, got, s.want)
+				}
+			}
+			state, version, err := versionguard.State(context.Background(), db, "c", "O-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state != tt.wantState || version != tt.wantVer {
+				t.Errorf("state %s v%d, want %s v%d", state, version, tt.wantState, tt.wantVer)
+			}
+			if len(applied) != len(tt.applied) {
+				t.Fatalf("applied %v, want %v", applied, tt.applied)
+			}
+			for i := range applied {
+				if applied[i] != tt.applied[i] {
+					t.Fatalf("applied %v, want %v", applied, tt.applied)
+				}
+			}
+		})
+	}
+}
+
+func TestGuardRollsBackWithTheSideEffect(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
+	boom := errors.New("side effect failed")
+	g := versionguard.New("c", chain, func(context.Context, *sqlx.Tx, event.Envelope, string) (string, error) { return "", boom })
+	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		_, err := g.Handle(context.Background(), tx, event.Envelope{EventID: "E-1", EventType: event.OrderCreated, AggregateID: "O-1", AggregateVersion: 1})
+		return err
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Handle error %v, want the side effect's", err)
+	}
+	state, version, err := versionguard.State(context.Background(), db, "c", "O-1")
+	if err != nil || state != versionguard.InitialState || version != 0 {
+		t.Fatalf("after a failed side effect: %s v%d (%v), want NONE v0", state, version, err)
+	}
+}
