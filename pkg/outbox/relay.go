@@ -22,9 +22,16 @@ type Sink interface {
 	Send(ctx context.Context, msgs []Message) (int, error)
 }
 
-// FailPointAfterPublish fires after the sink accepted a batch and before the
-// rows are marked SENT: the window in which a crash causes a re-send.
-const FailPointAfterPublish = "relay.after-publish"
+// Fail points of the relay's crash windows.
+const (
+	// FailPointBeforePublish fires when a batch of committed rows is about
+	// to be sent: a crash here leaves them PENDING for the next relay.
+	FailPointBeforePublish = "relay.before-publish"
+	// FailPointAfterPublish fires after the sink accepted a batch and before
+	// the rows are marked SENT: a crash here causes a re-send with the same
+	// event ids.
+	FailPointAfterPublish = "relay.after-publish"
+)
 
 // RelayConfig tunes the relay.
 type RelayConfig struct {
@@ -169,6 +176,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		if err := json.Unmarshal(row.Headers, &msgs[i].Headers); err != nil {
 			return 0, fmt.Errorf("decode headers of %s: %w", row.EventID, err)
 		}
+	}
+	if err := r.failPoints.Inject(FailPointBeforePublish); err != nil {
+		return 0, err
 	}
 	sent, sendErr := r.sink.Send(ctx, msgs)
 	if sent > 0 {
