@@ -13,12 +13,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -56,17 +59,21 @@ type Suite struct {
 	// AdminToken is sent with every admin request.
 	AdminToken string
 
-	t       testing.TB
-	urls    map[string]string
-	env     map[string][]string
-	binDir  string
-	logDir  string
-	mu      sync.Mutex
-	procs   map[string]*exec.Cmd
-	exited  map[string]chan struct{}
-	server  string
-	dbs     []string
-	started time.Time
+	t         testing.TB
+	urls      map[string]string
+	env       map[string][]string
+	binDir    string
+	logDir    string
+	mu        sync.Mutex
+	procs     map[string]*exec.Cmd
+	exited    map[string]chan struct{}
+	server    string
+	dbs       []string
+	started   time.Time
+	brokerCfg broker.Config
+	// dbByService names each service's database; handles opens lazily.
+	dbByService map[string]string
+	handles     map[string]*sqlx.DB
 }
 
 var (
@@ -131,23 +138,28 @@ func Start(t testing.TB, opts Options) *Suite {
 		t.Fatal(err)
 	}
 	s := &Suite{
-		Topic:      postgrestest.UniqueName("order-events"),
-		DLQTopic:   postgrestest.UniqueName("order-events-dlq"),
-		AdminToken: "test-admin-token",
-		t:          t,
-		urls:       map[string]string{},
-		env:        map[string][]string{},
-		binDir:     bin,
-		logDir:     t.TempDir(),
-		procs:      map[string]*exec.Cmd{},
-		exited:     map[string]chan struct{}{},
-		server:     server,
-		started:    time.Now(),
+		Topic:       postgrestest.UniqueName("order-events"),
+		DLQTopic:    postgrestest.UniqueName("order-events-dlq"),
+		AdminToken:  "test-admin-token",
+		t:           t,
+		urls:        map[string]string{},
+		env:         map[string][]string{},
+		binDir:      bin,
+		logDir:      t.TempDir(),
+		procs:       map[string]*exec.Cmd{},
+		exited:      map[string]chan struct{}{},
+		server:      server,
+		started:     time.Now(),
+		dbByService: map[string]string{},
+		handles:     map[string]*sqlx.DB{},
 	}
-	s.Broker, err = broker.Start(broker.Config{Addr: "127.0.0.1:0", Partitions: 4, Topics: []string{s.Topic, s.DLQTopic}})
+	s.brokerCfg = broker.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 4, Topics: []string{s.Topic, s.DLQTopic}}
+	s.Broker, err = broker.Start(s.brokerCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A restarted broker must come back on the same address, as a real one does.
+	s.brokerCfg.Addr = s.Broker.Addrs()[0]
 	t.Cleanup(s.stop)
 
 	suffix := strings.TrimPrefix(postgrestest.UniqueName(""), "_")
@@ -193,7 +205,8 @@ func Start(t testing.TB, opts Options) *Suite {
 			vars = append(vars, k+"="+v)
 		}
 		s.env[name] = vars
-		s.startProcess(name)
+		s.dbByService[name] = db
+		s.startProcess(name, nil)
 	}
 	for _, name := range Services {
 		s.waitReady(name)
@@ -201,14 +214,18 @@ func Start(t testing.TB, opts Options) *Suite {
 	return s
 }
 
-func (s *Suite) startProcess(name string) {
+// startProcess starts a service with its environment plus extra.
+func (s *Suite) startProcess(name string, extra map[string]string) {
 	s.t.Helper()
 	logFile, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(s.binDir, name+"-service"))
-	cmd.Env = s.env[name]
+	cmd.Env = slices.Clone(s.env[name])
+	for k, v := range extra {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", name, err)
@@ -237,24 +254,70 @@ func (s *Suite) waitReady(name string) {
 	})
 }
 
-// Restart stops a service with SIGTERM and starts it again with the same
-// environment plus extra (e.g. a fail point).
+// Restart stops a service with SIGTERM and starts it again with its
+// environment plus extra (e.g. FAILPOINTS), waiting until it is ready.
 func (s *Suite) Restart(name string, extra map[string]string) {
 	s.t.Helper()
 	s.Stop(name)
-	for k, v := range extra {
-		s.env[name] = append(s.env[name], k+"="+v)
-	}
-	s.startProcess(name)
+	s.StartService(name, extra)
+}
+
+// StartService starts a stopped (or crashed) service with its environment
+// plus extra and waits until it is ready.
+func (s *Suite) StartService(name string, extra map[string]string) {
+	s.t.Helper()
+	s.startProcess(name, extra)
 	s.waitReady(name)
 }
 
-// Stop ends a service gracefully and waits for it.
+// WaitExit waits until a service's process has ended, as a fail point with
+// action "exit" ends it, and returns its exit code.
+func (s *Suite) WaitExit(name string, timeout time.Duration) int {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd, done := s.procs[name], s.exited[name]
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.t.Fatalf("%s still running after %v", name, timeout)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// DB is a handle on a service's own database, for checks no API offers
+// (outbox rows before a restart, say).
+func (s *Suite) DB(service string) *sqlx.DB {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if db, ok := s.handles[service]; ok {
+		return db
+	}
+	dsn, err := postgres.WithDatabase(s.server, s.dbByService[service])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	db, err := postgres.Open(context.Background(), dsn, postgres.PoolConfig{MaxOpen: 2})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.handles[service] = db
+	return db
+}
+
+// Stop ends a service gracefully and waits for it; a service that already
+// exited is left as it is.
 func (s *Suite) Stop(name string) {
 	s.t.Helper()
 	s.mu.Lock()
 	cmd, done := s.procs[name], s.exited[name]
 	s.mu.Unlock()
+	select {
+	case <-done:
+		return
+	default:
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
@@ -262,6 +325,23 @@ func (s *Suite) Stop(name string) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// StopBroker takes the broker away, as an outage would; its log is kept.
+func (s *Suite) StopBroker() {
+	s.t.Helper()
+	s.Broker.Close()
+	s.Broker = nil
+}
+
+// StartBroker brings the broker back on the same address with its log.
+func (s *Suite) StartBroker() {
+	s.t.Helper()
+	b, err := broker.Start(s.brokerCfg)
+	if err != nil {
+		s.t.Fatalf("restart broker: %v", err)
+	}
+	s.Broker = b
 }
 
 // URL is the base URL of a service.
@@ -278,7 +358,12 @@ func (s *Suite) stop() {
 			s.t.Logf("---- %s log (tail) ----\n%s", name, s.logTail(name))
 		}
 	}
-	s.Broker.Close()
+	for _, db := range s.handles {
+		db.Close()
+	}
+	if s.Broker != nil {
+		s.Broker.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, db := range s.dbs {

@@ -10,6 +10,9 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -256,4 +259,110 @@ func (s *Suite) Pay(orderID, amount, currency string) (int, map[string]any) {
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
 	return code, out
+}
+
+// OutboxRow is an outbox row as the crash tests inspect it.
+type OutboxRow struct {
+	EventID       string    `db:"event_id"`
+	EventType     string    `db:"event_type"`
+	Status        string    `db:"status"`
+	Attempts      int       `db:"attempts"`
+	NextAttemptAt time.Time `db:"next_attempt_at"`
+}
+
+// OutboxRows reads a producer's outbox rows of one aggregate, oldest first.
+func (s *Suite) OutboxRows(service, aggregateID string) []OutboxRow {
+	s.t.Helper()
+	var rows []OutboxRow
+	if err := s.DB(service).Select(&rows, `SELECT event_id, event_type, status, attempts, next_attempt_at
+		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, aggregateID); err != nil {
+		s.t.Fatal(err)
+	}
+	return rows
+}
+
+// OutboxRow returns the aggregate's outbox row of one event type.
+func (s *Suite) OutboxRow(service, aggregateID, eventType string) OutboxRow {
+	s.t.Helper()
+	for _, r := range s.OutboxRows(service, aggregateID) {
+		if r.EventType == eventType {
+			return r
+		}
+	}
+	s.t.Fatalf("%s has no %s outbox row for %s", service, eventType, aggregateID)
+	return OutboxRow{}
+}
+
+// TopicCount counts the records on the order-events topic carrying eventID.
+func (s *Suite) TopicCount(eventID string) int {
+	s.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Broker.Addrs()...), kgo.ConsumeTopics(s.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, s.Topic)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	remaining := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { remaining += o.Offset })
+	n := 0
+	for remaining > 0 && ctx.Err() == nil {
+		for _, r := range cl.PollFetches(ctx).Records() {
+			remaining--
+			var head struct {
+				EventID string `json:"eventId"`
+			}
+			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Metric sums the samples of a Prometheus counter or gauge on a service's
+// /metrics whose labels include labels.
+func (s *Suite) Metric(service, name string, labels map[string]string) float64 {
+	s.t.Helper()
+	code, raw := s.Call(service, "GET", "/metrics", nil)
+	if code != 200 {
+		s.t.Fatalf("%s /metrics: %d", service, code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		s.t.Fatalf("%s /metrics: %v", service, err)
+	}
+	sum := 0.0
+	f, ok := families[name]
+	if !ok {
+		return 0
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range labels {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == k && lp.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }

@@ -1,0 +1,208 @@
+package e2e_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/reliable-orders/fulfillment/tests/harness"
+)
+
+// checkedOut creates and checks out an order of two SKU-1 at 40.00 and
+// waits until the order service has relayed both events, so a fail point
+// armed afterwards hits the payment's event and nothing earlier.
+func checkedOut(t *testing.T, s *harness.Suite, orderID string) {
+	t.Helper()
+	s.CreateOrder(harness.Order{ID: orderID, Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: "40.00"}}})
+	s.WaitUntil(10*time.Second, "OrderCreated and OrderCheckedOut relayed", func() bool {
+		rows := s.OutboxRows("order", orderID)
+		return len(rows) == 2 && rows[0].Status == "SENT" && rows[1].Status == "SENT"
+	})
+}
+
+// effectsOnce checks every side effect of one payment happened exactly once.
+func effectsOnce(t *testing.T, s *harness.Suite, orderID, eventID string) {
+	t.Helper()
+	s.WaitSnapshot(orderID, paidSnapshot(), 30*time.Second)
+	if st := s.Inventory("SKU-1"); st.Deducted != 2 {
+		t.Errorf("stock deducted %d, want 2 (once)", st.Deducted)
+	}
+	for _, svc := range []string{"inventory", "points", "notification"} {
+		if n := s.ProcessedEventCount(svc, eventID); n != 1 {
+			t.Errorf("%s processed %s %d times, want 1", svc, eventID, n)
+		}
+	}
+	if n := s.PointsLedgerCount(orderID); n != 1 {
+		t.Errorf("ledger rows %d, want 1", n)
+	}
+	if n := s.NotificationCount(orderID); n != 1 {
+		t.Errorf("notifications %d, want 1", n)
+	}
+}
+
+// Tutorial loss window "生产后进程崩溃": the order's transaction committed and
+// the process died before the relay published. The row must still be
+// PENDING, and the event delivered after the restart.
+func TestCrashAfterCommitBeforePublish(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-1", 100)
+	checkedOut(t, s, "O-L1")
+	s.Restart("order", map[string]string{"FAILPOINTS": "relay.before-publish=exit"})
+
+	// The callback may or may not be answered before the process dies; the
+	// payment service keeps delivering it either way.
+	if code, out := s.Pay("O-L1", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	if code := s.WaitExit("order", 15*time.Second); code != 137 {
+		t.Fatalf("order exited with %d, want the fail point's 137", code)
+	}
+	paid := s.OutboxRow("order", "O-L1", "OrderPaid")
+	if paid.Status != "PENDING" {
+		t.Fatalf("after the crash the OrderPaid row is %s, want PENDING", paid.Status)
+	}
+	if n := s.TopicCount(paid.EventID); n != 0 {
+		t.Fatalf("OrderPaid reached the topic %d times before the restart, want 0", n)
+	}
+
+	s.StartService("order", nil)
+	effectsOnce(t, s, "O-L1", paid.EventID)
+	if row := s.OutboxRow("order", "O-L1", "OrderPaid"); row.Status != "SENT" {
+		t.Errorf("after the restart the row is %s, want SENT", row.Status)
+	}
+}
+
+// Tutorial: "当 Relay 发送后未更新状态就崩溃时，允许重发但业务结果不重复".
+func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-1", 100)
+	checkedOut(t, s, "O-L2")
+	s.Restart("order", map[string]string{"FAILPOINTS": "relay.after-publish=exit"})
+
+	if code, out := s.Pay("O-L2", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	if code := s.WaitExit("order", 15*time.Second); code != 137 {
+		t.Fatalf("order exited with %d, want 137", code)
+	}
+	paid := s.OutboxRow("order", "O-L2", "OrderPaid")
+	if paid.Status != "PENDING" {
+		t.Fatalf("row %s after publishing and dying, want PENDING", paid.Status)
+	}
+
+	s.StartService("order", nil)
+	effectsOnce(t, s, "O-L2", paid.EventID)
+	if n := s.TopicCount(paid.EventID); n != 2 {
+		t.Errorf("OrderPaid %s is on the topic %d times, want 2 (sent, crashed, sent again)", paid.EventID, n)
+	}
+}
+
+// Tutorial loss window "Broker 确认丢失": the broker appends the event but the
+// producer never sees the acknowledgement. The relay sends the same eventId
+// again and the consumers apply it once.
+func TestBrokerAcknowledgementLost(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-1", 100)
+	checkedOut(t, s, "O-L3")
+	// REQUEST_TIMED_OUT on a produce is answered after the append (kfake's
+	// fault semantics): every try of the producer, its own retries included,
+	// lands on the log and reports failure.
+	fault := s.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.Topic, Err: kerr.RequestTimedOut, Count: 4})
+
+	if code, out := s.Pay("O-L3", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	s.WaitUntil(20*time.Second, "the fault used up", func() bool { return fault.Hits() >= 4 })
+	var row harness.OutboxRow
+	s.WaitUntil(20*time.Second, "the relay's second attempt succeeds", func() bool {
+		row = s.OutboxRow("order", "O-L3", "OrderPaid")
+		return row.Status == "SENT"
+	})
+	if row.Attempts < 2 {
+		t.Errorf("outbox row %+v, want SENT after at least 2 attempts", row)
+	}
+	copies := s.TopicCount(row.EventID)
+	if copies < 2 {
+		t.Errorf("OrderPaid is on the topic %d times, want the lost-ack copy and the re-send (>= 2)", copies)
+	}
+	// Every consumer has read every copy (two events before it), and applied one.
+	for _, svc := range []string{"inventory", "points", "notification"} {
+		s.WaitUntil(20*time.Second, svc+" read every copy", func() bool {
+			return s.Metric(svc, "consumer_messages_total", map[string]string{"outcome": "ok"}) >= float64(2+copies)
+		})
+	}
+	effectsOnce(t, s, "O-L3", row.EventID)
+}
+
+// Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — and the chain
+// drains within seconds of its return.
+func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-1", 100)
+	checkedOut(t, s, "O-L4")
+	s.StopBroker()
+
+	if code, out := s.Pay("O-L4", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	var row harness.OutboxRow
+	s.WaitUntil(30*time.Second, "three failed publish attempts", func() bool {
+		for _, r := range s.OutboxRows("order", "O-L4") {
+			if r.EventType == "OrderPaid" {
+				row = r
+			}
+		}
+		return row.Attempts >= 3
+	})
+	if row.Status != "PENDING" {
+		t.Fatalf("row %s during the outage, want PENDING", row.Status)
+	}
+	if snap := s.Snapshot("O-L4"); snap.Inventory != "NONE" {
+		t.Fatalf("inventory %s while the broker is down, want NONE", snap.Inventory)
+	}
+
+	s.StartBroker()
+	took := s.WaitSnapshot("O-L4", paidSnapshot(), 60*time.Second)
+	t.Logf("drained %v after the broker returned", took)
+	effectsOnce(t, s, "O-L4", row.EventID)
+}
+
+// The same for the callback sink: the order service is down, the payment's
+// callback stays PENDING with growing attempts, and is delivered once the
+// order service is back.
+func TestOrderServiceDownKeepsCallbacksPending(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-1", 100)
+	checkedOut(t, s, "O-L5")
+	// The payment service looks the order up before charging, so take the
+	// order service away only after that: between the charge and the callback.
+	s.Restart("payment", map[string]string{"FAILPOINTS": "relay.before-publish=exit"})
+	if code, out := s.Pay("O-L5", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	s.WaitExit("payment", 15*time.Second)
+	s.Stop("order")
+	s.StartService("payment", nil)
+
+	var row harness.OutboxRow
+	s.WaitUntil(30*time.Second, "three failed callback attempts", func() bool {
+		rows := s.OutboxRows("payment", "O-L5")
+		if len(rows) == 0 {
+			return false
+		}
+		row = rows[0]
+		return row.Attempts >= 3
+	})
+	if row.Status != "PENDING" {
+		t.Fatalf("callback %s while the order service is down, want PENDING", row.Status)
+	}
+	s.StartService("order", nil)
+	s.WaitSnapshot("O-L5", paidSnapshot(), 60*time.Second)
+	if rows := s.OutboxRows("payment", "O-L5"); len(rows) != 1 || rows[0].Status != "SENT" {
+		t.Errorf("payment outbox %+v, want one SENT callback", rows)
+	}
+}
