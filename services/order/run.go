@@ -14,6 +14,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -59,8 +60,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), fp).Register(srv.Echo, adminGroup)
 	admin.RegisterFailPoints(adminGroup, fp)
 
-	sink := adapters.NewKafkaSink(cfg.Brokers, watermill.NewSlogLogger(logger))
-	relay, err := outbox.NewRelay(db, sink, cfg.Relay, logger, outbox.NewRelayMetrics(reg), fp)
+	// The publisher connects lazily: a broker outage leaves rows PENDING and
+	// never stops the service.
+	pub := messaging.NewLazyPublisher(cfg.Brokers, watermill.NewSlogLogger(logger))
+	relay, err := outbox.NewRelay(db, outbox.NewPublisherSink(pub), cfg.Relay, logger, outbox.NewRelayMetrics(reg), fp)
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)
 	}
@@ -69,7 +72,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error {
 		err := relay.Run(ctx)
-		return errors.Join(err, sink.Close())
+		return errors.Join(err, pub.Close())
 	})
 	logger.InfoContext(ctx, "order service started", "addr", cfg.HTTPAddr, "database", cfg.DBName,
 		"brokers", cfg.Brokers, "topic", cfg.OrderEventsTopic)
