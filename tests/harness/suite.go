@@ -185,7 +185,7 @@ func Start(t testing.TB, opts Options) *Suite {
 			"INVENTORY_URL":          s.urls["inventory"],
 			"POINTS_URL":             s.urls["points"],
 			"NOTIFICATION_URL":       s.urls["notification"],
-			"CALLBACK_SECRET":        "test-callback-secret",
+			"CALLBACK_SECRET":        CallbackSecret,
 			"ADMIN_TOKEN":            s.AdminToken,
 			"LOG_LEVEL":              "debug",
 			"RETRY_INITIAL_INTERVAL": "50ms",
@@ -409,3 +409,6 @@ func waitFor(timeout time.Duration, cond func() bool) (time.Duration, bool) {
 	}
 	return time.Since(start), true
 }
+
+// CallbackSecret is the HMAC key the suite's payment and order services share.
+const CallbackSecret = "test-callback-secret"
