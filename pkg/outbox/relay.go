@@ -44,7 +44,7 @@ type RelayConfig struct {
 	LockKey int64
 }
 
-// DefaultRelayConfig returns the defaults documented in docs/configuration.md.
+// DefaultRelayConfig returns the defaults documented in README.md (Configuration).
 func DefaultRelayConfig() RelayConfig {
 	return RelayConfig{
 		BatchSize:      500,

@@ -3,7 +3,7 @@
 // the kustomize base under deploy/base, deploy/prometheus/prometheus.yml,
 // deploy/postgres/init.sql and the Makefile. It also checks that every
 // environment variable they (and the runner) give a service is one of those
-// documented in docs/configuration.md.
+// documented in README.md (Configuration).
 //
 // Each Check function returns every disagreement it finds, so one run lists
 // them all.
@@ -28,15 +28,25 @@ import (
 // ImagePrefix is the repository part of every service image name.
 const ImagePrefix = "fulfillment/"
 
+// ConfigurationHeading opens the README section whose table lists every
+// environment variable.
+const ConfigurationHeading = "## Configuration"
+
 // DocumentedEnv returns the variable names in the first column of the
-// markdown tables of docs/configuration.md.
+// markdown table under the README's ConfigurationHeading (up to the next
+// "## " heading; the README's other tables are not configuration).
 func DocumentedEnv(markdown []byte) (map[string]bool, error) {
 	envName := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 	names := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(markdown))
+	inSection := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "|") {
+		if strings.HasPrefix(line, "## ") {
+			inSection = line == ConfigurationHeading
+			continue
+		}
+		if !inSection || !strings.HasPrefix(line, "|") {
 			continue
 		}
 		cells := strings.Split(line, "|")
@@ -70,7 +80,7 @@ func CheckEnv(where string, env map[string]string, s suite.Service, all []suite.
 	var errs []error
 	for _, name := range sortedKeys(env) {
 		if !documented[name] {
-			errs = append(errs, fmt.Errorf("%s: %s is not a variable of docs/configuration.md", where, name))
+			errs = append(errs, fmt.Errorf("%s: %s is not a variable of README.md (Configuration)", where, name))
 		}
 	}
 	want := map[string]string{"HTTP_ADDR": s.HTTPAddr(), "DB_NAME": s.DBName}

@@ -50,7 +50,7 @@ func loadRepo(t *testing.T) repo {
 		makefile:   read("Makefile"),
 		base:       fstest.MapFS{},
 	}
-	if r.documented, err = deployconsistency.DocumentedEnv(read("docs/configuration.md")); err != nil {
+	if r.documented, err = deployconsistency.DocumentedEnv(read("README.md")); err != nil {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "deploy/base/*.yaml"))
@@ -101,7 +101,7 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"compose publishes a wrong port", "docker-compose.yml", `"8083:8083"`, `"8093:8083"`, "inventory-service: port 8083 is not published as 8083:8083"},
 		{"compose listens on a wrong port", "docker-compose.yml", `HTTP_ADDR: ":8084"`, `HTTP_ADDR: ":8094"`, `points-service: HTTP_ADDR=":8094", want ":8084"`},
 		{"compose names a wrong database", "docker-compose.yml", "DB_NAME: payments", "DB_NAME: payment", `payment-service: DB_NAME="payment", want "payments"`},
-		{"compose uses an undocumented variable", "docker-compose.yml", "LOG_LEVEL: info", "LOGLEVEL: info", "LOGLEVEL is not a variable of docs/configuration.md"},
+		{"compose uses an undocumented variable", "docker-compose.yml", "LOG_LEVEL: info", "LOGLEVEL: info", "LOGLEVEL is not a variable of README.md (Configuration)"},
 		{"compose points at a wrong URL", "docker-compose.yml", "POINTS_URL: http://points-service:8084", "POINTS_URL: http://points-service:8085", "POINTS_URL="},
 		{"compose builds the wrong service", "docker-compose.yml", "SERVICE: notification\n", "SERVICE: notifications\n", `build arg SERVICE="notifications"`},
 		{"compose misses a service", "docker-compose.yml", "  points-service:", "  pointz-service:", "points-service: no such service"},
@@ -195,8 +195,9 @@ func TestDocumentedEnv(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		{"table", "# x\n\n| variable | default |\n|---|---|\n| `A_B` | 1 |\n| `C` | `D_E` |\n", []string{"A_B", "C"}, false},
-		{"prose is ignored", "DATABASE_URL is set.\n| `X` |\n", []string{"X"}, false},
+		{"table", "# x\n\n## Configuration\n\n| variable | default |\n|---|---|\n| `A_B` | 1 |\n| `C` | `D_E` |\n", []string{"A_B", "C"}, false},
+		{"prose is ignored", "## Configuration\nDATABASE_URL is set.\n| `X` |\n", []string{"X"}, false},
+		{"other sections are ignored", "## Lifecycle\n| CREATED | 1 |\n## Configuration\n| `X` |\n## API\n| GET |\n", []string{"X"}, false},
 		{"no table", "# nothing here\n", nil, true},
 	}
 	for _, tt := range tests {

@@ -52,7 +52,7 @@ const (
 )
 
 // LoadConfig reads DATABASE_URL, KAFKA_BROKERS and DATA_DIR
-// (docs/configuration.md) and fills in the defaults of everything else.
+// (README.md (Configuration)) and fills in the defaults of everything else.
 func LoadConfig(getenv func(string) string) Config {
 	return Config{
 		DatabaseURL:  orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL),

@@ -10,7 +10,7 @@ import (
 )
 
 // Topics, broker and database defaults shared by every mode
-// (docs/configuration.md).
+// (README.md (Configuration)).
 const (
 	// OrderEventsTopic carries every order event (ORDER_EVENTS_TOPIC).
 	OrderEventsTopic = "order-events"
