@@ -5,6 +5,7 @@
 package messaging
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -71,4 +72,20 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 		NackResendSleep:       100 * time.Millisecond,
 		ReconnectRetrySleep:   time.Second,
 	}, logger)
+}
+
+// probe reports whether one of brokers answers a metadata request: the
+// first thing a subscription does, here without Watermill around it.
+func probe(brokers []string) error {
+	cfg := sarama.NewConfig()
+	cfg.Version = saramaVersion
+	cfg.ClientID = "fulfillment-probe"
+	cfg.Metadata.Retry.Max = 1
+	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	cfg.Net.DialTimeout = 3 * time.Second
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to kafka %v: %w", brokers, err)
+	}
+	return client.Close()
 }

@@ -97,7 +97,7 @@ func NewRouter(
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	wlogger := watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	wlogger := WatermillLogger(logger)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlogger)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)

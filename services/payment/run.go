@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -78,72 +76,28 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("callback relay: %w", err)
 	}
-	refunds := refundConsumer{
-		cfg:       cfg,
-		processor: consumer.NewProcessor(db, cfg.ConsumerGroup, consumer.NewApplier(repo, fp, logger)),
-		dlq:       dlqStore,
-		metrics:   messaging.NewMetrics(reg),
-		logger:    logger,
+	dlqPub := messaging.NewLazyPublisher(cfg.Brokers, messaging.WatermillLogger(logger))
+	refunds := messaging.ConsumerRuntime{
+		Brokers: cfg.Brokers,
+		Group:   cfg.ConsumerGroup,
+		Config: messaging.ConsumerConfig{
+			Consumer: cfg.ConsumerGroup,
+			Topic:    cfg.OrderEventsTopic,
+			DLQTopic: cfg.DLQTopic,
+			Retry:    cfg.Retry,
+		},
+		DLQ:      dlqPub,
+		Recorder: dlqStore,
+		Metrics:  messaging.NewMetrics(reg),
+		Logger:   logger,
+		Handle:   consumer.Handler(consumer.NewProcessor(db, cfg.ConsumerGroup, consumer.NewApplier(repo, fp, logger))),
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return relay.Run(ctx) })
-	g.Go(func() error { return consumer.Supervise(ctx, logger, consumer.DefaultRestart(), refunds.run) })
+	g.Go(func() error { return messaging.RunConsumer(ctx, refunds) })
 	logger.InfoContext(ctx, "payment service started", "addr", cfg.HTTPAddr, "orderUrl", cfg.OrderURL)
-	return g.Wait()
-}
-
-// refundConsumer connects the refund consumer to the broker; Supervise
-// starts it again whenever the broker is unreachable or the subscription
-// breaks.
-type refundConsumer struct {
-	cfg       config
-	processor *inbox.Processor
-	dlq       *dlq.Store
-	metrics   *messaging.Metrics
-	logger    *slog.Logger
-}
-
-// errRouterStopped is returned when the router stops while the service is
-// still running, so the supervisor reconnects.
-var errRouterStopped = errors.New("consumer router stopped")
-
-// run consumes order-events until ctx ends or the consumer fails.
-func (c refundConsumer) run(ctx context.Context) error {
-	wlogger := watermill.NewSlogLoggerWithLevelMapping(c.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
-	pub, err := messaging.NewPublisher(c.cfg.Brokers, wlogger)
-	if err != nil {
-		return fmt.Errorf("DLQ publisher: %w", err)
-	}
-	defer pub.Close()
-	sub, err := messaging.NewSubscriber(c.cfg.Brokers, c.cfg.ConsumerGroup, wlogger)
-	if err != nil {
-		return fmt.Errorf("subscriber: %w", err)
-	}
-	defer sub.Close()
-	router, err := messaging.NewRouter(messaging.ConsumerConfig{
-		Consumer: c.cfg.ConsumerGroup,
-		Topic:    c.cfg.OrderEventsTopic,
-		DLQTopic: c.cfg.DLQTopic,
-		Retry:    c.cfg.Retry,
-	}, sub, pub, c.dlq, c.metrics, c.logger, consumer.Handler(c.processor))
-	if err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := router.Run(gctx); err != nil {
-			return fmt.Errorf("run router: %w", err)
-		}
-		if ctx.Err() == nil {
-			return errRouterStopped
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		return router.Close()
-	})
-	return g.Wait()
+	err = g.Wait()
+	return errors.Join(err, dlqPub.Close())
 }

@@ -318,7 +318,7 @@ func TestRunServesWithoutBroker(t *testing.T) {
 		return len(orders.received(callback.PaymentSucceeded)) == 1
 	})
 	waitUntil(t, 30*time.Second, "the consumer logs that it retries", func() bool {
-		return strings.Contains(s.logs.String(), "consumer stopped; restarting")
+		return strings.Contains(s.logs.String(), messaging.ReconnectWarning)
 	})
 	if status, _ := s.call(t, http.MethodGet, "/admin/dlq", ""); status != http.StatusUnauthorized {
 		t.Fatalf("admin without token answered %d, want 401", status)

@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
-	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -24,14 +20,6 @@ import (
 	"github.com/reliable-orders/fulfillment/services/points/internal/consumer"
 	"github.com/reliable-orders/fulfillment/services/points/internal/ports"
 	"github.com/reliable-orders/fulfillment/services/points/internal/storage"
-)
-
-// While the broker is unreachable the consumer retries with this backoff,
-// logging reconnectWarning each time.
-const (
-	reconnectInitial = 500 * time.Millisecond
-	reconnectMax     = 30 * time.Second
-	reconnectWarning = "consumer not connected to the broker; retrying"
 )
 
 // run wires the service and serves until ctx ends. It returns nil on a
@@ -56,6 +44,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	repo := storage.New(db, cfg.ConsumerGroup)
 	dead := dlq.NewStore(db)
+	dlqPub := messaging.NewLazyPublisher(cfg.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(repo, fp, logger)
 	proc := inbox.NewProcessor(db, cfg.ConsumerGroup, versionguard.New(cfg.ConsumerGroup, cons.Transitions(), cons.Apply))
 	handle := func(ctx context.Context, env event.Envelope) error {
@@ -78,73 +67,20 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterConsumer(srv.Admin(), db, cfg.ConsumerGroup, dead)
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
-	c := consumerLoop{cfg: cfg, dead: dead, metrics: messaging.NewMetrics(reg), logger: logger, handle: handle}
+	consumerRuntime := messaging.ConsumerRuntime{
+		Brokers:  cfg.Brokers,
+		Group:    cfg.ConsumerGroup,
+		Config:   cfg.consumer(),
+		DLQ:      dlqPub,
+		Recorder: dead,
+		Metrics:  messaging.NewMetrics(reg),
+		Logger:   logger,
+		Handle:   handle,
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error { return c.run(ctx) })
+	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
 	logger.InfoContext(ctx, "points service started", "addr", cfg.HTTPAddr, "topic", cfg.OrderEventsTopic)
-	return g.Wait()
-}
-
-// consumerLoop keeps the router running while the broker comes and goes:
-// the service starts, and serves HTTP, even when the broker is down.
-type consumerLoop struct {
-	cfg     config
-	dead    *dlq.Store
-	metrics *messaging.Metrics
-	logger  *slog.Logger
-	handle  messaging.EventHandler
-}
-
-// errRouter marks a router that cannot be built: a configuration problem
-// that no reconnect cures.
-var errRouter = errors.New("build router")
-
-func (c consumerLoop) run(ctx context.Context) error {
-	delay := reconnectInitial
-	for {
-		err := c.runOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, errRouter) {
-			return err
-		}
-		c.logger.WarnContext(ctx, reconnectWarning, "error", err, "retryIn", delay.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, reconnectMax)
-	}
-}
-
-// runOnce connects to the broker and runs the router until ctx ends or the
-// connection is lost. Creating the DLQ publisher is the connectivity probe:
-// it fails fast while the broker is unreachable.
-func (c consumerLoop) runOnce(ctx context.Context) error {
-	wlogger := watermill.NewSlogLoggerWithLevelMapping(c.logger,
-		map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
-	pub, err := messaging.NewPublisher(c.cfg.Brokers, wlogger)
-	if err != nil {
-		return fmt.Errorf("create DLQ publisher: %w", err)
-	}
-	defer pub.Close()
-	sub, err := messaging.NewSubscriber(c.cfg.Brokers, c.cfg.ConsumerGroup, wlogger)
-	if err != nil {
-		return fmt.Errorf("create subscriber: %w", err)
-	}
-	defer sub.Close()
-	router, err := messaging.NewRouter(c.cfg.consumer(), sub, pub, c.dead, c.metrics, c.logger, c.handle)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errRouter, err)
-	}
-	if err := router.Run(ctx); err != nil {
-		return fmt.Errorf("run router: %w", err)
-	}
-	if ctx.Err() == nil {
-		return errors.New("router stopped")
-	}
-	return nil
+	err = g.Wait()
+	return errors.Join(err, dlqPub.Close())
 }

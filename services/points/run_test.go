@@ -19,6 +19,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
@@ -464,7 +465,7 @@ func TestStartsWhileBrokerIsDown(t *testing.T) {
 		}
 	})
 	s := startService(t, []string{addr}, topic)
-	waitUntil(t, "a reconnect warning", func() bool { return strings.Contains(s.logs.String(), reconnectWarning) })
+	waitUntil(t, "a reconnect warning", func() bool { return strings.Contains(s.logs.String(), messaging.ReconnectWarning) })
 	if code := s.get("/healthz", nil); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while the broker is down, want 200", code)
 	}

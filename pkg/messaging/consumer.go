@@ -1,0 +1,153 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// ReconnectWarning is the message RunConsumer logs, at warning level, each
+// time it could not keep the consumer connected and will try again; the
+// services' READMEs and tests name it.
+const ReconnectWarning = "consumer not connected to the broker; retrying"
+
+// ReconnectConfig bounds how fast RunConsumer tries the broker again.
+type ReconnectConfig struct {
+	// Initial is the first delay; it doubles after each failure.
+	Initial time.Duration
+	// Max caps the delay.
+	Max time.Duration
+}
+
+// DefaultReconnect waits 500 ms after the first failure, doubling up to
+// 30 s: quick after a blip, quiet during a long outage.
+func DefaultReconnect() ReconnectConfig {
+	return ReconnectConfig{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+}
+
+// Validate reports unusable bounds.
+func (c ReconnectConfig) Validate() error {
+	if c.Initial <= 0 || c.Max < c.Initial {
+		return errors.New("reconnect delays need 0 < initial <= max")
+	}
+	return nil
+}
+
+// ConsumerRuntime is what RunConsumer needs to keep one consumer running.
+type ConsumerRuntime struct {
+	Brokers []string
+	// Group is the Kafka consumer group.
+	Group  string
+	Config ConsumerConfig
+	// DLQ publishes dead letters. Pass a LazyPublisher: it outlives broker
+	// outages, so the service can share it with its replay endpoint.
+	DLQ      message.Publisher
+	Recorder DeadLetterRecorder
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	Handle   EventHandler
+	// Reconnect is the backoff between attempts; the zero value means
+	// DefaultReconnect.
+	Reconnect ReconnectConfig
+}
+
+// errBuildRouter marks a router that cannot be built: a configuration
+// problem that no reconnect cures.
+var errBuildRouter = errors.New("build router")
+
+// RunConsumer keeps rt's consumer running until ctx ends, and returns nil
+// then. A service starts, and serves HTTP, while the broker is down: when
+// the broker cannot be reached or the router stops, RunConsumer logs one
+// ReconnectWarning and tries again after a capped exponential backoff,
+// which starts over once a router has run. An unusable configuration is
+// returned at once.
+func RunConsumer(ctx context.Context, rt ConsumerRuntime) error {
+	if rt.Reconnect == (ReconnectConfig{}) {
+		rt.Reconnect = DefaultReconnect()
+	}
+	if err := rt.validate(); err != nil {
+		return fmt.Errorf("consumer %s: %w", rt.Config.Consumer, err)
+	}
+	delay := rt.Reconnect.Initial
+	for {
+		ran, err := rt.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errBuildRouter) {
+			return fmt.Errorf("consumer %s: %w", rt.Config.Consumer, err)
+		}
+		if ran {
+			delay = rt.Reconnect.Initial
+		}
+		rt.Logger.WarnContext(ctx, ReconnectWarning, "consumer", rt.Config.Consumer, "error", err, "retryIn", delay.String())
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, rt.Reconnect.Max)
+	}
+}
+
+func (rt ConsumerRuntime) validate() error {
+	var errs []error
+	if len(rt.Brokers) == 0 || rt.Group == "" {
+		errs = append(errs, errors.New("brokers and consumer group are required"))
+	}
+	if rt.DLQ == nil || rt.Recorder == nil || rt.Logger == nil || rt.Handle == nil {
+		errs = append(errs, errors.New("DLQ publisher, recorder, logger and handler are required"))
+	}
+	return errors.Join(append(errs, rt.Config.Validate(), rt.Reconnect.Validate())...)
+}
+
+// runOnce connects to the broker and runs the router until ctx ends or the
+// router stops. It reports whether the router got to run.
+func (rt ConsumerRuntime) runOnce(ctx context.Context) (bool, error) {
+	// Watermill leaks a goroutine for every subscription that fails (the
+	// router's watcher of a handler that never started waits forever), so
+	// the router only subscribes once a broker has answered.
+	if err := probe(rt.Brokers); err != nil {
+		return false, err
+	}
+	sub, err := NewSubscriber(rt.Brokers, rt.Group, WatermillLogger(rt.Logger))
+	if err != nil {
+		return false, fmt.Errorf("create subscriber: %w", err)
+	}
+	defer sub.Close()
+	router, err := NewRouter(rt.Config, sub, rt.DLQ, rt.Recorder, rt.Metrics, rt.Logger, rt.Handle)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", errBuildRouter, err)
+	}
+	err = router.Run(ctx)
+	ran := isClosed(router.Running())
+	if err != nil {
+		return ran, fmt.Errorf("run router: %w", err)
+	}
+	if ctx.Err() == nil {
+		return ran, errors.New("router stopped")
+	}
+	return ran, nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// WatermillLogger adapts logger for Watermill, whose Info lines (one per
+// subscription step and handler start) are logged at Debug.
+func WatermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+}

@@ -1,0 +1,188 @@
+package messaging_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/poll"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+)
+
+// syncBuffer is a log sink written from the consumer's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+// memoryRecorder keeps dead letters in memory.
+type memoryRecorder struct {
+	mu      sync.Mutex
+	records []dlq.Record
+}
+
+func (m *memoryRecorder) Add(_ context.Context, r dlq.Record) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.records = append(m.records, r)
+	return int64(len(m.records)), nil
+}
+
+func (m *memoryRecorder) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
+
+// seen counts the events handled, by eventId.
+type seen struct {
+	mu     sync.Mutex
+	events map[string]int
+}
+
+func (s *seen) handle(_ context.Context, env event.Envelope) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events[env.EventID]++
+	return nil
+}
+
+func (s *seen) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events[id]
+}
+
+// TestRunConsumerWaitsForTheBroker starts the consumer while no broker
+// listens: it keeps retrying, without piling up goroutines, consumes once a
+// broker is up, dead-letters through its lazy publisher and returns nil
+// when its context ends.
+func TestRunConsumerWaitsForTheBroker(t *testing.T) {
+	addr := freeAddr(t)
+	topic, dlqTopic := postgrestest.UniqueName("events"), postgrestest.UniqueName("dlq")
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	pub := messaging.NewLazyPublisher([]string{addr}, watermill.NopLogger{})
+	defer pub.Close()
+	recorder := &memoryRecorder{}
+	handled := &seen{events: map[string]int{}}
+	rt := messaging.ConsumerRuntime{
+		Brokers: []string{addr},
+		Group:   "runner-test",
+		Config: messaging.ConsumerConfig{Consumer: "runner-test", Topic: topic, DLQTopic: dlqTopic,
+			Retry: messaging.RetryConfig{MaxAttempts: 2, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+		DLQ:       pub,
+		Recorder:  recorder,
+		Logger:    logger,
+		Handle:    handled.handle,
+		Reconnect: messaging.ReconnectConfig{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- messaging.RunConsumer(ctx, rt) }()
+
+	// Each attempt has goroutines of its own while it runs, so compare the
+	// fewest seen over a few attempts early on and eight attempts later.
+	fewest := func(from, to int) int {
+		low := math.MaxInt
+		poll.Until(t, 30*time.Second, fmt.Sprintf("%d reconnect warnings", to), func() bool {
+			n := logs.count(messaging.ReconnectWarning)
+			if n >= from {
+				low = min(low, runtime.NumGoroutine())
+			}
+			return n >= to
+		})
+		return low
+	}
+	before := fewest(2, 4)
+	if grown := fewest(12, 14) - before; grown > 2 {
+		t.Errorf("%d more goroutines after eight more failed attempts: failed attempts leak", grown)
+	}
+
+	b, err := broker.Start(broker.Config{Addr: addr, Partitions: 2, Topics: []string{topic, dlqTopic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close() // after the consumer stopped
+	env := orderPaid(t, "O-LATE")
+	raw, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: topic, Key: []byte("O-LATE"), Value: raw},
+		&kgo.Record{Topic: topic, Key: []byte("O-BAD"), Value: []byte(`{"eventId":`)},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the event consumed once the broker is up", func() bool { return handled.count(env.EventID) == 1 })
+	poll.Until(t, 10*time.Second, "the poison message dead-lettered", func() bool { return recorder.len() == 1 })
+	if got := consumeN(t, []string{addr}, dlqTopic, 1); string(got[0].Key) != "O-BAD" {
+		t.Errorf("DLQ record key %q, want O-BAD", got[0].Key)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunConsumer = %v after its context ended, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunConsumer did not return after its context ended")
+	}
+	if n := handled.count(env.EventID); n != 1 {
+		t.Errorf("event handled %d times, want once", n)
+	}
+}
+
+// TestRunConsumerReturnsConfigurationErrors needs no broker: an unusable
+// configuration is not worth a reconnect.
+func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
+	rt := messaging.ConsumerRuntime{
+		Brokers:  []string{freeAddr(t)},
+		Group:    "g",
+		Config:   messaging.ConsumerConfig{Consumer: "c", Topic: "t", DLQTopic: "t.dlq", Retry: messaging.RetryConfig{MaxAttempts: 0}},
+		DLQ:      messaging.NewLazyPublisher(nil, watermill.NopLogger{}),
+		Recorder: &memoryRecorder{},
+		Logger:   slog.New(slog.DiscardHandler),
+		Handle:   (&seen{}).handle,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := messaging.RunConsumer(ctx, rt)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "retry max attempts") {
+		t.Fatalf("RunConsumer = %v, want the retry configuration error at once", err)
+	}
+}
