@@ -44,9 +44,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	repo := storage.New(db)
 	dead := dlq.NewStore(db)
-	dlqPub := messaging.NewLazyPublisher(cfg.Brokers, messaging.WatermillLogger(logger))
+	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(repo, fp, logger)
-	proc := inbox.NewProcessor(db, cfg.ConsumerGroup, versionguard.New(cfg.ConsumerGroup, cons.Transitions(), cons.Apply))
+	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply))
 	handle := func(ctx context.Context, env event.Envelope) error {
 		outcome, err := proc.Process(ctx, env)
 		if err != nil {
@@ -65,13 +65,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		MapError:   ports.MapError,
 	}, logger)
 	ports.Register(srv.Echo, repo)
-	admin.RegisterConsumer(srv.Admin(), db, cfg.ConsumerGroup, dead)
+	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
 	consumerRuntime := messaging.ConsumerRuntime{
-		Brokers:  cfg.Brokers,
-		Group:    cfg.ConsumerGroup,
-		Config:   cfg.consumer(),
+		Brokers:  cfg.Consumer.Brokers,
+		Group:    cfg.Consumer.ConsumerGroup,
+		Config:   cfg.Consumer.ConsumerConfig(),
 		DLQ:      dlqPub,
 		Recorder: dead,
 		Metrics:  messaging.NewMetrics(reg),
@@ -81,7 +81,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
-	logger.InfoContext(ctx, "inventory service started", "addr", cfg.HTTPAddr, "topic", cfg.OrderEventsTopic)
+	logger.InfoContext(ctx, "inventory service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)
 	err = g.Wait()
 	return errors.Join(err, dlqPub.Close())
 }

@@ -67,7 +67,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	adminGroup := srv.Admin()
 	ports.RegisterAdmin(adminGroup, db)
-	admin.RegisterConsumer(adminGroup, db, cfg.ConsumerGroup, dlqStore)
+	admin.RegisterConsumer(adminGroup, db, cfg.Consumer.ConsumerGroup, dlqStore)
 	admin.RegisterFailPoints(adminGroup, fp)
 	reg.MustRegister(metrics.NewBacklog(db))
 
@@ -76,21 +76,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("callback relay: %w", err)
 	}
-	dlqPub := messaging.NewLazyPublisher(cfg.Brokers, messaging.WatermillLogger(logger))
+	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	refunds := messaging.ConsumerRuntime{
-		Brokers: cfg.Brokers,
-		Group:   cfg.ConsumerGroup,
-		Config: messaging.ConsumerConfig{
-			Consumer: cfg.ConsumerGroup,
-			Topic:    cfg.OrderEventsTopic,
-			DLQTopic: cfg.DLQTopic,
-			Retry:    cfg.Retry,
-		},
+		Brokers:  cfg.Consumer.Brokers,
+		Group:    cfg.Consumer.ConsumerGroup,
+		Config:   cfg.Consumer.ConsumerConfig(),
 		DLQ:      dlqPub,
 		Recorder: dlqStore,
 		Metrics:  messaging.NewMetrics(reg),
 		Logger:   logger,
-		Handle:   consumer.Handler(consumer.NewProcessor(db, cfg.ConsumerGroup, consumer.NewApplier(repo, fp, logger))),
+		Handle:   consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger))),
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

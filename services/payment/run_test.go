@@ -345,8 +345,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %s %s %v %s %s %s %s %s %d %v %d %v",
-		cfg.DBName, cfg.HTTPAddr, cfg.DatabaseURL, cfg.Brokers, cfg.OrderEventsTopic, cfg.DLQTopic, cfg.ConsumerGroup,
-		cfg.OrderURL, cfg.CallbackSecret, cfg.Retry.MaxAttempts, cfg.Retry.InitialInterval, cfg.Relay.BatchSize, cfg.Relay.PollInterval)
+		cfg.DBName, cfg.HTTPAddr, cfg.DatabaseURL, cfg.Consumer.Brokers, cfg.Consumer.OrderEventsTopic, cfg.Consumer.DLQTopic,
+		cfg.Consumer.ConsumerGroup, cfg.OrderURL, cfg.CallbackSecret, cfg.Consumer.Retry.MaxAttempts,
+		cfg.Consumer.Retry.InitialInterval, cfg.Relay.BatchSize, cfg.Relay.PollInterval)
 	want := "payments :8082 postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable [127.0.0.1:9092] order-events " +
 		"order-events.dlq payment-service http://127.0.0.1:8081 dev-callback-secret 5 1s 500 100ms"
 	if got != want {

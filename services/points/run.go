@@ -42,11 +42,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer db.Close()
 
-	repo := storage.New(db, cfg.ConsumerGroup)
+	repo := storage.New(db, cfg.Consumer.ConsumerGroup)
 	dead := dlq.NewStore(db)
-	dlqPub := messaging.NewLazyPublisher(cfg.Brokers, messaging.WatermillLogger(logger))
+	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(repo, fp, logger)
-	proc := inbox.NewProcessor(db, cfg.ConsumerGroup, versionguard.New(cfg.ConsumerGroup, cons.Transitions(), cons.Apply))
+	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply))
 	handle := func(ctx context.Context, env event.Envelope) error {
 		outcome, err := proc.Process(ctx, env)
 		if err != nil {
@@ -64,13 +64,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Registry:   reg,
 	}, logger)
 	ports.Register(srv.Echo, repo)
-	admin.RegisterConsumer(srv.Admin(), db, cfg.ConsumerGroup, dead)
+	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
 	consumerRuntime := messaging.ConsumerRuntime{
-		Brokers:  cfg.Brokers,
-		Group:    cfg.ConsumerGroup,
-		Config:   cfg.consumer(),
+		Brokers:  cfg.Consumer.Brokers,
+		Group:    cfg.Consumer.ConsumerGroup,
+		Config:   cfg.Consumer.ConsumerConfig(),
 		DLQ:      dlqPub,
 		Recorder: dead,
 		Metrics:  messaging.NewMetrics(reg),
@@ -80,7 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
-	logger.InfoContext(ctx, "points service started", "addr", cfg.HTTPAddr, "topic", cfg.OrderEventsTopic)
+	logger.InfoContext(ctx, "points service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)
 	err = g.Wait()
 	return errors.Join(err, dlqPub.Close())
 }

@@ -1,0 +1,64 @@
+package messaging
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+)
+
+// ConsumerEnv is the part of a consumer service's environment that every
+// consumer shares (docs/configuration.md). It is read and checked here, so
+// the names, defaults and rules are the same in every service.
+type ConsumerEnv struct {
+	Brokers          []string
+	OrderEventsTopic string
+	DLQTopic         string
+	ConsumerGroup    string
+	Retry            RetryConfig
+}
+
+// ReadConsumerEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
+// CONSUMER_GROUP (defaultGroup when unset) and RETRY_MAX_ATTEMPTS,
+// RETRY_INITIAL_INTERVAL and RETRY_MAX_INTERVAL through r, which collects
+// the malformed values with the service's own.
+func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
+	retry := DefaultRetryConfig()
+	return ConsumerEnv{
+		Brokers:          r.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		OrderEventsTopic: r.String("ORDER_EVENTS_TOPIC", "order-events"),
+		DLQTopic:         r.String("DLQ_TOPIC", "order-events.dlq"),
+		ConsumerGroup:    r.String("CONSUMER_GROUP", defaultGroup),
+		Retry: RetryConfig{
+			MaxAttempts:     r.Int("RETRY_MAX_ATTEMPTS", retry.MaxAttempts),
+			InitialInterval: r.Duration("RETRY_INITIAL_INTERVAL", retry.InitialInterval),
+			MaxInterval:     r.Duration("RETRY_MAX_INTERVAL", retry.MaxInterval),
+		},
+	}
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (e ConsumerEnv) Validate() error {
+	var errs []error
+	if len(e.Brokers) == 0 {
+		errs = append(errs, errors.New("KAFKA_BROKERS must name at least one broker"))
+	}
+	if e.OrderEventsTopic == e.DLQTopic {
+		errs = append(errs, errors.New("DLQ_TOPIC must differ from ORDER_EVENTS_TOPIC"))
+	}
+	if err := e.ConsumerConfig().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("RETRY_*: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ConsumerConfig is the router's configuration. The consumer is named after
+// its group, so its dedup rows and DLQ records name the group.
+func (e ConsumerEnv) ConsumerConfig() ConsumerConfig {
+	return ConsumerConfig{
+		Consumer: e.ConsumerGroup,
+		Topic:    e.OrderEventsTopic,
+		DLQTopic: e.DLQTopic,
+		Retry:    e.Retry,
+	}
+}

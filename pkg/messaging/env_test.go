@@ -1,0 +1,90 @@
+package messaging_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+)
+
+func TestReadConsumerEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		check   func(t *testing.T, e messaging.ConsumerEnv)
+		wantErr []string
+	}{
+		{
+			name: "defaults",
+			env:  map[string]string{},
+			check: func(t *testing.T, e messaging.ConsumerEnv) {
+				if len(e.Brokers) != 1 || e.Brokers[0] != "127.0.0.1:9092" || e.ConsumerGroup != "test-service" ||
+					e.OrderEventsTopic != "order-events" || e.DLQTopic != "order-events.dlq" ||
+					e.Retry.MaxAttempts != 5 || e.Retry.InitialInterval != time.Second || e.Retry.MaxInterval != 30*time.Second {
+					t.Fatalf("defaults = %+v", e)
+				}
+				want := messaging.ConsumerConfig{Consumer: "test-service", Topic: "order-events", DLQTopic: "order-events.dlq", Retry: e.Retry}
+				if got := e.ConsumerConfig(); got != want {
+					t.Fatalf("ConsumerConfig = %+v, want %+v", got, want)
+				}
+			},
+		},
+		{
+			name: "overrides",
+			env: map[string]string{"KAFKA_BROKERS": "a:1, b:2", "ORDER_EVENTS_TOPIC": "ev", "DLQ_TOPIC": "ev.dlq",
+				"CONSUMER_GROUP": "g", "RETRY_MAX_ATTEMPTS": "3", "RETRY_INITIAL_INTERVAL": "10ms", "RETRY_MAX_INTERVAL": "50ms"},
+			check: func(t *testing.T, e messaging.ConsumerEnv) {
+				if len(e.Brokers) != 2 || e.Brokers[1] != "b:2" || e.OrderEventsTopic != "ev" || e.DLQTopic != "ev.dlq" ||
+					e.ConsumerGroup != "g" || e.Retry.MaxAttempts != 3 ||
+					e.Retry.InitialInterval != 10*time.Millisecond || e.Retry.MaxInterval != 50*time.Millisecond {
+					t.Fatalf("env = %+v", e)
+				}
+			},
+		},
+		{
+			name:    "every problem is reported",
+			env:     map[string]string{"RETRY_MAX_ATTEMPTS": "many", "RETRY_MAX_INTERVAL": "soon", "DLQ_TOPIC": "order-events"},
+			wantErr: []string{"RETRY_MAX_ATTEMPTS", "RETRY_MAX_INTERVAL", "DLQ_TOPIC"},
+		},
+		{
+			name:    "no broker",
+			env:     map[string]string{"KAFKA_BROKERS": " , "},
+			wantErr: []string{"KAFKA_BROKERS"},
+		},
+		{
+			name:    "retry intervals out of order",
+			env:     map[string]string{"RETRY_INITIAL_INTERVAL": "1m", "RETRY_MAX_INTERVAL": "1s"},
+			wantErr: []string{"RETRY_*"},
+		},
+		{
+			name:    "no attempt",
+			env:     map[string]string{"RETRY_MAX_ATTEMPTS": "0"},
+			wantErr: []string{"RETRY_*"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := envconfig.New(func(k string) string { return tt.env[k] })
+			e := messaging.ReadConsumerEnv(r, "test-service")
+			err := errors.Join(r.Err(), e.Validate())
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("ReadConsumerEnv: %v", err)
+				}
+				tt.check(t, e)
+				return
+			}
+			if err == nil {
+				t.Fatal("no error, want one")
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %s", err, want)
+				}
+			}
+		})
+	}
+}
