@@ -3,6 +3,9 @@ package messaging
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 )
@@ -60,5 +63,23 @@ func (e ConsumerEnv) ConsumerConfig() ConsumerConfig {
 		Topic:    e.OrderEventsTopic,
 		DLQTopic: e.DLQTopic,
 		Retry:    e.Retry,
+	}
+}
+
+// Runtime is what RunConsumer needs to consume these settings' topic with
+// handle; failures past the retry bound are recorded by recorder and
+// published through dlq.
+func (e ConsumerEnv) Runtime(dlq message.Publisher, recorder DeadLetterRecorder, metrics *Metrics,
+	logger *slog.Logger, handle EventHandler,
+) ConsumerRuntime {
+	return ConsumerRuntime{
+		Brokers:  e.Brokers,
+		Group:    e.ConsumerGroup,
+		Config:   e.ConsumerConfig(),
+		DLQ:      dlq,
+		Recorder: recorder,
+		Metrics:  metrics,
+		Logger:   logger,
+		Handle:   handle,
 	}
 }

@@ -30,6 +30,10 @@ func TestReadConsumerEnv(t *testing.T) {
 				if got := e.ConsumerConfig(); got != want {
 					t.Fatalf("ConsumerConfig = %+v, want %+v", got, want)
 				}
+				if rt := e.Runtime(nil, nil, nil, nil, nil); rt.Group != "test-service" || rt.Config != want ||
+					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] {
+					t.Fatalf("Runtime = %+v", rt)
+				}
 			},
 		},
 		{

@@ -68,16 +68,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
-	consumerRuntime := messaging.ConsumerRuntime{
-		Brokers:  cfg.Consumer.Brokers,
-		Group:    cfg.Consumer.ConsumerGroup,
-		Config:   cfg.Consumer.ConsumerConfig(),
-		DLQ:      dlqPub,
-		Recorder: dead,
-		Metrics:  messaging.NewMetrics(reg),
-		Logger:   logger,
-		Handle:   handle,
-	}
+	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(reg), logger, handle)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })

@@ -77,16 +77,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("callback relay: %w", err)
 	}
 	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
-	refunds := messaging.ConsumerRuntime{
-		Brokers:  cfg.Consumer.Brokers,
-		Group:    cfg.Consumer.ConsumerGroup,
-		Config:   cfg.Consumer.ConsumerConfig(),
-		DLQ:      dlqPub,
-		Recorder: dlqStore,
-		Metrics:  messaging.NewMetrics(reg),
-		Logger:   logger,
-		Handle:   consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger))),
-	}
+	handle := consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger)))
+	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(reg), logger, handle)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
