@@ -1,7 +1,6 @@
 package messaging_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,25 +20,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 )
-
-// syncBuffer is a log sink written from the consumer's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
 
 // memoryRecorder keeps dead letters in memory.
 type memoryRecorder struct {
@@ -84,9 +66,9 @@ func (s *seen) count(id string) int {
 // broker is up, dead-letters through its lazy publisher and returns nil
 // when its context ends.
 func TestRunConsumerWaitsForTheBroker(t *testing.T) {
-	addr := freeAddr(t)
+	addr := servicetest.FreeAddr(t)
 	topic, dlqTopic := postgrestest.UniqueName("events"), postgrestest.UniqueName("dlq")
-	logs := &syncBuffer{}
+	logs := &servicetest.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	pub := messaging.NewLazyPublisher([]string{addr}, watermill.NopLogger{})
 	defer pub.Close()
@@ -113,7 +95,7 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 	fewest := func(from, to int) int {
 		low := math.MaxInt
 		poll.Until(t, 30*time.Second, fmt.Sprintf("%d reconnect warnings", to), func() bool {
-			n := logs.count(messaging.ReconnectWarning)
+			n := strings.Count(logs.String(), messaging.ReconnectWarning)
 			if n >= from {
 				low = min(low, runtime.NumGoroutine())
 			}
@@ -149,7 +131,7 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 	}
 	poll.Until(t, 30*time.Second, "the event consumed once the broker is up", func() bool { return handled.count(env.EventID) == 1 })
 	poll.Until(t, 10*time.Second, "the poison message dead-lettered", func() bool { return recorder.len() == 1 })
-	if got := consumeN(t, []string{addr}, dlqTopic, 1); string(got[0].Key) != "O-BAD" {
+	if got := servicetest.Consume(t, []string{addr}, dlqTopic, 1); string(got[0].Key) != "O-BAD" {
 		t.Errorf("DLQ record key %q, want O-BAD", got[0].Key)
 	}
 
@@ -171,7 +153,7 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 // configuration is not worth a reconnect.
 func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
 	rt := messaging.ConsumerRuntime{
-		Brokers:  []string{freeAddr(t)},
+		Brokers:  []string{servicetest.FreeAddr(t)},
 		Group:    "g",
 		Config:   messaging.ConsumerConfig{Consumer: "c", Topic: "t", DLQTopic: "t.dlq", Retry: messaging.RetryConfig{MaxAttempts: 0}},
 		DLQ:      messaging.NewLazyPublisher(nil, watermill.NopLogger{}),

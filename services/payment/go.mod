@@ -3,7 +3,6 @@ module github.com/reliable-orders/fulfillment/services/payment
 go 1.26.0
 
 require (
-	github.com/ThreeDotsLabs/watermill v1.5.2
 	github.com/google/uuid v1.6.0
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/labstack/echo/v4 v4.16.0
@@ -15,6 +14,7 @@ require (
 
 require (
 	github.com/IBM/sarama v1.61.1 // indirect
+	github.com/ThreeDotsLabs/watermill v1.5.2 // indirect
 	github.com/ThreeDotsLabs/watermill-kafka/v3 v3.1.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -18,6 +18,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -39,31 +40,6 @@ func pendingCount(t *testing.T, db *sqlx.DB) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// consume reads n records of topic from the start.
-func consume(t *testing.T, addrs []string, topic string, n int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fetches := cl.PollFetches(c)
-		if c.Err() != nil {
-			t.Fatalf("consumed %d of %d records: %v", len(out), n, c.Err())
-		}
-		for _, fe := range fetches.Errors() {
-			t.Logf("fetch error: %v", fe.Err)
-		}
-		fetches.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
 }
 
 func header(r *kgo.Record, key string) string {
@@ -117,7 +93,7 @@ func TestRelayPublishesToKafka(t *testing.T) {
 	}()
 	waitUntil(t, 20*time.Second, "every outbox row SENT", func() bool { return pendingCount(t, db) == 0 })
 
-	records := consume(t, b.Addrs(), topicName, 4)
+	records := servicetest.Consume(t, b.Addrs(), topicName, 4)
 	rows := map[string]outboxRow{}
 	for _, id := range []string{"O-1", "O-2"} {
 		for _, r := range outboxRows(t, db, id) {
