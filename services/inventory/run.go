@@ -66,6 +66,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}, logger)
 	ports.Register(srv.Echo, repo)
 	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
+	admin.RegisterReplay(srv.Admin(), dead, dlqPub)
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
 	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(reg), logger, handle)

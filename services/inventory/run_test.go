@@ -236,6 +236,54 @@ func TestService(t *testing.T) {
 			t.Fatalf("stock = %+v, want untouched", st)
 		}
 	})
+
+	t.Run("a dead letter replayed after the fix is applied exactly once", func(t *testing.T) {
+		s.Bind(t)
+		s.setStock("REPLAY-1", 5)
+		// More failures than RETRY_MAX_ATTEMPTS (5): dead-lettered after the
+		// bound, with one failure to spare for the fix to disarm.
+		s.SetFailPoint("inventory.apply", "error", 6)
+		paid := newEvent(t, event.OrderPaid, "O-replay", 3, paidData(item("REPLAY-1", 2)))
+		s.Publish(paid)
+		s.WaitFor("dead letter", func() bool { return s.DeadLetters("O-replay").Count == 1 })
+		s.SetFailPoint("inventory.apply", "off", 0)
+		dead := s.DeadLetters("O-replay").Items[0]
+		if dead.EventID != paid.EventID || dead.ErrorClass != "RETRYABLE" || dead.Attempts != 5 {
+			t.Fatalf("dead letter = %s %s after %d attempts, want %s RETRYABLE after 5",
+				dead.EventID, dead.ErrorClass, dead.Attempts, paid.EventID)
+		}
+		if st := s.stock("REPLAY-1"); st.Available != 5 || st.Deducted != 0 {
+			t.Fatalf("stock = %+v before the replay, want untouched", st)
+		}
+
+		if res := s.Replay(dead.ID); res.Outcome != "REPLAYED" || res.EventID != paid.EventID || res.OriginalTopic != s.Topic {
+			t.Fatalf("replay = %+v, want REPLAYED of %s to %s", res, paid.EventID, s.Topic)
+		}
+		s.WaitFor("order deducted after the replay", func() bool { return s.status("O-replay") == "DEDUCTED" })
+		s.barrier("O-replay")
+		check := func() {
+			t.Helper()
+			if st := s.stock("REPLAY-1"); st.Available != 3 || st.Deducted != 2 {
+				t.Fatalf("stock = %+v, want 3 available, 2 deducted", st)
+			}
+			if got, want := s.movements("O-replay"), []string{"DEDUCT REPLAY-1 -2"}; !equal(got, want) {
+				t.Fatalf("movements = %v, want %v", got, want)
+			}
+			if n := s.ProcessedCount(paid.EventID); n != 1 {
+				t.Fatalf("processed-events count = %d, want 1", n)
+			}
+			if dl := s.DeadLetters("O-replay"); dl.Count != 1 || dl.Items[0].Status != "REPLAYED" {
+				t.Fatalf("dead letters = %+v, want the one, REPLAYED", dl)
+			}
+		}
+		check()
+
+		if res := s.Replay(dead.ID); res.Outcome != "ALREADY_REPLAYED" {
+			t.Fatalf("second replay = %+v, want ALREADY_REPLAYED", res)
+		}
+		s.barrier("O-replay")
+		check()
+	})
 }
 
 func TestHTTPValidation(t *testing.T) {

@@ -56,6 +56,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	repo := storage.New(db)
 	dlqStore := dlq.NewStore(db)
+	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	srv := httpapi.New(httpapi.Config{
 		Addr:       cfg.HTTPAddr,
 		AdminToken: cfg.AdminToken,
@@ -68,6 +69,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	adminGroup := srv.Admin()
 	ports.RegisterAdmin(adminGroup, db)
 	admin.RegisterConsumer(adminGroup, db, cfg.Consumer.ConsumerGroup, dlqStore)
+	admin.RegisterReplay(adminGroup, dlqStore, dlqPub)
 	admin.RegisterFailPoints(adminGroup, fp)
 	reg.MustRegister(metrics.NewBacklog(db))
 
@@ -76,7 +78,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("callback relay: %w", err)
 	}
-	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	handle := consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger)))
 	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(reg), logger, handle)
 
