@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 )
 
 func envMap(m map[string]string) func(string) string {
@@ -69,30 +70,6 @@ func TestLoadConfigRejects(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // TestRunWithoutBroker starts the service while no broker answers: it must
 // serve HTTP and keep the event PENDING, deliver it once a broker appears,
 // and stop cleanly when its context ends.
@@ -106,7 +83,7 @@ func TestRunWithoutBroker(t *testing.T) {
 			t.Errorf("drop database: %v", err)
 		}
 	})
-	httpAddr, brokerAddr := freeAddr(t), freeAddr(t)
+	httpAddr, brokerAddr := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	env := map[string]string{
 		"DATABASE_URL":           server,
 		"DB_NAME":                dbName,
@@ -138,7 +115,7 @@ func TestRunWithoutBroker(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	waitUntil(t, 30*time.Second, "the service to be ready", func() bool {
+	poll.Until(t, 30*time.Second, "the service to be ready", func() bool {
 		code, _ := get("/readyz")
 		return code == http.StatusOK
 	})
@@ -161,7 +138,7 @@ func TestRunWithoutBroker(t *testing.T) {
 		}
 		return b.Pending
 	}
-	waitUntil(t, 10*time.Second, "a failed publish attempt", func() bool {
+	poll.Until(t, 10*time.Second, "a failed publish attempt", func() bool {
 		_, body := get("/orders/O-1/events")
 		return strings.Contains(body, `"attempts":1`) || strings.Contains(body, `"attempts":2`)
 	})
@@ -177,7 +154,7 @@ func TestRunWithoutBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	waitUntil(t, 30*time.Second, "delivery once the broker is up", func() bool { return backlog() == 0 })
+	poll.Until(t, 30*time.Second, "delivery once the broker is up", func() bool { return backlog() == 0 })
 
 	stop()
 	if err := g.Wait(); err != nil {

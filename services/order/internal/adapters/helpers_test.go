@@ -24,21 +24,6 @@ func newDB(t *testing.T) *sqlx.DB {
 	return db
 }
 
-// waitUntil polls cond until it holds or timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 func newOrder(t *testing.T, id string) *order.Order {

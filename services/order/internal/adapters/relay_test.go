@@ -17,6 +17,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
@@ -91,7 +92,7 @@ func TestRelayPublishesToKafka(t *testing.T) {
 			t.Errorf("relay: %v", err)
 		}
 	}()
-	waitUntil(t, 20*time.Second, "every outbox row SENT", func() bool { return pendingCount(t, db) == 0 })
+	poll.Until(t, 20*time.Second, "every outbox row SENT", func() bool { return pendingCount(t, db) == 0 })
 
 	records := servicetest.Consume(t, b.Addrs(), topicName, 4)
 	rows := map[string]outboxRow{}
