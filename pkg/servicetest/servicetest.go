@@ -103,7 +103,7 @@ func start(t testing.TB, run RunFunc, env map[string]string, withBroker bool) *S
 	for k, v := range env {
 		vars[k] = v
 	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr))
+	producer, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(vars["KAFKA_BROKERS"], ",")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +208,9 @@ func (s *Service) WaitFor(what string, cond func() bool) {
 	poll.Until(s.t, Timeout, what, cond)
 }
 
-// Publish sends each envelope to Topic keyed by its aggregate, with the
-// headers the outbox relay adds: as the order service publishes it.
+// Publish sends each envelope to Topic (at KAFKA_BROKERS) keyed by its
+// aggregate, with the headers the outbox relay adds: as the order service
+// publishes it.
 func (s *Service) Publish(envs ...event.Envelope) {
 	s.t.Helper()
 	for _, env := range envs {
