@@ -41,6 +41,9 @@ type Config struct {
 	// Environ is the environment the services inherit; nil means the
 	// runner's own.
 	Environ []string
+	// ControlAddr is where the control API listens (CONTROL_ADDR); empty
+	// runs without it.
+	ControlAddr string
 }
 
 // Defaults of the settings that are not environment variables.
@@ -49,12 +52,20 @@ const (
 	DefaultBinDir       = "bin"            // where the binaries go
 	DefaultReadyTimeout = 90 * time.Second // for every /readyz to answer 200
 	DefaultGracePeriod  = 10 * time.Second // between SIGTERM and SIGKILL
+	DefaultControlAddr  = "127.0.0.1:8090" // CONTROL_ADDR when unset
+	// ControlOff as CONTROL_ADDR runs without the control API.
+	ControlOff = "off"
 )
 
-// LoadConfig reads DATABASE_URL, KAFKA_BROKERS and DATA_DIR
+// LoadConfig reads DATABASE_URL, KAFKA_BROKERS, DATA_DIR and CONTROL_ADDR
 // (README.md (Configuration)) and fills in the defaults of everything else.
 func LoadConfig(getenv func(string) string) Config {
+	control := orDefault(getenv("CONTROL_ADDR"), DefaultControlAddr)
+	if control == ControlOff {
+		control = ""
+	}
 	return Config{
+		ControlAddr:  control,
 		DatabaseURL:  orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL),
 		KafkaBrokers: strings.TrimSpace(getenv("KAFKA_BROKERS")),
 		DataDir:      orDefault(getenv("DATA_DIR"), DefaultDataDir),
@@ -83,6 +94,11 @@ func (c Config) Validate() error {
 		}
 	} else if _, _, err := net.SplitHostPort(c.BrokerAddr); err != nil {
 		errs = append(errs, fmt.Errorf("broker address: %w", err))
+	}
+	if c.ControlAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ControlAddr); err != nil {
+			errs = append(errs, fmt.Errorf("CONTROL_ADDR (host:port, or %q): %w", ControlOff, err))
+		}
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("DATA_DIR is empty"))

@@ -40,6 +40,21 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
+func TestLoadConfigControlAddr(t *testing.T) {
+	tests := []struct {
+		value, want string
+	}{
+		{"", devrun.DefaultControlAddr},
+		{"127.0.0.1:9999", "127.0.0.1:9999"},
+		{"off", ""},
+	}
+	for _, tt := range tests {
+		if got := devrun.LoadConfig(env(map[string]string{"CONTROL_ADDR": tt.value})).ControlAddr; got != tt.want {
+			t.Errorf("CONTROL_ADDR=%q: ControlAddr %q, want %q", tt.value, got, tt.want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	valid := func() devrun.Config { return devrun.LoadConfig(env(nil)) }
 	tests := []struct {
@@ -55,6 +70,7 @@ func TestConfigValidate(t *testing.T) {
 		{"service without database", func(c *devrun.Config) { c.Services[2].DBName = "" }},
 		{"zero ready timeout", func(c *devrun.Config) { c.ReadyTimeout = 0 }},
 		{"negative grace", func(c *devrun.Config) { c.GracePeriod = -time.Second }},
+		{"control address without port", func(c *devrun.Config) { c.ControlAddr = "localhost" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

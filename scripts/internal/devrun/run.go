@@ -20,9 +20,14 @@ import (
 const runnerName = "run"
 
 // Run builds, prepares and runs the services until ctx ends (then it stops
-// them and returns nil) or one of them exits on its own (then it stops the
-// others and returns an error naming it). An interrupt during the
-// preparation also returns nil.
+// them and returns nil) or one of them crashes (then it stops the others and
+// returns an error naming it). An interrupt during the preparation also
+// returns nil.
+//
+// A service that exits with status 137 — an armed fail point's exit, the
+// crash a drill plans — is not a crash of the suite: it stays down and the
+// control API (Config.ControlAddr) restarts it, with extra environment if
+// asked.
 func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -52,6 +57,9 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 		return fmt.Errorf("no go.work in %s: run from the repository root (make run): %w", absOr(cfg.Dir), err)
 	}
 	if err := CheckPortsFree(cfg.Services); err != nil {
+		return err
+	}
+	if err := checkControlAddrFree(cfg.ControlAddr); err != nil {
 		return err
 	}
 
@@ -127,14 +135,67 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	}
 	Walkthrough(log.out, cfg.Services, brokers)
 
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case e := <-sup.Exits():
-		err := exitError(e, "unexpectedly")
-		log.Printf("%v", err)
-		return err
+	ctl := newControl(sup, cfg, log)
+	if cfg.ControlAddr != "" {
+		stop, err := serveControl(ctx, cfg.ControlAddr, ctl.handler())
+		if err != nil {
+			return err
+		}
+		defer stop()
+		log.Printf("control API on http://%s (POST /services/{name}/restart, GET /services/{name}/exit; see README.md (Drills))", cfg.ControlAddr)
 	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e := <-sup.Exits():
+			if ctl.expected(e) {
+				continue
+			}
+			err := exitError(e, "unexpectedly")
+			log.Printf("%v", err)
+			return err
+		}
+	}
+}
+
+// serveControl serves the control API on addr until the returned stop is
+// called (which also ends the requests in flight).
+func serveControl(ctx context.Context, addr string, h http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("control API on %s (set CONTROL_ADDR, or CONTROL_ADDR=off): %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln) // returns ErrServerClosed after Shutdown
+	}()
+	return func() {
+		cancel()
+		shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		if srv.Shutdown(shutdownCtx) != nil {
+			_ = srv.Close()
+		}
+		<-served
+	}, nil
+}
+
+// checkControlAddrFree fails early, before anything is built, when the
+// control API's address is taken.
+func checkControlAddrFree(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("control API address %s is taken (is another `make run` still running? CONTROL_ADDR=off runs without it): %w", addr, err)
+	}
+	return l.Close()
 }
 
 // ServiceEnv is the environment of service s: environ, then the settings the

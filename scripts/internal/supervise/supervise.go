@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -90,9 +92,26 @@ func (s Spec) Validate() error {
 type Exit struct {
 	// Name is the child's name.
 	Name string
+	// Run says which start of Name exited: 1 for the first, one more for
+	// each Start or Restart after it. A report whose Run is older than the
+	// latest start of Name is about a child that has been replaced.
+	Run int
 	// Err is what waiting for it returned: nil for exit status 0, an
 	// *exec.ExitError otherwise.
 	Err error
+}
+
+// Code is the child's exit status: 0 for success, -1 when it was ended by
+// a signal.
+func (e Exit) Code() int {
+	if e.Err == nil {
+		return 0
+	}
+	var exitErr *exec.ExitError
+	if errors.As(e.Err, &exitErr) {
+		return exitErr.ExitCode()
+	}
+	return -1
 }
 
 // String says which child exited and how.
@@ -113,12 +132,14 @@ type Supervisor struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	procs   map[string]*process
+	runs    map[string]int // starts per name
 	colours map[string]string
 	stopped bool
 }
 
 type process struct {
 	spec   Spec
+	run    int             // which start of spec.Name this is
 	parent context.Context // what Start was given; Restart reuses it
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the process has been waited for
@@ -141,6 +162,7 @@ func New(cfg Config) (*Supervisor, error) {
 		exits:   make(chan Exit),
 		closed:  make(chan struct{}),
 		procs:   map[string]*process{},
+		runs:    map[string]int{},
 		colours: map[string]string{},
 	}, nil
 }
@@ -165,21 +187,32 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) error {
 	if p, ok := s.procs[spec.Name]; ok && !p.exited() {
 		return fmt.Errorf("supervise: %s is already running", spec.Name)
 	}
-	return s.startLocked(ctx, spec)
+	_, err := s.startLocked(ctx, spec, nil)
+	return err
 }
 
 // Restart stops the named child, waits for it and starts it again with the
 // same Spec and context. It also starts again a child that has exited.
 func (s *Supervisor) Restart(name string) error {
+	_, err := s.RestartWith(name, nil)
+	return err
+}
+
+// RestartWith is Restart with env added to the Spec's environment for this
+// run only (an entry wins over one of the same name in the Spec), so a
+// crash drill can start a service with a fail point armed and a later
+// Restart brings back its usual environment. It returns the new child's
+// Run number.
+func (s *Supervisor) RestartWith(name string, env []string) (int, error) {
 	s.mu.Lock()
 	p, ok := s.procs[name]
 	stopped := s.stopped
 	s.mu.Unlock()
 	switch {
 	case stopped:
-		return ErrStopped
+		return 0, ErrStopped
 	case !ok:
-		return fmt.Errorf("supervise: no child named %q", name)
+		return 0, fmt.Errorf("supervise: no child named %q", name)
 	}
 	p.cancel()
 	<-p.done
@@ -188,14 +221,14 @@ func (s *Supervisor) Restart(name string) error {
 	defer s.mu.Unlock()
 	switch {
 	case s.stopped:
-		return ErrStopped
+		return 0, ErrStopped
 	case s.procs[name] != p:
-		return fmt.Errorf("supervise: %s was started again meanwhile", name)
+		return 0, fmt.Errorf("supervise: %s was started again meanwhile", name)
 	}
 	if err := p.parent.Err(); err != nil {
-		return fmt.Errorf("supervise: restart %s: %w", name, err)
+		return 0, fmt.Errorf("supervise: restart %s: %w", name, err)
 	}
-	return s.startLocked(p.parent, p.spec)
+	return s.startLocked(p.parent, p.spec, env)
 }
 
 // Stop stops every child, concurrently, and waits for them. It reports the
@@ -228,13 +261,20 @@ func (s *Supervisor) Stop() error {
 	return errors.Join(errs...)
 }
 
-func (s *Supervisor) startLocked(parent context.Context, spec Spec) error {
+func (s *Supervisor) startLocked(parent context.Context, spec Spec, extra []string) (int, error) {
 	prefix := s.prefixLocked(spec.Name)
 	stdout := newLineWriter(s.out, prefix)
 	stderr := newLineWriter(s.out, prefix)
 
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = spec.Env
+	if len(extra) > 0 {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		// os/exec keeps the last of duplicate names, so extra wins.
+		cmd.Env = append(slices.Clip(cmd.Env), extra...)
+	}
 	cmd.Dir = spec.Dir
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
@@ -243,15 +283,16 @@ func (s *Supervisor) startLocked(parent context.Context, spec Spec) error {
 	// gone, in case something it started escaped its process group.
 	cmd.WaitDelay = s.cfg.GracePeriod
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("supervise: start %s: %w", spec.Name, err)
+		return 0, fmt.Errorf("supervise: start %s: %w", spec.Name, err)
 	}
 
+	s.runs[spec.Name]++
 	ctx, cancel := context.WithCancel(parent)
-	p := &process{spec: spec, parent: parent, cancel: cancel, done: make(chan struct{})}
+	p := &process{spec: spec, run: s.runs[spec.Name], parent: parent, cancel: cancel, done: make(chan struct{})}
 	s.procs[spec.Name] = p
 	s.wg.Add(1)
 	go s.watch(ctx, p, cmd, stdout, stderr)
-	return nil
+	return p.run, nil
 }
 
 // watch waits for the child, stops it when ctx ends, and reports an exit
@@ -278,7 +319,7 @@ func (s *Supervisor) watch(ctx context.Context, p *process, cmd *exec.Cmd, stdou
 		return // asked to stop
 	}
 	select {
-	case s.exits <- Exit{Name: p.spec.Name, Err: err}:
+	case s.exits <- Exit{Name: p.spec.Name, Run: p.run, Err: err}:
 	case <-s.closed:
 	}
 }

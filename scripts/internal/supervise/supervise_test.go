@@ -343,3 +343,50 @@ func TestColourPrefix(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// RestartWith adds to the environment of one run only: the next Restart is
+// back to the Spec's environment. Exit reports say which run ended and with
+// which status.
+func TestRestartWithEnvironment(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	spec := sh("alpha", `echo "mode=$MODE"; `+polite)
+	spec.Env = []string{"PATH=/usr/bin:/bin", "MODE=normal"}
+	if err := sup.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	count := func(s string) int { return strings.Count(out.String(), s) }
+	waitUntil(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 })
+
+	run, err := sup.RestartWith("alpha", []string{"MODE=drill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run != 2 {
+		t.Errorf("RestartWith returned run %d, want 2", run)
+	}
+	waitUntil(t, 10*time.Second, "start with the extra variable", func() bool { return count("alpha  | mode=drill") == 1 })
+
+	if err := sup.Restart("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "start with the usual environment", func() bool { return count("alpha  | mode=normal") == 2 })
+
+	if err := sup.Start(context.Background(), sh("beta", `exit 137`)); err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 2; want++ {
+		e := nextExit(t, sup)
+		if e.Name != "beta" || e.Run != want || e.Code() != 137 {
+			t.Errorf("exit %+v (code %d), want beta run %d with status 137", e, e.Code(), want)
+		}
+		if want == 1 {
+			if err := sup.Restart("beta"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := (supervise.Exit{Name: "x"}).Code(); got != 0 {
+		t.Errorf("Code of a clean exit = %d, want 0", got)
+	}
+}

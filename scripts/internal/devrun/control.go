@@ -1,0 +1,363 @@
+package devrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
+)
+
+// FailPointExitCode is the status pkg/failpoint's "exit" action ends a
+// process with (as SIGKILL would be reported by a shell). The runner treats
+// it as a drill's planned crash, not as a failure of the suite.
+const FailPointExitCode = 137
+
+// Errors of the control API, each answered with its own HTTP status.
+var (
+	// ErrUnknownService is a name that is not one of the runner's services.
+	ErrUnknownService = errors.New("no such service")
+	// ErrRestartInProgress refuses a second restart of a service while the
+	// first one waits for readiness.
+	ErrRestartInProgress = errors.New("a restart of this service is in progress")
+	// ErrStillRunning ends a wait for an exit that did not come in time.
+	ErrStillRunning = errors.New("still running")
+)
+
+// NotReadyError is a restarted service that exited or did not become ready.
+type NotReadyError struct {
+	Service string
+	Reason  string
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("%s did not become ready after the restart: %s", e.Service, e.Reason)
+}
+
+// restarter is what the control API needs of the supervisor.
+type restarter interface {
+	RestartWith(name string, env []string) (int, error)
+}
+
+// serviceState is what the control API knows about one service's current
+// process.
+type serviceState struct {
+	readyURL   string
+	run        int
+	env        map[string]string // the extra environment of this run
+	restarting bool
+	exit       *supervise.Exit // set once this run has exited
+	done       chan struct{}   // closed once this run has exited
+}
+
+// ServiceView is the control API's answer about one service.
+type ServiceView struct {
+	Name string `json:"name"`
+	// State is "running", "restarting" or "exited".
+	State string `json:"state"`
+	// Run counts the starts of the service: 1 for the runner's own.
+	Run int `json:"run"`
+	// Env is the environment added to this run by a restart request.
+	Env map[string]string `json:"env,omitempty"`
+	// ExitCode is the exit status once the process has ended (-1: killed
+	// by a signal).
+	ExitCode *int `json:"exitCode,omitempty"`
+	// FailPoint says the exit was an armed fail point's (status 137).
+	FailPoint bool `json:"failPoint,omitempty"`
+	// Exit describes the end of the process.
+	Exit string `json:"exit,omitempty"`
+}
+
+// control is the runner's view of its services for the control API: it
+// restarts them with extra environment, reports their exits and decides
+// which exits the suite survives.
+type control struct {
+	sup          restarter
+	client       *http.Client
+	readyTimeout time.Duration
+	log          *prefixed
+	controlURL   string
+
+	mu       sync.Mutex
+	services map[string]*serviceState
+}
+
+func newControl(sup restarter, cfg Config, log *prefixed) *control {
+	c := &control{
+		sup:          sup,
+		client:       &http.Client{Timeout: 2 * time.Second},
+		readyTimeout: cfg.ReadyTimeout,
+		log:          log,
+		controlURL:   "http://" + cfg.ControlAddr,
+		services:     map[string]*serviceState{},
+	}
+	for _, s := range cfg.Services {
+		// The runner's own start is a fresh supervisor's first run.
+		c.services[s.Name] = &serviceState{readyURL: s.LocalURL() + "/readyz", run: 1, done: make(chan struct{})}
+	}
+	return c
+}
+
+// expected records e and reports whether the suite carries on without the
+// service: an exit of a process already replaced, an exit during a restart
+// request (whose caller is told), and a fail point's exit (status 137),
+// after which the service stays down until it is restarted. Any other exit
+// is a crash, and the runner stops everything as before.
+func (c *control) expected(e supervise.Exit) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.services[e.Name]
+	if !ok {
+		return false
+	}
+	if e.Run < st.run {
+		return true
+	}
+	st.exit = &e
+	close(st.done)
+	switch {
+	case e.Code() == FailPointExitCode:
+		c.log.Printf("%s exited with status %d: an armed fail point; it stays down until POST %s/services/%s/restart",
+			e.Name, FailPointExitCode, c.controlURL, e.Name)
+		return true
+	case st.restarting:
+		return true
+	}
+	return false
+}
+
+// restart restarts name with env added to its usual environment and waits
+// until it answers /readyz. The lock is held while the supervisor swaps the
+// process, so an exit report is never matched with the wrong run.
+func (c *control) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
+	c.mu.Lock()
+	st, ok := c.services[name]
+	if !ok {
+		c.mu.Unlock()
+		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	}
+	if st.restarting {
+		c.mu.Unlock()
+		return ServiceView{}, fmt.Errorf("%s: %w", name, ErrRestartInProgress)
+	}
+	run, err := c.sup.RestartWith(name, envList(env))
+	if err != nil {
+		c.mu.Unlock()
+		return ServiceView{}, err
+	}
+	st.run, st.env, st.exit, st.done, st.restarting = run, env, nil, make(chan struct{}), true
+	done, url := st.done, st.readyURL
+	c.mu.Unlock()
+	c.log.Printf("%s restarted (run %d) by the control API%s", name, run, describeEnv(env))
+
+	err = c.waitReady(ctx, name, url, done)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.restarting = false
+	return st.view(name), err
+}
+
+func (c *control) waitReady(ctx context.Context, name, url string, done <-chan struct{}) error {
+	deadline := time.NewTimer(c.readyTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	last := "not polled yet"
+	for {
+		err := probe(ctx, c.client, url)
+		if err == nil {
+			return nil
+		}
+		last = err.Error()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			c.mu.Lock()
+			exit := c.services[name].exit
+			c.mu.Unlock()
+			return &NotReadyError{Service: name, Reason: exit.String()}
+		case <-deadline.C:
+			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %s", c.readyTimeout, last)}
+		case <-tick.C:
+		}
+	}
+}
+
+// waitExit waits until the current process of name has ended.
+func (c *control) waitExit(ctx context.Context, name string, timeout time.Duration) (ServiceView, error) {
+	c.mu.Lock()
+	st, ok := c.services[name]
+	if !ok {
+		c.mu.Unlock()
+		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	}
+	done := st.done
+	c.mu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		return c.view(name)
+	case <-ctx.Done():
+		return ServiceView{}, ctx.Err()
+	}
+	return c.view(name)
+}
+
+func (c *control) view(name string) (ServiceView, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.services[name]
+	if !ok {
+		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	}
+	return st.view(name), nil
+}
+
+func (c *control) views() []ServiceView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ServiceView, 0, len(c.services))
+	for name, st := range c.services {
+		out = append(out, st.view(name))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (st *serviceState) view(name string) ServiceView {
+	v := ServiceView{Name: name, State: "running", Run: st.run, Env: st.env}
+	switch {
+	case st.exit != nil:
+		code := st.exit.Code()
+		v.State, v.ExitCode, v.FailPoint, v.Exit = "exited", &code, code == FailPointExitCode, st.exit.String()
+	case st.restarting:
+		v.State = "restarting"
+	}
+	return v
+}
+
+// envName is what the control API accepts as a variable name.
+var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// RestartRequest is the body of POST /services/{name}/restart.
+type RestartRequest struct {
+	// Env is added to the service's usual environment for this run only,
+	// e.g. {"FAILPOINTS": "relay.before-publish=exit"}.
+	Env map[string]string `json:"env"`
+}
+
+// handler serves the control API:
+//
+//	GET  /services                        every service's state
+//	GET  /services/{name}                 one service's state
+//	POST /services/{name}/restart         {"env":{...}}: restart, wait until ready
+//	GET  /services/{name}/exit?timeout=30s  wait until the current process ends
+func (c *control) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"services": c.views()})
+	})
+	mux.HandleFunc("GET /services/{name}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := c.view(r.PathValue("name"))
+		answer(w, v, err)
+	})
+	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
+		var req RestartRequest
+		if r.ContentLength != 0 {
+			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
+				return
+			}
+		}
+		for k, v := range req.Env {
+			if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("env: %q is not a valid variable", k))
+				return
+			}
+		}
+		v, err := c.restart(r.Context(), r.PathValue("name"), req.Env)
+		answer(w, v, err)
+	})
+	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
+		timeout := 30 * time.Second
+		if t := r.URL.Query().Get("timeout"); t != "" {
+			d, err := time.ParseDuration(t)
+			if err != nil || d <= 0 {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a positive duration such as 30s", t))
+				return
+			}
+			timeout = d
+		}
+		v, err := c.waitExit(r.Context(), r.PathValue("name"), timeout)
+		if err == nil && v.State != "exited" {
+			err = fmt.Errorf("%s: %w after %s", v.Name, ErrStillRunning, timeout)
+		}
+		answer(w, v, err)
+	})
+	return mux
+}
+
+// answer writes v, or err with its status.
+func answer(w http.ResponseWriter, v ServiceView, err error) {
+	var notReady *NotReadyError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, v)
+	case errors.Is(err, ErrUnknownService):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, ErrRestartInProgress):
+		writeError(w, http.StatusConflict, err)
+	case errors.Is(err, ErrStillRunning):
+		writeError(w, http.StatusGatewayTimeout, err)
+	case errors.As(err, &notReady):
+		writeError(w, http.StatusBadGateway, err)
+	case errors.Is(err, supervise.ErrStopped):
+		writeError(w, http.StatusServiceUnavailable, err)
+	default:
+		writeError(w, http.StatusInternalServerError, err)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+func envList(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
+	}
+	return out
+}
+
+func describeEnv(env map[string]string) string {
+	if len(env) == 0 {
+		return " with its usual environment"
+	}
+	return fmt.Sprintf(" with %v", envList(env))
+}
