@@ -27,9 +27,10 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
+.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 # The runner is built and then run (not `go run`), so Ctrl-C reaches it
 # directly and its exit status is make's.
@@ -62,6 +63,30 @@ fmt: ## fail when a file is not gofmt-formatted
 
 vet: ## go vet every module
 	@$(call each_module,vet,$(GO) vet ./...) [ $$rc -eq 0 ] || exit 1; done
+
+# The drills run against a suite that is already running (`make run` in
+# another terminal); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1".
+# Each exits non-zero when a case fails (docs/exercises/, README.md (Drills)).
+DRILL       := $(GO) run ./scripts/drill/run
+DRILL_FLAGS ?=
+
+drills: ## run every drill against the running suite (make run)
+	@$(DRILL) $(DRILL_FLAGS) all
+
+drill-duplicate: ## drill: duplicate deliveries and callbacks apply once
+	@$(DRILL) $(DRILL_FLAGS) duplicate
+
+drill-loss: ## drill: crash after commit / after publish, consumer failure
+	@$(DRILL) $(DRILL_FLAGS) loss
+
+drill-reorder: ## drill: reordered events apply in version order
+	@$(DRILL) $(DRILL_FLAGS) reorder
+
+drill-poison: ## drill: poison messages and the retry bound reach the DLQ
+	@$(DRILL) $(DRILL_FLAGS) poison
+
+drill-replay: ## drill: replay a dead letter once, with its original eventId
+	@$(DRILL) $(DRILL_FLAGS) replay
 
 up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
 	docker compose up --build -d

@@ -2,7 +2,10 @@ module github.com/reliable-orders/fulfillment/tests
 
 go 1.26.0
 
-require github.com/reliable-orders/fulfillment/pkg v0.0.0
+require (
+	github.com/reliable-orders/fulfillment/pkg v0.0.0
+	github.com/reliable-orders/fulfillment/scripts v0.0.0
+)
 
 require (
 	github.com/prometheus/common v0.72.0
@@ -10,8 +13,17 @@ require (
 )
 
 require (
+	github.com/ThreeDotsLabs/watermill v1.5.2 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/oklog/ulid v1.3.1 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/procfs v0.23.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
@@ -35,3 +47,5 @@ require (
 )
 
 replace github.com/reliable-orders/fulfillment/pkg => ../pkg
+
+replace github.com/reliable-orders/fulfillment/scripts => ../scripts

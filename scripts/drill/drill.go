@@ -1,0 +1,294 @@
+// Package drill replays the failure windows of the tutorial ("Tutorial 17"
+// in ../shared/seeds) against a running suite and says, for each case,
+// whether the suite kept its promise: PASS or FAIL, what was expected, what
+// was seen, and how long the suite took to converge.
+//
+// A drill sees the suite only as a learner would: the HTTP API of DESIGN §6
+// (plus /admin/failpoints/{name}, /admin/outbox/{eventId},
+// /orders/{id}/events and /metrics) and raw Kafka records published with
+// franz-go, with the key and headers the outbox relay sets. Every id it
+// creates starts with the run id, so drills can be run again and again
+// against one long-lived suite. The crash drills also need a Controller to
+// restart a service with a fail point armed: `make run` offers one over its
+// control API (NewControlClient), the test harness another.
+//
+// The same cases run in three places: `make drills` against `make run`,
+// `go run ./scripts/drill/run` against any suite, and tests/drills in
+// `make test` against the black-box harness.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The services, by the short names the URLs of a Target and a Controller use.
+const (
+	Order        = "order"
+	Payment      = "payment"
+	Inventory    = "inventory"
+	Points       = "points"
+	Notification = "notification"
+)
+
+// Services lists the five services in start order.
+func Services() []string { return []string{Order, Payment, Inventory, Points, Notification} }
+
+// consumers are the services that turn OrderPaid into a side effect.
+var consumers = []string{Inventory, Points, Notification}
+
+// Controller restarts services for the crash drills. It is declared here,
+// where it is used: `make run`'s control API and the test harness each
+// implement it.
+type Controller interface {
+	// Restart stops service if it runs, starts it again with env added to
+	// its usual environment (nil: the usual environment) and returns once it
+	// is ready.
+	Restart(ctx context.Context, service string, env map[string]string) error
+	// WaitExit waits until the service's process has ended, as an armed
+	// fail point ends it, and returns its exit status.
+	WaitExit(ctx context.Context, service string) (int, error)
+}
+
+// Target is the suite a drill runs against. Fields left zero take the
+// defaults of `make run` (topics, callback secret, retry bound, timeout) or
+// a fresh run id.
+type Target struct {
+	// URLs are the services' base URLs by short name (Order, Payment, ...).
+	URLs map[string]string
+	// Brokers are the Kafka bootstrap brokers.
+	Brokers []string
+	// Topic carries the order events (ORDER_EVENTS_TOPIC).
+	Topic string
+	// DLQTopic is where the consumers dead-letter (DLQ_TOPIC).
+	DLQTopic string
+	// AdminToken is sent as a bearer token to /admin/* (ADMIN_TOKEN).
+	AdminToken string
+	// CallbackSecret signs payment callbacks (CALLBACK_SECRET).
+	CallbackSecret string
+	// RetryMaxAttempts is the consumers' retry bound (RETRY_MAX_ATTEMPTS);
+	// 0 means the default, 5.
+	RetryMaxAttempts int
+	// Controller restarts services; without one the crash drills are
+	// skipped.
+	Controller Controller
+	// RunID prefixes every order id and SKU the drills create.
+	RunID string
+	// Timeout bounds each wait for convergence.
+	Timeout time.Duration
+	// HTTPClient sends the API calls; nil uses a client with a 10 s timeout.
+	HTTPClient *http.Client
+}
+
+// Defaults of a Target, those of `make run` (README.md (Configuration)).
+const (
+	DefaultTopic            = "order-events"
+	DefaultDLQTopic         = "order-events.dlq"
+	DefaultCallbackSecret   = "dev-callback-secret"
+	DefaultRetryMaxAttempts = 5
+	DefaultTimeout          = 60 * time.Second
+)
+
+// LocalURLs are the services' URLs under `make run`.
+func LocalURLs() map[string]string {
+	return map[string]string{
+		Order:        "http://127.0.0.1:8081",
+		Payment:      "http://127.0.0.1:8082",
+		Inventory:    "http://127.0.0.1:8083",
+		Points:       "http://127.0.0.1:8084",
+		Notification: "http://127.0.0.1:8085",
+	}
+}
+
+// NewRunID returns a run id no earlier run has used: the time in base 36.
+func NewRunID() string { return strconv.FormatInt(time.Now().UnixMilli(), 36) }
+
+// withDefaults fills in what the target leaves zero.
+func (t Target) withDefaults() Target {
+	if t.Topic == "" {
+		t.Topic = DefaultTopic
+	}
+	if t.DLQTopic == "" {
+		t.DLQTopic = DefaultDLQTopic
+	}
+	if t.CallbackSecret == "" {
+		t.CallbackSecret = DefaultCallbackSecret
+	}
+	if t.RetryMaxAttempts == 0 {
+		t.RetryMaxAttempts = DefaultRetryMaxAttempts
+	}
+	if t.RunID == "" {
+		t.RunID = NewRunID()
+	}
+	if t.Timeout == 0 {
+		t.Timeout = DefaultTimeout
+	}
+	if t.HTTPClient == nil {
+		t.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return t
+}
+
+// Validate reports every setting a drill cannot run with.
+func (t Target) Validate() error {
+	var errs []error
+	for _, s := range Services() {
+		if t.URLs[s] == "" {
+			errs = append(errs, fmt.Errorf("no URL for the %s service", s))
+		}
+	}
+	if len(t.Brokers) == 0 {
+		errs = append(errs, errors.New("no Kafka brokers"))
+	}
+	if t.RetryMaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("retry max attempts %d: want at least 1 (0: the default)", t.RetryMaxAttempts))
+	}
+	if t.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("negative timeout %s", t.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Result is one case's verdict.
+type Result struct {
+	// Case names the case, "<drill>/<case>".
+	Case string
+	// Pass says the suite kept the case's promise.
+	Pass bool
+	// Skipped says the case could not run here (no Controller); it is not
+	// a failure.
+	Skipped bool
+	// Expected is the promise, in a line.
+	Expected string
+	// Seen is what the drill observed: the evidence of a pass, or the first
+	// thing that broke the promise.
+	Seen string
+	// Convergence is how long the suite took, from the fault or the fix to
+	// the converged state.
+	Convergence time.Duration
+}
+
+// Verdict is PASS, FAIL or SKIP.
+func (r Result) Verdict() string {
+	switch {
+	case r.Skipped:
+		return "SKIP"
+	case r.Pass:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// Case is one drill case: a function of the Target that returns a Result.
+type Case struct {
+	// Name is "<drill>/<case>".
+	Name string
+	// Drill is the group it belongs to: duplicate, loss, reorder, poison
+	// or replay.
+	Drill string
+	// Run runs the case against t.
+	Run func(ctx context.Context, t Target) Result
+}
+
+// Drills are the drill names, in the tutorial's order.
+func Drills() []string { return []string{"duplicate", "loss", "reorder", "poison", "replay"} }
+
+// Cases returns every case, drill by drill.
+func Cases() []Case {
+	var all []Case
+	for _, group := range [][]Case{duplicateCases(), lossCases(), reorderCases(), poisonCases(), replayCases()} {
+		all = append(all, group...)
+	}
+	return all
+}
+
+// ErrUnknownDrill is a name Select does not know.
+var ErrUnknownDrill = errors.New("unknown drill")
+
+// Select returns the cases of the named drills ("all" for every one), in
+// the tutorial's order. A full case name ("loss/after-publish") selects that
+// case alone.
+func Select(names ...string) ([]Case, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: name one of %s or all", ErrUnknownDrill, strings.Join(Drills(), ", "))
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		known := n == "all" || slices.Contains(Drills(), n) || slices.ContainsFunc(Cases(), func(c Case) bool { return c.Name == n })
+		if !known {
+			return nil, fmt.Errorf("%w %q: want one of %s, all, or a case name", ErrUnknownDrill, n, strings.Join(Drills(), ", "))
+		}
+		want[n] = true
+	}
+	var out []Case
+	for _, c := range Cases() {
+		if want["all"] || want[c.Drill] || want[c.Name] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Run runs cases one after the other against t and returns their results;
+// started, if not nil, is told about each case before it runs.
+func Run(ctx context.Context, t Target, cases []Case, started func(Case)) []Result {
+	t = t.withDefaults()
+	out := make([]Result, 0, len(cases))
+	for _, c := range cases {
+		if started != nil {
+			started(c)
+		}
+		out = append(out, c.Run(ctx, t))
+	}
+	return out
+}
+
+// Failed counts the results that are neither a pass nor a skip.
+func Failed(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if !r.Pass && !r.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// body is a case's work: it returns what it saw, or the error that broke
+// the promise.
+type body func(s *session) (seen string, err error)
+
+// newCase wraps a body into a Case: it checks the target, skips a crash case
+// without a Controller, and turns the outcome into a Result.
+func newCase(drill, name, expected string, needsController bool, run body) Case {
+	full := drill + "/" + name
+	return Case{Name: full, Drill: drill, Run: func(ctx context.Context, t Target) Result {
+		r := Result{Case: full, Expected: expected}
+		t = t.withDefaults()
+		if err := t.Validate(); err != nil {
+			r.Seen = "target: " + err.Error()
+			return r
+		}
+		if needsController && t.Controller == nil {
+			r.Skipped = true
+			r.Seen = "no controller to restart services (make run's control API, or the test harness)"
+			return r
+		}
+		s := newSession(ctx, t, strings.ReplaceAll(full, "/", "-"))
+		defer s.close()
+		seen, err := run(s)
+		r.Convergence = s.converged
+		if err != nil {
+			r.Seen = err.Error()
+			return r
+		}
+		r.Pass, r.Seen = true, seen
+		return r
+	}}
+}

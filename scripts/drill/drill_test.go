@@ -1,0 +1,195 @@
+package drill_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/drill"
+)
+
+func TestSelect(t *testing.T) {
+	all := len(drill.Cases())
+	tests := []struct {
+		names   []string
+		want    int
+		first   string
+		wantErr bool
+	}{
+		{names: []string{"all"}, want: all, first: "duplicate/twice"},
+		{names: []string{"loss"}, want: 3, first: "loss/before-publish"},
+		{names: []string{"replay", "duplicate"}, want: 5, first: "duplicate/twice"},
+		{names: []string{"poison/invalid-json"}, want: 1, first: "poison/invalid-json"},
+		{names: []string{"backlog"}, wantErr: true},
+		{names: nil, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.names, "+"), func(t *testing.T) {
+			got, err := drill.Select(tt.names...)
+			if tt.wantErr {
+				if !errors.Is(err, drill.ErrUnknownDrill) {
+					t.Fatalf("Select(%v) error %v, want ErrUnknownDrill", tt.names, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tt.want || got[0].Name != tt.first {
+				t.Errorf("Select(%v) = %d cases starting %s, want %d starting %s", tt.names, len(got), got[0].Name, tt.want, tt.first)
+			}
+		})
+	}
+}
+
+// Every drill of the tutorial has cases, every case name is unique and
+// belongs to its drill.
+func TestCasesCoverEveryDrill(t *testing.T) {
+	seen := map[string]bool{}
+	perDrill := map[string]int{}
+	for _, c := range drill.Cases() {
+		if seen[c.Name] {
+			t.Errorf("case %s twice", c.Name)
+		}
+		seen[c.Name] = true
+		if !strings.HasPrefix(c.Name, c.Drill+"/") {
+			t.Errorf("case %s is not named after its drill %s", c.Name, c.Drill)
+		}
+		perDrill[c.Drill]++
+	}
+	for _, d := range drill.Drills() {
+		if perDrill[d] == 0 {
+			t.Errorf("drill %s has no case", d)
+		}
+	}
+}
+
+func target() drill.Target {
+	return drill.Target{URLs: drill.LocalURLs(), Brokers: []string{"127.0.0.1:1"}, RunID: "unit", Timeout: time.Second}
+}
+
+// A crash case without a Controller is skipped, not failed; a target
+// without URLs fails every case with the reason.
+func TestCaseWithoutControllerOrURLs(t *testing.T) {
+	crash, err := drill.Select("loss/before-publish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := crash[0].Run(context.Background(), target())
+	if !r.Skipped || r.Pass || r.Verdict() != "SKIP" {
+		t.Errorf("crash case without a controller: %+v, want skipped", r)
+	}
+	bad := target()
+	bad.URLs = nil
+	r = crash[0].Run(context.Background(), bad)
+	if r.Pass || r.Skipped || !strings.Contains(r.Seen, "no URL for the order service") {
+		t.Errorf("case without URLs: %+v, want a failure naming the missing URL", r)
+	}
+	if drill.Failed([]drill.Result{r, {Skipped: true}, {Pass: true}}) != 1 {
+		t.Error("Failed counts skips or passes")
+	}
+}
+
+func TestTargetValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*drill.Target)
+		want   string
+	}{
+		{"no brokers", func(t *drill.Target) { t.Brokers = nil }, "no Kafka brokers"},
+		{"missing URL", func(t *drill.Target) { delete(t.URLs, drill.Points) }, "points"},
+		{"bad retry bound", func(t *drill.Target) { t.RetryMaxAttempts = -1 }, "retry max attempts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := target()
+			tt.modify(&tg)
+			if err := tg.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	if err := target().Validate(); err != nil {
+		t.Errorf("valid target rejected: %v", err)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	err := drill.WriteTable(&b, []drill.Result{
+		{Case: "duplicate/twice", Pass: true, Expected: "applied once", Seen: "deducted 2 once", Convergence: 1234567 * time.Microsecond},
+		{Case: "loss/before-publish", Skipped: true, Expected: "delivered after restart", Seen: "no controller"},
+		{Case: "poison/invalid-json", Expected: "DLQ at once", Seen: "attempts 5", Convergence: 42 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{
+		"RESULT  CASE                 CONVERGED  EXPECTED                 SEEN",
+		"PASS    duplicate/twice      1.23s      applied once             deducted 2 once",
+		"SKIP    loss/before-publish  -          delivered after restart  no controller",
+		"FAIL    poison/invalid-json  42ms       DLQ at once              attempts 5",
+		"",
+		"1 passed, 1 failed, 1 skipped",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), strings.Join(want, "\n"))
+	}
+}
+
+// The ControlClient speaks the runner's control API.
+func TestControlClient(t *testing.T) {
+	var restarted map[string]string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Env map[string]string `json:"env"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.PathValue("name") != "order" {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		restarted = req.Env
+		_, _ = w.Write([]byte(`{"name":"order","state":"running","run":2}`))
+	})
+	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("name") != "order" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"no such service: \"nope\""}`))
+			return
+		}
+		if r.URL.Query().Get("timeout") != "5s" {
+			t.Errorf("wait timeout %q, want 5s", r.URL.Query().Get("timeout"))
+		}
+		_, _ = w.Write([]byte(`{"name":"order","state":"exited","exitCode":137,"failPoint":true}`))
+	})
+	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"services":[]}`)) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c := drill.NewControlClient(srv.URL, 5*time.Second)
+	ctx := context.Background()
+	if err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, "order", map[string]string{"FAILPOINTS": "relay.after-publish=exit"}); err != nil {
+		t.Fatal(err)
+	}
+	if restarted["FAILPOINTS"] != "relay.after-publish=exit" {
+		t.Errorf("restart sent env %v", restarted)
+	}
+	code, err := c.WaitExit(ctx, "order")
+	if err != nil || code != 137 {
+		t.Errorf("WaitExit = %d, %v; want 137", code, err)
+	}
+	if _, err := c.WaitExit(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "no such service") {
+		t.Errorf("WaitExit of an unknown service = %v, want the API's error", err)
+	}
+}

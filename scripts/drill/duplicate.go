@@ -1,0 +1,209 @@
+package drill
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// Tutorial: "主动制造重复，验证消费者幂等" (provoke duplicates, prove the
+// consumer idempotent) — `test_当支付事件重复投递时_库存只扣减一次`.
+func duplicateCases() []Case {
+	return []Case{
+		newCase("duplicate", "twice",
+			"the same OrderPaid delivered twice: read twice, applied once (stock, dedup row, ledger, notification)",
+			false, duplicateTwice),
+		newCase("duplicate", "ten-producers",
+			"the same OrderPaid from ten producers at once: read ten times, applied once",
+			false, duplicateTenProducers),
+		newCase("duplicate", "signed-callback",
+			"the payment callback delivered 12 times (10 at once): one PAID v3, one OrderPaid, effects once; a forged one 401",
+			false, duplicateCallback),
+	}
+}
+
+const seedStock = 100
+
+func duplicateTwice(s *session) (string, error) {
+	return publishCopies(s, 2, 2, "80.00", func(rec func() error) error {
+		for range 2 {
+			if err := rec(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func duplicateTenProducers(s *session) (string, error) {
+	return publishCopies(s, 10, 3, "120.00", func(rec func() error) error {
+		var wg sync.WaitGroup
+		errs := make([]error, 10)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = rec()
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+// publishCopies publishes copies of one OrderPaid through send, which calls
+// its argument once per copy (each call its own Kafka producer), and checks
+// every consumer read them all and applied one.
+func publishCopies(s *session, copies, quantity int, amount string, send func(publishOne func() error) error) (string, error) {
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", err
+	}
+	ev, err := newOrderEvents(orderID, sku, quantity, amount)
+	if err != nil {
+		return "", err
+	}
+	paid, err := ev.paid()
+	if err != nil {
+		return "", err
+	}
+	rec, err := record(s.t.Topic, paid)
+	if err != nil {
+		return "", err
+	}
+	before, err := s.handledNow()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	err = send(func() error {
+		// A producer of its own, as separate services re-sending would be.
+		cl, err := newProducer(s.t.Brokers)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		copy := *rec
+		return cl.ProduceSync(s.ctx, &copy).FirstErr()
+	})
+	if err != nil {
+		return "", fmt.Errorf("publish: %w", err)
+	}
+	if _, err := s.waitHandled(before, copies); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	seen, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d copies read by each consumer; %s", copies, seen), nil
+}
+
+// callbackAnswer is the order service's answer to a callback.
+type callbackAnswer struct {
+	status int
+	result commandResult
+}
+
+// sendCallback posts a payment callback with the given signature.
+func (s *session) sendCallback(body []byte, signature string) (callbackAnswer, error) {
+	u := strings.TrimRight(s.t.URLs[Order], "/") + "/payments/callback"
+	req, err := http.NewRequestWithContext(s.ctx, "POST", u, bytes.NewReader(body))
+	if err != nil {
+		return callbackAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(outbox.SignatureHeader, signature)
+	resp, err := s.t.HTTPClient.Do(req)
+	if err != nil {
+		return callbackAnswer{}, fmt.Errorf("POST %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	a := callbackAnswer{status: resp.StatusCode}
+	_ = json.Unmarshal(raw, &a.result)
+	return a, nil
+}
+
+func duplicateCallback(s *session) (string, error) {
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", err
+	}
+	amount, err := s.placeOrder(orderID, sku, 1, "40.00")
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(map[string]string{"callbackId": "CB-" + orderID, "type": "PAYMENT_SUCCEEDED", "orderId": orderID,
+		"paymentId": "P-" + orderID, "amount": amount, "currency": "CNY"})
+	if err != nil {
+		return "", err
+	}
+	forged, err := s.sendCallback(body, outbox.Sign([]byte("not-the-secret"), body))
+	if err != nil {
+		return "", err
+	}
+	if forged.status != http.StatusUnauthorized {
+		return "", fmt.Errorf("a callback signed with the wrong secret answered %d, want 401", forged.status)
+	}
+	if o, err := s.order(orderID); err != nil || o.Status != "PENDING_PAYMENT" {
+		return "", errors.Join(err, fmt.Errorf("after a forged callback the order is %s, want PENDING_PAYMENT", o.Status))
+	}
+
+	signature := outbox.Sign([]byte(s.t.CallbackSecret), body)
+	answers := make([]callbackAnswer, 12)
+	errs := make([]error, 12)
+	start := time.Now()
+	for i := range 2 {
+		answers[i], errs[i] = s.sendCallback(body, signature)
+	}
+	var wg sync.WaitGroup
+	for i := 2; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = s.sendCallback(body, signature)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	for i, a := range answers {
+		if a.status != http.StatusOK || a.result.BusinessCode != "SUCCESS" {
+			return "", fmt.Errorf("callback copy %d answered %d %s (is CALLBACK_SECRET the suite's?)", i+1, a.status, a.result.BusinessCode)
+		}
+	}
+	o, err := s.order(orderID)
+	if err != nil {
+		return "", err
+	}
+	if o.Status != "PAID" || o.Version != 3 {
+		return "", fmt.Errorf("order %s v%d after 12 callbacks, want PAID v3", o.Status, o.Version)
+	}
+	paid, err := s.orderEvent(orderID, "OrderPaid")
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	seen, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, 1)
+	if err != nil {
+		return "", err
+	}
+	return "forged copy 401; 12 signed copies all SUCCESS; order PAID v3 with 1 OrderPaid; " + seen, nil
+}

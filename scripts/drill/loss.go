@@ -1,0 +1,267 @@
+package drill
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// Tutorial: "在每个确认窗口测试消息丢失" (test message loss at every
+// acknowledgement window). The relay's two crash windows are driven with
+// fail points through the Controller; the consumer window with a run-time
+// fail point. The broker windows (a lost acknowledgement, an outage) need
+// control of the broker and are proven by tests/e2e only.
+func lossCases() []Case {
+	return []Case{
+		newCase("loss", "before-publish",
+			"order service killed after the commit, before the publish: OrderPaid stays PENDING, delivered after the restart, applied once",
+			true, lossBeforePublish),
+		newCase("loss", "after-publish",
+			"order service killed after the publish, before marking SENT: the same eventId is sent again, applied once",
+			true, lossAfterPublish),
+		newCase("loss", "consumer-failure",
+			"inventory fails twice: not acknowledged, retried, applied once, nothing dead-lettered",
+			false, lossConsumerFailure),
+	}
+}
+
+// The fail point actions the crash drills use (pkg/failpoint).
+const (
+	failPointsVar = "FAILPOINTS"
+	exitStatus    = 137
+)
+
+// crashOrderService places and checks out an order, restarts the order
+// service with the relay fail point armed to exit, pays the order and waits
+// for the planned crash. It returns the order, its SKU and amount.
+func crashOrderService(s *session, failPoint string, quantity int) (orderID, sku string, err error) {
+	orderID, sku = s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", "", err
+	}
+	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
+	if err != nil {
+		return "", "", err
+	}
+	// OrderCreated and OrderCheckedOut leave first, so the fail point hits
+	// the payment's event and nothing earlier.
+	if err := s.waitRelayed(orderID, 2); err != nil {
+		return "", "", err
+	}
+	if err := s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: failPoint + "=exit"}); err != nil {
+		return "", "", fmt.Errorf("restart the order service with %s=exit: %w", failPoint, err)
+	}
+	// The payment service answers once it has recorded the payment; its
+	// callback reaches the order service, which commits and then dies in
+	// its relay.
+	if err := s.pay(orderID, amount); err != nil {
+		return "", "", err
+	}
+	code, err := s.t.Controller.WaitExit(s.ctx, Order)
+	if err != nil {
+		return "", "", fmt.Errorf("wait for the order service to exit: %w", err)
+	}
+	if code != exitStatus {
+		return "", "", fmt.Errorf("the order service exited with %d, want the fail point's %d", code, exitStatus)
+	}
+	return orderID, sku, nil
+}
+
+// holdRelay starts the order service again with its relay held (the
+// before-publish fail point returns an error), so the drill can read the
+// outbox row as the crash left it before anything moves.
+func holdRelay(s *session) error {
+	err := s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"})
+	if err != nil {
+		return fmt.Errorf("restart the order service with its relay held: %w", err)
+	}
+	return nil
+}
+
+// releaseRelay disarms the held relay.
+func releaseRelay(s *session) error {
+	return s.armFailPoint(Order, outbox.FailPointBeforePublish, "off", 0)
+}
+
+// restoreOrderService restarts the order service with its usual
+// environment, whatever the case did to it.
+func restoreOrderService(s *session, err *error) {
+	if rerr := s.t.Controller.Restart(s.ctx, Order, nil); rerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("restore the order service: %w", rerr))
+	}
+}
+
+// pendingPaid reads the order after the restart: the payment's commit
+// survived the crash, and its OrderPaid row is still PENDING.
+func pendingPaid(s *session, orderID string) (orderEvent, error) {
+	o, err := s.order(orderID)
+	if err != nil {
+		return orderEvent{}, err
+	}
+	if o.Status != "PAID" || o.Version != 3 {
+		return orderEvent{}, fmt.Errorf("after the crash the order is %s v%d, want PAID v3 (the commit happened)", o.Status, o.Version)
+	}
+	paid, err := s.orderEvent(orderID, "OrderPaid")
+	if err != nil {
+		return orderEvent{}, err
+	}
+	st, err := s.outboxStatus(paid.EventID)
+	if err != nil {
+		return orderEvent{}, err
+	}
+	if st.Status != outbox.StatusPending {
+		return orderEvent{}, fmt.Errorf("after the crash OrderPaid %s is %s, want PENDING", paid.EventID, st.Status)
+	}
+	return paid, nil
+}
+
+// waitSent waits until the relay has marked the event SENT.
+func waitSent(s *session, eventID string) (outboxStatus, error) {
+	var st outboxStatus
+	_, err := s.waitUntil(eventID+" marked SENT", func() (bool, error) {
+		var err error
+		st, err = s.outboxStatus(eventID)
+		return st.Status == outbox.StatusSent, err
+	})
+	return st, err
+}
+
+// Tutorial window "生产后进程崩溃 — 事务提交但消息未发 — Outbox 中仍有待投递记录".
+func lossBeforePublish(s *session) (seen string, err error) {
+	defer restoreOrderService(s, &err)
+	const quantity = 2
+	orderID, sku, err := crashOrderService(s, outbox.FailPointBeforePublish, quantity)
+	if err != nil {
+		return "", err
+	}
+	// Nothing left the order service: no consumer has seen the payment.
+	eff, err := s.effects(orderID)
+	if err != nil {
+		return "", err
+	}
+	if eff.Inventory != "NONE" || len(eff.Ledger) != 0 || len(eff.Notifications) != 0 {
+		return "", fmt.Errorf("while the order service was down: %s, want NONE, 0, 0 (nothing published)", eff)
+	}
+	if err := holdRelay(s); err != nil {
+		return "", err
+	}
+	paid, err := pendingPaid(s, orderID)
+	if err != nil {
+		return "", err
+	}
+	if err := releaseRelay(s); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	st, err := waitSent(s, paid.EventID)
+	if err != nil {
+		return "", err
+	}
+	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("exit %d; nothing consumed while down; after restart PAID v3 with OrderPaid PENDING; released: SENT (attempts %d); %s",
+		exitStatus, st.Attempts, effectsOnce), nil
+}
+
+// Tutorial: "当 Relay 发送后未更新状态就崩溃时，允许重发但业务结果不重复".
+func lossAfterPublish(s *session) (seen string, err error) {
+	defer restoreOrderService(s, &err)
+	const quantity = 2
+	orderID, sku, err := crashOrderService(s, outbox.FailPointAfterPublish, quantity)
+	if err != nil {
+		return "", err
+	}
+	// The event left before the crash, so the consumers apply it meanwhile.
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", fmt.Errorf("the copy published before the crash: %w", err)
+	}
+	if err := holdRelay(s); err != nil {
+		return "", err
+	}
+	paid, err := pendingPaid(s, orderID)
+	if err != nil {
+		return "", err
+	}
+	before, err := s.handledNow()
+	if err != nil {
+		return "", err
+	}
+	if err := releaseRelay(s); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if _, err := waitSent(s, paid.EventID); err != nil {
+		return "", err
+	}
+	if _, err := s.waitHandled(before, 1); err != nil {
+		return "", fmt.Errorf("the re-sent copy: %w", err)
+	}
+	s.converged = time.Since(start)
+	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("exit %d; consumers applied the copy sent before the crash; OrderPaid still PENDING; re-sent with the same eventId and read again by each consumer; %s",
+		exitStatus, effectsOnce), nil
+}
+
+// Tutorial: "当消费者处理失败时，不得提前提交位点" and
+// `test_当支付成功事件短暂失败时_业务最终一致`.
+func lossConsumerFailure(s *session) (string, error) {
+	const quantity, failures = 2, 2
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", err
+	}
+	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
+	if err != nil {
+		return "", err
+	}
+	retries := func() (float64, error) { return s.metric(Inventory, "consumer_retries_total", nil) }
+	retriesBefore, err := retries()
+	if err != nil {
+		return "", err
+	}
+	if err := s.armFailPoint(Inventory, "inventory.apply", "error", failures); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if err := s.pay(orderID, amount); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	retriesAfter, err := retries()
+	if err != nil {
+		return "", err
+	}
+	if got := retriesAfter - retriesBefore; got < failures {
+		return "", fmt.Errorf("consumer_retries_total of inventory grew by %v, want at least %d", got, failures)
+	}
+	dl, err := s.deadLetters(Inventory, orderID)
+	if err != nil {
+		return "", err
+	}
+	if len(dl) != 0 {
+		return "", fmt.Errorf("%d dead letters for %s, want 0", len(dl), orderID)
+	}
+	paid, err := s.orderEvent(orderID, "OrderPaid")
+	if err != nil {
+		return "", err
+	}
+	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("inventory failed %d times and was retried (retries +%v), DLQ 0; %s", failures, retriesAfter-retriesBefore, effectsOnce), nil
+}

@@ -1,0 +1,197 @@
+package drill
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// Tutorial: "区分可恢复失败、毒消息与死信" (tell recoverable failures, poison
+// messages and dead letters apart): invalid input goes to the DLQ at once,
+// a retryable failure after the retry bound, and neither holds its
+// partition up for longer than that bound.
+func poisonCases() []Case {
+	return []Case{
+		newCase("poison", "invalid-json",
+			"invalid JSON: dead-lettered at once (PERMANENT, attempts 1) by every consumer; the next order on its partition converges",
+			false, poisonInvalidJSON),
+		newCase("poison", "retries-exhausted",
+			"inventory fails past the bound: DLQ after exactly RETRY_MAX_ATTEMPTS with the metadata; the next order on its partition converges",
+			false, poisonRetriesExhausted),
+	}
+}
+
+// nextOnPartition publishes an OrderPaid for a fresh order whose key lands
+// on partition p, seeding its SKU, and returns the order, SKU and quantity.
+func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, err error) {
+	n, err := s.partitions()
+	if err != nil {
+		return "", "", 0, err
+	}
+	orderID, err = s.sameKeyPartition(s.orderID("-next-"), p, n)
+	if err != nil {
+		return "", "", 0, err
+	}
+	sku, quantity = s.sku("-next"), 1
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", "", 0, err
+	}
+	ev, err := newOrderEvents(orderID, sku, quantity, "10.00")
+	if err != nil {
+		return "", "", 0, err
+	}
+	paid, err := ev.paid()
+	if err != nil {
+		return "", "", 0, err
+	}
+	return orderID, sku, quantity, s.publish(paid)
+}
+
+// reasonCode is the short code a DLQ record's failureReason starts with.
+func reasonCode(reason string) string {
+	code, _, _ := strings.Cut(reason, ":")
+	return code
+}
+
+// checkMetadata checks a dead letter carries the metadata of DESIGN §5.
+func checkMetadata(s *session, who string, dl deadLetter, eventID, class string, attempts int) error {
+	var errs []error
+	if dl.EventID != eventID {
+		errs = append(errs, fmt.Errorf("eventId %q, want %q", dl.EventID, eventID))
+	}
+	if dl.OriginalTopic != s.t.Topic {
+		errs = append(errs, fmt.Errorf("originalTopic %q, want %q", dl.OriginalTopic, s.t.Topic))
+	}
+	if dl.ErrorClass != class {
+		errs = append(errs, fmt.Errorf("errorClass %s, want %s", dl.ErrorClass, class))
+	}
+	if dl.Attempts != attempts {
+		errs = append(errs, fmt.Errorf("attempts %d, want %d", dl.Attempts, attempts))
+	}
+	if dl.FailureReason == "" || dl.FirstFailedAt.IsZero() || dl.Consumer == "" {
+		errs = append(errs, fmt.Errorf("failureReason %q, firstFailedAt %s, consumer %q: want all set", dl.FailureReason, dl.FirstFailedAt, dl.Consumer))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s's dead letter: %w", who, err)
+	}
+	return nil
+}
+
+// Tutorial: "Schema 非法、缺必填字段通常直接进入死信".
+func poisonInvalidJSON(s *session) (string, error) {
+	orderID := s.orderID("")
+	eventID := event.NewEventID()
+	rec := &kgo.Record{Topic: s.t.Topic, Key: []byte(orderID),
+		Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
+		Headers: []kgo.RecordHeader{
+			{Key: outbox.HeaderEventID, Value: []byte(eventID)},
+			{Key: outbox.HeaderEventType, Value: []byte(event.OrderPaid)},
+			{Key: outbox.HeaderEventVersion, Value: []byte("1")},
+			{Key: outbox.HeaderAggregateID, Value: []byte(orderID)},
+		}}
+	start := time.Now()
+	placed, err := s.produce(rec)
+	if err != nil {
+		return "", err
+	}
+	partition := placed[0].Partition
+	nextID, _, _, err := nextOnPartition(s, partition)
+	if err != nil {
+		return "", err
+	}
+	var reason string
+	for _, c := range consumers {
+		dl, _, err := s.waitDeadLetter(c, orderID)
+		if err != nil {
+			return "", err
+		}
+		if err := checkMetadata(s, c, dl, eventID, "PERMANENT", 1); err != nil {
+			return "", err
+		}
+		reason = reasonCode(dl.FailureReason)
+	}
+	if _, err := s.waitEffects(nextID, "DEDUCTED", 1, 1); err != nil {
+		return "", fmt.Errorf("the next order on partition %d: %w", partition, err)
+	}
+	s.converged = time.Since(start)
+	return fmt.Sprintf("dead-lettered at once by %s: PERMANENT %s, attempts 1; next order on partition %d converged",
+		strings.Join(consumers, ", "), reason, partition), nil
+}
+
+// Tutorial: "重试有上限 … 超过上限进入 DLQ" with the metadata of the
+// tutorial's deadLetter.include list.
+func poisonRetriesExhausted(s *session) (string, error) {
+	const quantity = 2
+	attempts := s.t.RetryMaxAttempts
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", err
+	}
+	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
+	if err != nil {
+		return "", err
+	}
+	paid, err := ev.paid()
+	if err != nil {
+		return "", err
+	}
+	rec, err := record(s.t.Topic, paid)
+	if err != nil {
+		return "", err
+	}
+	retries := func() (float64, error) { return s.metric(Inventory, "consumer_retries_total", nil) }
+	retriesBefore, err := retries()
+	if err != nil {
+		return "", err
+	}
+	// Exactly as many failures as attempts: the event exhausts them all,
+	// the next one finds the fail point spent.
+	if err := s.armFailPoint(Inventory, "inventory.apply", "error", attempts); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	placed, err := s.produce(rec)
+	if err != nil {
+		return "", err
+	}
+	partition := placed[0].Partition
+	nextID, _, _, err := nextOnPartition(s, partition)
+	if err != nil {
+		return "", err
+	}
+	dl, tookDLQ, err := s.waitDeadLetter(Inventory, orderID)
+	if err != nil {
+		return "", err
+	}
+	if err := checkMetadata(s, Inventory, dl, paid.EventID, "RETRYABLE", attempts); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(nextID, "DEDUCTED", 1, 1); err != nil {
+		return "", fmt.Errorf("the next order on partition %d: %w", partition, err)
+	}
+	s.converged = time.Since(start)
+	// Only inventory failed: the others applied it, inventory did nothing.
+	if _, err := s.waitEffects(orderID, "NONE", 1, 1); err != nil {
+		return "", err
+	}
+	st, err := s.stock(sku)
+	if err != nil {
+		return "", err
+	}
+	if st.Deducted != 0 {
+		return "", fmt.Errorf("a dead-lettered payment deducted %d of %s", st.Deducted, sku)
+	}
+	retriesAfter, err := retries()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("DLQ after %d attempts (%s; retries +%v): RETRYABLE %s, firstFailedAt %s, originalTopic %s; stock untouched; next order on partition %d converged",
+		dl.Attempts, tookDLQ.Round(10*time.Millisecond), retriesAfter-retriesBefore, reasonCode(dl.FailureReason),
+		dl.FirstFailedAt.UTC().Format(time.RFC3339), dl.OriginalTopic, partition), nil
+}

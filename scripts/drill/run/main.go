@@ -1,0 +1,187 @@
+// Command run runs the tutorial's drills against a running suite and prints
+// one line per case — PASS, FAIL or SKIP, the convergence time, what was
+// expected and what was seen — as an aligned table. It exits with status 1
+// when a case fails and 2 on a usage error.
+//
+//	go run ./scripts/drill/run [flags] duplicate|loss|reorder|poison|replay|all ...
+//
+// Against `make run` it needs no flags: the services are on 8081-8085, the
+// broker on 127.0.0.1:9092 and the runner's control API, which the crash
+// drills use to restart the order service with a fail point armed, on
+// 127.0.0.1:8090. ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
+// KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read
+// as the suite reads them (README.md (Configuration)).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/reliable-orders/fulfillment/scripts/drill"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitPass  = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// errUsage marks a command line the runner cannot work with.
+var errUsage = errors.New("usage")
+
+// options is the parsed command line.
+type options struct {
+	target  drill.Target
+	control string
+	names   []string
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	opts, err := parse(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitPass
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "drill:", err)
+		fmt.Fprintln(stderr, "run `go run ./scripts/drill/run -h` for the flags")
+		return exitUsage
+	}
+	cases, err := drill.Select(opts.names...)
+	if err != nil {
+		fmt.Fprintln(stderr, "drill:", err)
+		return exitUsage
+	}
+	t := opts.target
+	if opts.control != "" {
+		cc := drill.NewControlClient(opts.control, t.Timeout)
+		if err := cc.Check(ctx); err != nil {
+			fmt.Fprintf(stderr, "drill: no control API at %s (%v): the crash drills will be skipped\n", opts.control, err)
+		} else {
+			t.Controller = cc
+		}
+	}
+
+	fmt.Fprintf(stdout, "drill run %s: %s against order %s, brokers %s, topic %s\n",
+		t.RunID, strings.Join(opts.names, " "), t.URLs[drill.Order], strings.Join(t.Brokers, ","), t.Topic)
+	results := drill.Run(ctx, t, cases, func(c drill.Case) {
+		fmt.Fprintf(stderr, "  running %s ...\n", c.Name)
+	})
+	fmt.Fprintln(stdout)
+	if err := drill.WriteTable(stdout, results); err != nil {
+		fmt.Fprintln(stderr, "drill:", err)
+		return exitFail
+	}
+	if drill.Failed(results) > 0 || ctx.Err() != nil {
+		return exitFail
+	}
+	return exitPass
+}
+
+// parse reads the command line and the environment.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: go run ./scripts/drill/run [flags] %s|all ...\n\n", strings.Join(drill.Drills(), "|"))
+		fmt.Fprintln(stderr, "Runs the tutorial's drills against a running suite (make run by default).")
+		fmt.Fprintln(stderr, "A case name such as loss/after-publish runs that case alone.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	targets := fs.String("target", "", "service base URLs that differ from make run's, as name=url pairs separated by commas\n(e.g. order=http://10.0.0.5:8081,inventory=http://10.0.0.5:8083)")
+	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	topic := fs.String("topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), drill.DefaultTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
+	dlqTopic := fs.String("dlq-topic", orDefault(getenv("DLQ_TOPIC"), drill.DefaultDLQTopic), "the dead-letter topic (DLQ_TOPIC)")
+	defaultControl := "http://" + orDefault(getenv("CONTROL_ADDR"), "127.0.0.1:8090")
+	if getenv("CONTROL_ADDR") == "off" {
+		defaultControl = "none"
+	}
+	control := fs.String("control", defaultControl, "the make run control API; \"none\" skips the crash drills (CONTROL_ADDR)")
+	runID := fs.String("run-id", "", "prefix of every order id and SKU the drills create (default: a new one)")
+	timeout := fs.Duration("timeout", drill.DefaultTimeout, "bound of each wait for convergence")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() == 0 {
+		return options{}, fmt.Errorf("%w: name a drill: %s or all", errUsage, strings.Join(drill.Drills(), ", "))
+	}
+	retry := drill.DefaultRetryMaxAttempts
+	if v := strings.TrimSpace(getenv("RETRY_MAX_ATTEMPTS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return options{}, fmt.Errorf("%w: RETRY_MAX_ATTEMPTS=%q: want a positive integer", errUsage, v)
+		}
+		retry = n
+	}
+	urls := drill.LocalURLs()
+	if *targets != "" {
+		for _, pair := range strings.Split(*targets, ",") {
+			name, u, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || !slices.Contains(drill.Services(), name) || !strings.HasPrefix(u, "http") {
+				return options{}, fmt.Errorf("%w: --target %q: want name=http://host:port with name one of %s",
+					errUsage, pair, strings.Join(drill.Services(), ", "))
+			}
+			urls[name] = u
+		}
+	}
+	if *timeout <= 0 {
+		return options{}, fmt.Errorf("%w: --timeout must be positive", errUsage)
+	}
+	opts := options{
+		target: drill.Target{
+			URLs:             urls,
+			Brokers:          splitList(*brokers),
+			Topic:            *topic,
+			DLQTopic:         *dlqTopic,
+			AdminToken:       getenv("ADMIN_TOKEN"),
+			CallbackSecret:   orDefault(getenv("CALLBACK_SECRET"), drill.DefaultCallbackSecret),
+			RetryMaxAttempts: retry,
+			RunID:            *runID,
+			Timeout:          *timeout,
+		},
+		names: fs.Args(),
+	}
+	if opts.target.RunID == "" {
+		opts.target.RunID = drill.NewRunID()
+	}
+	if *control != "none" {
+		opts.control = *control
+	}
+	if err := opts.target.Validate(); err != nil {
+		return options{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return opts, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}

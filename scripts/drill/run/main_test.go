@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"no drill named", nil, nil, exitUsage, "name a drill"},
+		{"unknown drill", []string{"backlog"}, nil, exitUsage, `unknown drill "backlog"`},
+		{"bad target", []string{"--target", "order=ftp://x", "all"}, nil, exitUsage, "--target"},
+		{"unknown service", []string{"--target", "shipping=http://x", "all"}, nil, exitUsage, "--target"},
+		{"bad retry bound", []string{"all"}, map[string]string{"RETRY_MAX_ATTEMPTS": "many"}, exitUsage, "RETRY_MAX_ATTEMPTS"},
+		{"bad timeout", []string{"--timeout", "0s", "all"}, nil, exitUsage, "--timeout"},
+		{"unknown flag", []string{"--nope", "all"}, nil, exitUsage, "flag provided but not defined"},
+		{"help", []string{"-h"}, nil, exitPass, "usage: go run ./scripts/drill/run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// Against a suite that is not there, every case fails with the reason and
+// the run exits 1; without a control API the crash drills are skipped.
+func TestRunAgainstNothing(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"--control", "none", "--timeout", "1s", "--brokers", "127.0.0.1:1",
+		"--target", "order=http://127.0.0.1:1,payment=http://127.0.0.1:1,inventory=http://127.0.0.1:1,points=http://127.0.0.1:1,notification=http://127.0.0.1:1",
+		"loss"}
+	code := run(context.Background(), args, env(nil), &stdout, &stderr)
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitFail, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"RESULT  CASE",
+		"SKIP    loss/before-publish",
+		"SKIP    loss/after-publish",
+		"FAIL    loss/consumer-failure",
+		"connection refused",
+		"0 passed, 1 failed, 2 skipped",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
