@@ -1,5 +1,6 @@
 // Package admin registers the operator endpoints every consumer shares:
-// GET /admin/processed-events/{eventId} and GET /admin/dlq?aggregateId=.
+// GET /admin/processed-events/{eventId}, GET /admin/dlq?aggregateId=&status=
+// and POST /admin/dlq/{id}/replay.
 package admin
 
 import (
@@ -38,7 +39,7 @@ func RegisterConsumer(g *echo.Group, db *sqlx.DB, consumer string, store *dlq.St
 		return c.JSON(http.StatusOK, ProcessedEvent{EventID: id, Consumer: consumer, Count: n})
 	})
 	g.GET("/dlq", func(c echo.Context) error {
-		items, err := store.List(c.Request().Context(), c.QueryParam("aggregateId"))
+		items, err := store.Find(c.Request().Context(), dlq.Filter{AggregateID: c.QueryParam("aggregateId"), Status: c.QueryParam("status")})
 		if err != nil {
 			return err
 		}

@@ -19,9 +19,34 @@ import (
 // the audit says "admin".
 const RequestedByHeader = "X-Requested-By"
 
-// RegisterReplay adds POST /admin/dlq/{id}/replay, which sends a dead
-// letter back to its original topic through publisher (see dlq.Store.Replay).
+// DeadLetter answers GET /admin/dlq/{id}: the record and every replay of it.
+type DeadLetter struct {
+	dlq.Record
+	Replays []dlq.ReplayAudit `json:"replays"`
+}
+
+// RegisterReplay adds GET /admin/dlq/{id} (inspect) and
+// POST /admin/dlq/{id}/replay, which sends a dead letter back to its
+// original topic through publisher (see dlq.Store.Replay).
 func RegisterReplay(g *echo.Group, store *dlq.Store, publisher message.Publisher) {
+	g.GET("/dlq/:id", func(c echo.Context) error {
+		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+		if err != nil {
+			return httpapi.BadRequest("dead letter id must be an integer")
+		}
+		rec, err := store.Get(c.Request().Context(), id)
+		if errors.Is(err, dlq.ErrNotFound) {
+			return httpapi.NotFound("dead letter %d not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		replays, err := store.Replays(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, DeadLetter{Record: rec, Replays: replays})
+	})
 	g.POST("/dlq/:id/replay", func(c echo.Context) error {
 		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 		if err != nil {

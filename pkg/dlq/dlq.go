@@ -5,7 +5,9 @@ package dlq
 
 import (
 	"context"
+	"database/sql"
 	"embed"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -75,17 +77,29 @@ type recordRow struct {
 	HeadersJSON []byte `db:"headers"`
 }
 
+// Filter selects dead letters; empty fields match everything.
+type Filter struct {
+	AggregateID string
+	// Status is DEAD (waiting for a fix and a replay) or REPLAYED.
+	Status string
+}
+
 // List returns the dead letters of aggregateID, or all when it is empty,
 // newest first (at most 500).
 func (s *Store) List(ctx context.Context, aggregateID string) ([]Record, error) {
+	return s.Find(ctx, Filter{AggregateID: aggregateID})
+}
+
+// Find returns the dead letters f selects, newest first (at most 500).
+func (s *Store) Find(ctx context.Context, f Filter) ([]Record, error) {
 	var rows []recordRow
 	if err := s.db.SelectContext(ctx, &rows, `
 		SELECT id, consumer, event_id, aggregate_id, event_type, original_topic, original_partition, original_offset,
 			message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at,
 			dead_lettered_at, status
 		FROM dead_letters
-		WHERE $1 = '' OR aggregate_id = $1
-		ORDER BY id DESC LIMIT 500`, aggregateID); err != nil {
+		WHERE ($1 = '' OR aggregate_id = $1) AND ($2 = '' OR status = $2)
+		ORDER BY id DESC LIMIT 500`, f.AggregateID, f.Status); err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	out := make([]Record, len(rows))
@@ -96,6 +110,27 @@ func (s *Store) List(ctx context.Context, aggregateID string) ([]Record, error) 
 		}
 	}
 	return out, nil
+}
+
+// Get returns dead letter id.
+func (s *Store) Get(ctx context.Context, id int64) (Record, error) {
+	var row recordRow
+	err := s.db.GetContext(ctx, &row, `
+		SELECT id, consumer, event_id, aggregate_id, event_type, original_topic, original_partition, original_offset,
+			message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at,
+			dead_lettered_at, status
+		FROM dead_letters WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("get dead letter: %w", err)
+	}
+	rec := row.Record
+	if err := json.Unmarshal(row.HeadersJSON, &rec.Headers); err != nil {
+		return Record{}, fmt.Errorf("decode dead letter headers: %w", err)
+	}
+	return rec, nil
 }
 
 // Count counts the dead letters of aggregateID.

@@ -204,12 +204,13 @@ func (s *Suite) WaitSnapshot(orderID string, want Snapshot, timeout time.Duratio
 	return took
 }
 
-// DLQCount sums the dead letters of an order over every consumer.
+// DLQCount sums the outstanding (not yet replayed) dead letters of an order
+// over every consumer.
 func (s *Suite) DLQCount(orderID string) int {
 	s.t.Helper()
 	n := 0
 	for svc := range Consumers {
-		out := s.JSON(svc, "GET", "/admin/dlq?aggregateId="+url.QueryEscape(orderID), nil, 200)
+		out := s.JSON(svc, "GET", "/admin/dlq?status=DEAD&aggregateId="+url.QueryEscape(orderID), nil, 200)
 		n += int(out["count"].(float64))
 	}
 	return n

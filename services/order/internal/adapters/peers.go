@@ -61,7 +61,8 @@ func NewPeers(client *http.Client, urls PeerURLs, adminToken string, timeout tim
 // View queries every service concurrently. Payment and inventory show
 // their status ("NONE" when they have no record of the order, "UNKNOWN"
 // when they could not be read); the ledger, notification and DLQ counts
-// show -1 when unknown. The DLQ count is the sum over the four consumers
+// show -1 when unknown. The DLQ count is the sum of the outstanding (DEAD,
+// not yet replayed) dead letters over the four consumers
 // (inventory, points, notification, payment) and is -1 if any of them
 // could not be read.
 func (p *Peers) View(ctx context.Context, orderID string) PeerView {
@@ -91,7 +92,7 @@ func (p *Peers) View(ctx context.Context, orderID string) PeerView {
 	})
 	for i, base := range consumers {
 		g.Go(func() error {
-			dlq[i] = p.count(ctx, join(base, "/admin/dlq?aggregateId="+query), true)
+			dlq[i] = p.count(ctx, join(base, "/admin/dlq?status=DEAD&aggregateId="+query), true)
 			return nil
 		})
 	}

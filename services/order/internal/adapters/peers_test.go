@@ -52,19 +52,19 @@ func TestPeersView(t *testing.T) {
 	dlq := func(n string) string { return `{"count":` + n + `,"items":[]}` }
 	payment := fakeService(t, "tok", map[string]string{
 		"/payments/orders/O-1":       `{"orderId":"O-1","status":"SUCCEEDED"}`,
-		"/admin/dlq?aggregateId=O-1": dlq("0"),
+		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("0"),
 	}, &authorized)
 	inventory := fakeService(t, "tok", map[string]string{
 		"/inventory/orders/O-1":      `{"orderId":"O-1","status":"DEDUCTED"}`,
-		"/admin/dlq?aggregateId=O-1": dlq("1"),
+		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("1"),
 	}, &authorized)
 	points := fakeService(t, "tok", map[string]string{
 		"/points/orders/O-1":         `{"orderId":"O-1","count":1,"entries":[]}`,
-		"/admin/dlq?aggregateId=O-1": dlq("0"),
+		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("0"),
 	}, &authorized)
 	notification := fakeService(t, "tok", map[string]string{
 		"/notifications?orderId=O-1": `{"count":2,"items":[]}`,
-		"/admin/dlq?aggregateId=O-1": dlq("2"),
+		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("2"),
 	}, &authorized)
 
 	tests := []struct {
