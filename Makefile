@@ -27,7 +27,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
-.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay
+.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay dlq
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -87,6 +87,10 @@ drill-poison: ## drill: poison messages and the retry bound reach the DLQ
 
 drill-replay: ## drill: replay a dead letter once, with its original eventId
 	@$(DRILL) $(DRILL_FLAGS) replay
+
+# DLQ_ARGS="show --service inventory --id 3", or "replay --service inventory --id 3".
+dlq: ## list the consumers' dead letters (DLQ_ARGS for show / replay)
+	@$(GO) run ./scripts/dlq $(or $(DLQ_ARGS),list)
 
 up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
 	docker compose up --build -d

@@ -117,6 +117,12 @@ func (h *Handler) pay(c echo.Context) error {
 		return fmt.Errorf("%w: %w", errOrderLookup, err)
 	}
 	if err := payment.CheckPayable(order, req); err != nil {
+		// A concurrent request for the same order may have paid it, and
+		// its callback moved the order on, while this one looked it up:
+		// that is a repeat, not a rejection.
+		if existing, findErr := h.payments.ByOrder(ctx, req.OrderID); findErr == nil {
+			return paid(c, existing, req)
+		}
 		return err
 	}
 	stored, _, err := h.payments.Create(ctx, payment.New(req), order.Version)
