@@ -95,13 +95,16 @@ func binaries() (string, error) {
 			buildErr = err
 			return
 		}
+		// One go build for all five: the workspace builds them in parallel
+		// and names each binary after its directory.
+		args := []string{"build", "-o", buildDir + string(filepath.Separator)}
 		for _, s := range Services {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, s+"-service"), "./services/"+s)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", s, err, out)
-				return
-			}
+			args = append(args, "./services/"+s)
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build the services: %v\n%s", err, out)
 		}
 	})
 	return buildDir, buildErr
@@ -221,7 +224,7 @@ func (s *Suite) startProcess(name string, extra map[string]string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(s.binDir, name+"-service"))
+	cmd := exec.Command(filepath.Join(s.binDir, name))
 	cmd.Env = slices.Clone(s.env[name])
 	for k, v := range extra {
 		cmd.Env = append(cmd.Env, k+"="+v)
