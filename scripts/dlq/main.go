@@ -1,0 +1,386 @@
+// Command dlq lists, shows and replays the dead letters of the suite's
+// consumers through their admin API (GET /admin/dlq, POST
+// /admin/dlq/{id}/replay), so an operator needs neither SQL nor kcat:
+//
+//	go run ./scripts/dlq list   [--service inventory] [--aggregate O-1]
+//	go run ./scripts/dlq show   --service inventory --id 3
+//	go run ./scripts/dlq replay --service inventory --id 3 [--by alice]
+//
+// ADMIN_TOKEN is sent as the bearer token when set. The services are
+// looked up on make run's ports unless --url names one. It exits with
+// status 1 when the suite refuses or fails a request and 2 on a usage error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// consumers are the services that dead-letter, with their make run URLs.
+var consumers = []struct{ name, url string }{
+	{"inventory", "http://127.0.0.1:8083"},
+	{"points", "http://127.0.0.1:8084"},
+	{"notification", "http://127.0.0.1:8085"},
+	{"payment", "http://127.0.0.1:8082"},
+}
+
+// errUsage marks a command line the tool cannot work with.
+var errUsage = errors.New("usage")
+
+const usage = `usage:
+  go run ./scripts/dlq list   [--service NAME] [--aggregate ORDER_ID] [--url URL]
+  go run ./scripts/dlq show   --service NAME --id N [--url URL]
+  go run ./scripts/dlq replay --service NAME --id N [--by WHO] [--url URL]
+
+NAME is inventory, points, notification or payment (list: all of them when
+omitted). ADMIN_TOKEN is sent as the bearer token when set.`
+
+// command is a parsed command line.
+type command struct {
+	verb      string
+	services  []string // names, in order
+	urls      map[string]string
+	aggregate string
+	id        int64
+	by        string
+	token     string
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd, err := parse(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dlq: %v\n\n%s\n", err, usage)
+		return exitUsage
+	}
+	c := client{http: &http.Client{Timeout: 30 * time.Second}, token: cmd.token}
+	switch cmd.verb {
+	case "list":
+		err = list(ctx, c, cmd, stdout)
+	case "show":
+		err = show(ctx, c, cmd, stdout)
+	case "replay":
+		err = replay(ctx, c, cmd, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "dlq:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (command, error) {
+	if len(args) == 0 {
+		return command{}, fmt.Errorf("%w: name a command: list, show or replay", errUsage)
+	}
+	cmd := command{verb: args[0], token: getenv("ADMIN_TOKEN"), urls: map[string]string{}}
+	if cmd.verb == "-h" || cmd.verb == "--help" || cmd.verb == "help" {
+		fmt.Fprintln(stderr, usage)
+		return command{}, flag.ErrHelp
+	}
+	if !slices.Contains([]string{"list", "show", "replay"}, cmd.verb) {
+		return command{}, fmt.Errorf("%w: unknown command %q: want list, show or replay", errUsage, cmd.verb)
+	}
+	fs := flag.NewFlagSet("dlq "+cmd.verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	service := fs.String("service", "", "the consumer: inventory, points, notification or payment")
+	base := fs.String("url", "", "the service's base URL (default: its make run port)")
+	fs.StringVar(&cmd.aggregate, "aggregate", "", "list only the dead letters of this order id")
+	id := fs.Int64("id", 0, "the dead letter's id (show, replay)")
+	fs.StringVar(&cmd.by, "by", orDefault(getenv("USER"), "dlq-cli"), "who asks for the replay, for the audit (replay)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return command{}, err
+	}
+	if fs.NArg() > 0 {
+		return command{}, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	for _, c := range consumers {
+		if *service == "" || *service == c.name {
+			cmd.services = append(cmd.services, c.name)
+			cmd.urls[c.name] = c.url
+		}
+	}
+	switch {
+	case len(cmd.services) == 0:
+		return command{}, fmt.Errorf("%w: --service %q: want inventory, points, notification or payment", errUsage, *service)
+	case *service == "" && cmd.verb != "list":
+		return command{}, fmt.Errorf("%w: %s needs --service", errUsage, cmd.verb)
+	case *base != "" && *service == "":
+		return command{}, fmt.Errorf("%w: --url needs --service", errUsage)
+	case cmd.verb == "list" && *id != 0:
+		return command{}, fmt.Errorf("%w: list takes no --id (use show)", errUsage)
+	case cmd.verb != "list" && *id <= 0:
+		return command{}, fmt.Errorf("%w: %s needs --id N (the id column of list)", errUsage, cmd.verb)
+	case cmd.verb != "list" && cmd.aggregate != "":
+		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate", errUsage, cmd.verb)
+	}
+	if *base != "" {
+		if u, err := url.Parse(*base); err != nil || u.Scheme == "" || u.Host == "" {
+			return command{}, fmt.Errorf("%w: --url %q: want http://host:port", errUsage, *base)
+		}
+		cmd.urls[*service] = strings.TrimRight(*base, "/")
+	}
+	cmd.id = *id
+	return cmd, nil
+}
+
+// deadLetter is a record of GET /admin/dlq (key and value arrive
+// base64-encoded, as encoding/json writes and reads []byte).
+type deadLetter struct {
+	ID                int64             `json:"id"`
+	Consumer          string            `json:"consumer"`
+	EventID           string            `json:"eventId"`
+	AggregateID       string            `json:"aggregateId"`
+	EventType         string            `json:"eventType"`
+	OriginalTopic     string            `json:"originalTopic"`
+	OriginalPartition int32             `json:"originalPartition"`
+	OriginalOffset    int64             `json:"originalOffset"`
+	Key               []byte            `json:"key"`
+	Value             []byte            `json:"value"`
+	Headers           map[string]string `json:"headers"`
+	FailureReason     string            `json:"failureReason"`
+	ErrorClass        string            `json:"errorClass"`
+	Attempts          int               `json:"attempts"`
+	FirstFailedAt     time.Time         `json:"firstFailedAt"`
+	DeadLetteredAt    time.Time         `json:"deadLetteredAt"`
+	Status            string            `json:"status"`
+}
+
+// client calls the admin API.
+type client struct {
+	http  *http.Client
+	token string
+}
+
+// apiError is an answer other than 200.
+type apiError struct {
+	method, url string
+	status      int
+	message     string
+}
+
+func (e *apiError) Error() string {
+	hint := ""
+	if e.status == http.StatusUnauthorized {
+		hint = " (set ADMIN_TOKEN to the suite's admin token)"
+	}
+	return fmt.Sprintf("%s %s: %d %s%s", e.method, e.url, e.status, e.message, hint)
+}
+
+func (c client) do(ctx context.Context, method, u string, out any, header map[string]string) error {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (is the suite running?)", method, u, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			BusinessCode string `json:"businessCode"`
+			Message      string `json:"message"`
+		}
+		msg := strings.TrimSpace(string(raw))
+		if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+			msg = e.BusinessCode + ": " + e.Message
+		}
+		return &apiError{method: method, url: u, status: resp.StatusCode, message: msg}
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: unexpected answer: %w", method, u, err)
+	}
+	return nil
+}
+
+func (c client) list(ctx context.Context, base, aggregate string) ([]deadLetter, error) {
+	var out struct {
+		Items []deadLetter `json:"items"`
+	}
+	err := c.do(ctx, "GET", base+"/admin/dlq?aggregateId="+url.QueryEscape(aggregate), &out, nil)
+	return out.Items, err
+}
+
+func list(ctx context.Context, c client, cmd command, w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tID\tSTATUS\tCLASS\tATTEMPTS\tTYPE\tAGGREGATE\tEVENT ID\tFIRST FAILED\tREASON")
+	total := 0
+	var errs []error
+	for _, name := range cmd.services {
+		items, err := c.list(ctx, cmd.urls[name], cmd.aggregate)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		total += len(items)
+		for _, d := range items {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, d.ID, d.Status, d.ErrorClass, d.Attempts,
+				orDash(d.EventType), orDash(d.AggregateID), orDash(d.EventID), d.FirstFailedAt.UTC().Format(time.RFC3339), shorten(d.FailureReason, 60))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d dead letters", total)
+	if cmd.aggregate != "" {
+		fmt.Fprintf(w, " of %s", cmd.aggregate)
+	}
+	fmt.Fprintln(w)
+	return errors.Join(errs...)
+}
+
+// find looks a dead letter up by id. The admin API lists the newest 500
+// (of one order, or of all); an older one is found through its order.
+func find(ctx context.Context, c client, cmd command) (deadLetter, error) {
+	name := cmd.services[0]
+	items, err := c.list(ctx, cmd.urls[name], "")
+	if err != nil {
+		return deadLetter{}, err
+	}
+	for _, d := range items {
+		if d.ID == cmd.id {
+			return d, nil
+		}
+	}
+	return deadLetter{}, fmt.Errorf("%s has no dead letter %d among its newest %d (run list --service %s)", name, cmd.id, len(items), name)
+}
+
+func show(ctx context.Context, c client, cmd command, w io.Writer) error {
+	d, err := find(ctx, c, cmd)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"service", cmd.services[0]},
+		{"id", strconv.FormatInt(d.ID, 10)},
+		{"status", d.Status},
+		{"consumer", d.Consumer},
+		{"eventId", d.EventID},
+		{"eventType", d.EventType},
+		{"aggregateId", d.AggregateID},
+		{"originalTopic", fmt.Sprintf("%s (partition %d, offset %d)", d.OriginalTopic, d.OriginalPartition, d.OriginalOffset)},
+		{"errorClass", d.ErrorClass},
+		{"attempts", strconv.Itoa(d.Attempts)},
+		{"firstFailedAt", d.FirstFailedAt.UTC().Format(time.RFC3339Nano)},
+		{"deadLetteredAt", d.DeadLetteredAt.UTC().Format(time.RFC3339Nano)},
+		{"failureReason", d.FailureReason},
+		{"key", string(d.Key)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	keys := make([]string, 0, len(d.Headers))
+	for k := range d.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "header %s\t%s\n", k, d.Headers[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "value:\n%s\n", formatValue(d.Value))
+	return nil
+}
+
+// formatValue indents a JSON value; anything else (a poison message) is
+// shown as it is.
+func formatValue(v []byte) string {
+	var js any
+	if json.Unmarshal(v, &js) == nil {
+		if out, err := json.MarshalIndent(js, "  ", "  "); err == nil {
+			return "  " + string(out)
+		}
+	}
+	return "  " + strconv.Quote(string(v))
+}
+
+func replay(ctx context.Context, c client, cmd command, w io.Writer) error {
+	name := cmd.services[0]
+	var res struct {
+		ID            int64  `json:"id"`
+		EventID       string `json:"eventId"`
+		OriginalTopic string `json:"originalTopic"`
+		Outcome       string `json:"outcome"`
+	}
+	u := cmd.urls[name] + "/admin/dlq/" + strconv.FormatInt(cmd.id, 10) + "/replay"
+	if err := c.do(ctx, "POST", u, &res, map[string]string{"X-Requested-By": cmd.by}); err != nil {
+		return err
+	}
+	switch res.Outcome {
+	case "REPLAYED":
+		fmt.Fprintf(w, "dead letter %d of %s: REPLAYED: %s sent back to %s with its original eventId (audited as %s)\n",
+			res.ID, name, res.EventID, res.OriginalTopic, cmd.by)
+	case "ALREADY_REPLAYED":
+		fmt.Fprintf(w, "dead letter %d of %s: ALREADY_REPLAYED: nothing sent again (audited as %s)\n", res.ID, name, cmd.by)
+	default:
+		return fmt.Errorf("dead letter %d of %s: replay outcome %q", res.ID, name, res.Outcome)
+	}
+	return nil
+}
+
+// shorten puts s on one line of at most n characters.
+func shorten(s string, n int) string {
+	r := []rune(strings.Join(strings.Fields(s), " "))
+	if len(r) <= n {
+		return string(r)
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// fakeConsumer answers the admin API of one consumer holding two dead
+// letters; it checks the bearer token.
+func fakeConsumer(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	first := time.Date(2026, 8, 10, 2, 0, 0, 0, time.UTC)
+	records := []deadLetter{
+		{ID: 2, Consumer: "inventory-service", EventID: "E-2", AggregateID: "O-2", EventType: "OrderPaid", OriginalTopic: "order-events",
+			Key: []byte("O-2"), Value: []byte(`{"eventId":"E-2"}`), Headers: map[string]string{"eventId": "E-2"},
+			FailureReason: "HANDLER_ERROR: failpoint inventory.apply: injected failure", ErrorClass: "RETRYABLE", Attempts: 5,
+			FirstFailedAt: first, DeadLetteredAt: first.Add(15 * time.Second), Status: "DEAD"},
+		{ID: 1, Consumer: "inventory-service", EventID: "E-1", AggregateID: "O-1", OriginalTopic: "order-events",
+			Key: []byte("O-1"), Value: []byte(`not json`), FailureReason: "INVALID_JSON: unexpected end", ErrorClass: "PERMANENT", Attempts: 1,
+			FirstFailedAt: first, DeadLetteredAt: first, Status: "REPLAYED"},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/dlq", func(w http.ResponseWriter, r *http.Request) {
+		var items []deadLetter
+		for _, d := range records {
+			if agg := r.URL.Query().Get("aggregateId"); agg == "" || agg == d.AggregateID {
+				items = append(items, d)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"count": len(items), "items": items})
+	})
+	mux.HandleFunc("POST /admin/dlq/{id}/replay", func(w http.ResponseWriter, r *http.Request) {
+		outcome := map[string]string{"1": "ALREADY_REPLAYED", "2": "REPLAYED"}[r.PathValue("id")]
+		if outcome == "" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"businessCode":"NOT_FOUND","message":"dead letter 9 not found"}`))
+			return
+		}
+		if r.Header.Get("X-Requested-By") != "alice" {
+			t.Errorf("replay requested by %q, want alice", r.Header.Get("X-Requested-By"))
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": 2, "eventId": "E-2", "originalTopic": "order-events", "outcome": outcome})
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"businessCode":"UNAUTHORIZED","message":"admin token required"}`))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestCommands(t *testing.T) {
+	srv := fakeConsumer(t, "secret")
+	withToken := map[string]string{"ADMIN_TOKEN": "secret"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want []string
+	}{
+		{"list", []string{"list", "--service", "inventory", "--url", srv.URL}, withToken, exitOK, []string{
+			"SERVICE    ID  STATUS    CLASS      ATTEMPTS  TYPE       AGGREGATE  EVENT ID  FIRST FAILED          REASON",
+			"inventory  2   DEAD      RETRYABLE  5         OrderPaid  O-2        E-2       2026-08-10T02:00:00Z  HANDLER_ERROR: failpoint inventory.apply: injected failure",
+			"inventory  1   REPLAYED  PERMANENT  1         -          O-1        E-1",
+			"2 dead letters",
+		}},
+		{"list of one order", []string{"list", "--service", "inventory", "--url", srv.URL, "--aggregate", "O-1"}, withToken, exitOK, []string{
+			"inventory  1   REPLAYED", "1 dead letters of O-1",
+		}},
+		{"show", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "2"}, withToken, exitOK, []string{
+			"errorClass      RETRYABLE", "attempts        5", "firstFailedAt   2026-08-10T02:00:00Z",
+			"originalTopic   order-events (partition 0, offset 0)", "header eventId  E-2", `"eventId": "E-2"`,
+		}},
+		{"show a poison message", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "1"}, withToken, exitOK, []string{
+			`"not json"`,
+		}},
+		{"replay", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "2", "--by", "alice"}, withToken, exitOK, []string{
+			"dead letter 2 of inventory: REPLAYED: E-2 sent back to order-events with its original eventId (audited as alice)",
+		}},
+		{"replay again", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "1", "--by", "alice"}, withToken, exitOK, []string{
+			"ALREADY_REPLAYED: nothing sent again",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr.String())
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv := fakeConsumer(t, "secret")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"no command", nil, nil, exitUsage, "name a command"},
+		{"unknown command", []string{"purge"}, nil, exitUsage, `unknown command "purge"`},
+		{"unknown service", []string{"list", "--service", "order"}, nil, exitUsage, `--service "order"`},
+		{"show without service", []string{"show", "--id", "1"}, nil, exitUsage, "show needs --service"},
+		{"replay without id", []string{"replay", "--service", "inventory"}, nil, exitUsage, "replay needs --id N"},
+		{"list with id", []string{"list", "--id", "3"}, nil, exitUsage, "list takes no --id"},
+		{"url without service", []string{"list", "--url", srv.URL}, nil, exitUsage, "--url needs --service"},
+		{"bad url", []string{"list", "--service", "points", "--url", "localhost"}, nil, exitUsage, "--url"},
+		{"stray argument", []string{"list", "inventory"}, nil, exitUsage, `unexpected argument "inventory"`},
+		{"no token", []string{"list", "--service", "inventory", "--url", srv.URL}, nil, exitFail, "401 UNAUTHORIZED: admin token required (set ADMIN_TOKEN"},
+		{"unknown id", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, exitFail, "404 NOT_FOUND: dead letter 9 not found"},
+		{"show unknown id", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, exitFail, "no dead letter 9"},
+		{"suite down", []string{"list", "--service", "inventory", "--url", "http://127.0.0.1:1"}, nil, exitFail, "is the suite running?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
