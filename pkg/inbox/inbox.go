@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -79,27 +80,74 @@ func (p *Processor) Process(ctx context.Context, env event.Envelope) (versiongua
 	}
 	var outcome versionguard.Outcome
 	err := postgres.InTx(ctx, p.db, func(tx *sqlx.Tx) error {
-		claimed, err := Claim(ctx, tx, p.consumer, env.EventID)
+		outcomes, err := p.applyBatch(ctx, tx, []event.Envelope{env})
 		if err != nil {
 			return err
 		}
-		if !claimed {
-			outcome = Duplicate
-			return nil
-		}
-		if outcome, err = p.guard.Handle(ctx, tx, env); err != nil {
-			return err
-		}
-		if outcome != versionguard.Applied {
-			if _, err := tx.ExecContext(ctx, `UPDATE processed_events SET outcome = $3 WHERE consumer = $1 AND event_id = $2`,
-				p.consumer, env.EventID, string(outcome)); err != nil {
-				return fmt.Errorf("record outcome: %w", err)
-			}
-		}
+		outcome = outcomes[0]
 		return nil
 	})
 	if err != nil {
 		return "", err
 	}
 	return outcome, nil
+}
+
+// applyBatch claims envs, runs the claimed ones through the version guard
+// and records the outcomes that are not APPLIED, inside tx, with a constant
+// number of statements besides the side effects.
+func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]versionguard.Outcome, error) {
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		ids[i] = env.EventID
+	}
+	var claimedIDs []string
+	if err := tx.SelectContext(ctx, &claimedIDs, `
+		INSERT INTO processed_events (consumer, event_id)
+		SELECT $1, e FROM unnest($2::text[]) AS e
+		ON CONFLICT (consumer, event_id) DO NOTHING
+		RETURNING event_id`, p.consumer, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	unclaimed := make(map[string]bool, len(claimedIDs))
+	for _, id := range claimedIDs {
+		unclaimed[id] = true
+	}
+	outcomes := make([]versionguard.Outcome, len(envs))
+	var claimed []event.Envelope
+	var at []int
+	for i, env := range envs {
+		if !unclaimed[env.EventID] {
+			outcomes[i] = Duplicate
+			continue
+		}
+		delete(unclaimed, env.EventID) // a second copy in the same batch is a duplicate
+		claimed = append(claimed, env)
+		at = append(at, i)
+	}
+	if len(claimed) == 0 {
+		return outcomes, nil
+	}
+	decided, err := p.guard.HandleBatch(ctx, tx, claimed)
+	if err != nil {
+		return nil, err
+	}
+	var otherIDs, others []string
+	for j, outcome := range decided {
+		outcomes[at[j]] = outcome
+		if outcome != versionguard.Applied {
+			otherIDs = append(otherIDs, claimed[j].EventID)
+			others = append(others, string(outcome))
+		}
+	}
+	if len(otherIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE processed_events AS pe SET outcome = u.outcome
+			FROM unnest($2::text[], $3::text[]) AS u(event_id, outcome)
+			WHERE pe.consumer = $1 AND pe.event_id = u.event_id`,
+			p.consumer, pq.Array(otherIDs), pq.Array(others)); err != nil {
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
+	}
+	return outcomes, nil
 }

@@ -18,6 +18,8 @@ import (
 
 // effects records every side effect, so tests count them instead of
 // trusting the outcome a handler reports.
+var effectsSet = postgres.MigrationSet{Name: "test", FS: effectsMigration}
+
 var effectsMigration = fstest.MapFS{"00001_effects.sql": {Data: []byte(`
 -- +goose Up
 CREATE TABLE effects (id BIGSERIAL PRIMARY KEY, aggregate_id TEXT, event_type TEXT, version BIGINT);

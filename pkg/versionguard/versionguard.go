@@ -18,6 +18,7 @@ import (
 	"slices"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -84,38 +85,103 @@ type aggregateRow struct {
 // locked for the rest of the transaction, so two events of one aggregate are
 // never decided concurrently even across consumer instances.
 func (g *Guard) Handle(ctx context.Context, tx *sqlx.Tx, env event.Envelope) (Outcome, error) {
-	var cur aggregateRow
-	err := tx.GetContext(ctx, &cur, `
+	outcomes, err := g.HandleBatch(ctx, tx, []event.Envelope{env})
+	if err != nil {
+		return "", err
+	}
+	return outcomes[0], nil
+}
+
+// HandleBatch decides and applies envs in order inside tx, with a constant
+// number of statements besides the side effects: one to lock (in aggregate
+// order, so concurrent batches cannot deadlock on them) and read every
+// aggregate's row, one to look for parked events, one to write the new
+// versions back.
+func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]Outcome, error) {
+	ids := make([]string, 0, len(envs))
+	for _, env := range envs {
+		ids = append(ids, env.AggregateID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+
+	var rows []struct {
+		AggregateID string `db:"aggregate_id"`
+		aggregateRow
+	}
+	if err := tx.SelectContext(ctx, &rows, `
 		INSERT INTO aggregate_versions (consumer, aggregate_id, version, state)
-		VALUES ($1, $2, 0, $3)
+		SELECT $1, a, 0, $3 FROM unnest($2::text[]) AS a ORDER BY a
 		ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = aggregate_versions.version
-		RETURNING version, state`, g.consumer, env.AggregateID, InitialState)
-	if err != nil {
-		return "", fmt.Errorf("lock aggregate version: %w", err)
+		RETURNING aggregate_id, version, state`, g.consumer, pq.Array(ids), InitialState); err != nil {
+		return nil, fmt.Errorf("lock aggregate versions: %w", err)
 	}
-	if env.AggregateVersion <= cur.Version {
-		return IgnoredStale, nil
+	cur := make(map[string]aggregateRow, len(rows))
+	for _, r := range rows {
+		cur[r.AggregateID] = r.aggregateRow
 	}
-	if !g.transitions.allows(cur.State, env.EventType) {
-		if err := g.park(ctx, tx, env); err != nil {
-			return "", err
+	var withParked []string
+	if err := tx.SelectContext(ctx, &withParked, `
+		SELECT DISTINCT aggregate_id FROM parked_events WHERE consumer = $1 AND aggregate_id = ANY($2)`,
+		g.consumer, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("look for parked events: %w", err)
+	}
+	parked := make(map[string]bool, len(withParked))
+	for _, id := range withParked {
+		parked[id] = true
+	}
+
+	outcomes := make([]Outcome, len(envs))
+	changed := map[string]bool{}
+	for i, env := range envs {
+		row := cur[env.AggregateID]
+		switch {
+		case env.AggregateVersion <= row.Version:
+			outcomes[i] = IgnoredStale
+			continue
+		case !g.transitions.allows(row.State, env.EventType):
+			if err := g.park(ctx, tx, env); err != nil {
+				return nil, err
+			}
+			parked[env.AggregateID] = true
+			outcomes[i] = WaitingForGap
+			continue
 		}
-		return WaitingForGap, nil
+		next, err := g.apply(ctx, tx, env, row.State)
+		if err != nil {
+			return nil, err
+		}
+		row = aggregateRow{Version: env.AggregateVersion, State: next}
+		if parked[env.AggregateID] {
+			if row, err = g.drainParked(ctx, tx, env.AggregateID, row); err != nil {
+				return nil, err
+			}
+		}
+		cur[env.AggregateID] = row
+		changed[env.AggregateID] = true
+		outcomes[i] = Applied
 	}
-	next, err := g.apply(ctx, tx, env, cur.State)
-	if err != nil {
-		return "", err
+	if len(changed) == 0 {
+		return outcomes, nil
 	}
-	cur = aggregateRow{Version: env.AggregateVersion, State: next}
-	if cur, err = g.drainParked(ctx, tx, env.AggregateID, cur); err != nil {
-		return "", err
+	var (
+		aggs     []string
+		versions []int64
+		states   []string
+	)
+	for id := range changed {
+		aggs = append(aggs, id)
+		versions = append(versions, cur[id].Version)
+		states = append(states, cur[id].State)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		UPDATE aggregate_versions SET version = $3, state = $4, updated_at = now()
-		WHERE consumer = $1 AND aggregate_id = $2`, g.consumer, env.AggregateID, cur.Version, cur.State); err != nil {
-		return "", fmt.Errorf("record aggregate version: %w", err)
+		UPDATE aggregate_versions AS av SET version = u.version, state = u.state, updated_at = now()
+		FROM unnest($2::text[], $3::bigint[], $4::text[]) AS u(aggregate_id, version, state)
+		WHERE av.consumer = $1 AND av.aggregate_id = u.aggregate_id`,
+		g.consumer, pq.Array(aggs), pq.Array(versions), pq.Array(states)); err != nil {
+		return nil, fmt.Errorf("record aggregate versions: %w", err)
 	}
-	return Applied, nil
+	return outcomes, nil
 }
 
 func (g *Guard) park(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error {

@@ -1,0 +1,188 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+)
+
+// PrepareFunc runs first in a batch's transaction, before any event of it
+// is applied: a consumer locks the rows the batch will touch, in a fixed
+// order, so that concurrent batches over hot rows queue instead of
+// deadlocking.
+type PrepareFunc func(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) error
+
+// BatchConfig tunes a BatchProcessor.
+type BatchConfig struct {
+	// MaxBatch bounds the events of one transaction; 1 turns batching off
+	// (one transaction per event, the baseline).
+	MaxBatch int
+	// Linger is how long a batch waits for more events after its first one
+	// when fewer than MaxBatch are ready: the acks of one batch release the
+	// next messages of their partitions a moment later, and waiting for them
+	// is what makes the next batch big.
+	Linger time.Duration
+	// Prepare is optional.
+	Prepare PrepareFunc
+}
+
+// DefaultBatchConfig batches up to 256 events, lingering 2 ms.
+func DefaultBatchConfig() BatchConfig {
+	return BatchConfig{MaxBatch: 256, Linger: 2 * time.Millisecond}
+}
+
+// ErrBatchStopped is returned to callers whose event was not processed
+// because the batch processor stopped.
+var ErrBatchStopped = errors.New("batch processor stopped")
+
+type batchRequest struct {
+	ctx  context.Context
+	env  event.Envelope
+	done chan batchResult
+}
+
+type batchResult struct {
+	outcome versionguard.Outcome
+	err     error
+}
+
+// BatchProcessor applies the in-flight events of many partitions in one
+// transaction: dedup rows, version guards and side effects of all of them,
+// then one commit, and only then is each caller told its event is done (so
+// it acknowledges after the commit, never before). It is group commit: while
+// one batch is in its transaction the next one gathers, so a busy consumer
+// gets big batches and an idle one gets no added latency.
+//
+// If a batch fails, each of its events is retried alone in its own
+// transaction, so one failing event fails alone.
+type BatchProcessor struct {
+	p        *Processor
+	cfg      BatchConfig
+	reqs     chan *batchRequest
+	sizes    prometheus.Observer
+	fellBack prometheus.Counter
+}
+
+// NewBatchProcessor returns a batch processor over p; reg may be nil.
+func NewBatchProcessor(p *Processor, cfg BatchConfig, reg prometheus.Registerer) *BatchProcessor {
+	if cfg.MaxBatch < 1 {
+		cfg.MaxBatch = 1
+	}
+	sizes := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "consumer_batch_size", Help: "Events applied in one transaction.",
+		ConstLabels: prometheus.Labels{"consumer": p.consumer},
+		Buckets:     prometheus.ExponentialBuckets(1, 2, 11),
+	})
+	fellBack := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "consumer_batch_fallbacks_total", Help: "Batches that failed and were retried event by event.",
+		ConstLabels: prometheus.Labels{"consumer": p.consumer},
+	})
+	if reg != nil {
+		reg.MustRegister(sizes, fellBack)
+	}
+	return &BatchProcessor{p: p, cfg: cfg, reqs: make(chan *batchRequest), sizes: sizes, fellBack: fellBack}
+}
+
+// Process hands env to the batch worker and waits until its transaction
+// committed (or failed). Safe for concurrent use: that is the point.
+func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
+	if !b.p.guard.Transitions().Handles(env.EventType) {
+		return NotHandled, nil
+	}
+	req := &batchRequest{ctx: ctx, env: env, done: make(chan batchResult, 1)}
+	select {
+	case b.reqs <- req:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	select {
+	case res := <-req.done:
+		return res.outcome, res.err
+	case <-ctx.Done():
+		// The batch may still commit; the message is then redelivered and
+		// found in the dedup table.
+		return "", ctx.Err()
+	}
+}
+
+// Run is the batch worker; it returns when ctx ends.
+func (b *BatchProcessor) Run(ctx context.Context) error {
+	for {
+		var batch []*batchRequest
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		}
+		if b.cfg.MaxBatch > 1 {
+			batch = b.gather(ctx, batch)
+		}
+		b.sizes.Observe(float64(len(batch)))
+		b.process(ctx, batch)
+	}
+}
+
+// gather adds to batch what arrives within the linger time, up to MaxBatch.
+func (b *BatchProcessor) gather(ctx context.Context, batch []*batchRequest) []*batchRequest {
+	linger := time.NewTimer(b.cfg.Linger)
+	defer linger.Stop()
+	for len(batch) < b.cfg.MaxBatch {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		case <-linger.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
+	if len(batch) == 1 {
+		r := batch[0]
+		outcome, err := b.p.Process(ctx, r.env)
+		r.done <- batchResult{outcome, err}
+		return
+	}
+	// Aggregate rows are locked in aggregate order, so two batches that
+	// share aggregates (during a rebalance) cannot deadlock on them.
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].env.AggregateID < batch[j].env.AggregateID })
+	envs := make([]event.Envelope, len(batch))
+	for i, r := range batch {
+		envs[i] = r.env
+	}
+	var outcomes []versionguard.Outcome
+	err := postgres.InTx(ctx, b.p.db, func(tx *sqlx.Tx) error {
+		if b.cfg.Prepare != nil {
+			if err := b.cfg.Prepare(ctx, tx, envs); err != nil {
+				return fmt.Errorf("prepare batch: %w", err)
+			}
+		}
+		var err error
+		outcomes, err = b.p.applyBatch(ctx, tx, envs)
+		return err
+	})
+	if err == nil {
+		for i, r := range batch {
+			r.done <- batchResult{outcome: outcomes[i]}
+		}
+		return
+	}
+	b.fellBack.Inc()
+	for _, r := range batch {
+		outcome, err := b.p.Process(ctx, r.env)
+		r.done <- batchResult{outcome, err}
+	}
+}
