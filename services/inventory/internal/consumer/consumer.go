@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -93,6 +94,34 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _
 			"orderId", ch.Order.ID, "reason", ch.Order.Reason, "shortages", ch.Shortages)
 	}
 	return string(ch.Order.Status), nil
+}
+
+// Prepare locks the stock rows of every SKU a batch of events touches, in
+// SKU order, before any event of the batch is applied. Batches of different
+// consumer instances over the same hot SKUs then queue on the first lock
+// instead of deadlocking on each other's rows.
+func (c *Consumer) Prepare(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) error {
+	var skus []string
+	for _, env := range envs {
+		var data struct {
+			Items []event.Item `json:"items"`
+		}
+		if env.EventType != event.OrderPaid && env.EventType != event.OrderRefunded {
+			continue
+		}
+		if err := env.DecodeData(&data); err != nil {
+			return err
+		}
+		for _, it := range data.Items {
+			skus = append(skus, it.SKU)
+		}
+	}
+	if len(skus) == 0 {
+		return nil
+	}
+	slices.Sort(skus)
+	_, err := c.store.LockStock(ctx, tx, slices.Compact(skus))
+	return err
 }
 
 func (c *Consumer) pay(ctx context.Context, tx *sqlx.Tx, env event.Envelope, order inventory.Order) (inventory.Change, error) {
