@@ -26,7 +26,7 @@ import (
 
 var businessTable = postgres.MigrationSet{Name: "test", FS: testFS}
 
-func setup(t *testing.T) (*sqlx.DB, *broker.Broker, string) {
+func setup(t testing.TB) (*sqlx.DB, *broker.Broker, string) {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), businessTable)
 	topic := postgrestest.UniqueName("orders")
@@ -38,7 +38,7 @@ func setup(t *testing.T) (*sqlx.DB, *broker.Broker, string) {
 	return db, b, topic
 }
 
-func paid(t *testing.T, topic, orderID string, version int64) outbox.Message {
+func paid(t testing.TB, topic, orderID string, version int64) outbox.Message {
 	t.Helper()
 	amount, _ := event.ParseMoney("80.00")
 	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "test"},
@@ -54,7 +54,12 @@ func paid(t *testing.T, topic, orderID string, version int64) outbox.Message {
 	return msg
 }
 
-func newRelay(t *testing.T, db *sqlx.DB, b *broker.Broker) *outbox.Relay {
+func newRelay(t testing.TB, db *sqlx.DB, b *broker.Broker) *outbox.Relay {
+	t.Helper()
+	return newRelayWith(t, db, b, outbox.DefaultRelayConfig().BatchSize)
+}
+
+func newRelayWith(t testing.TB, db *sqlx.DB, b *broker.Broker, batch int) *outbox.Relay {
 	t.Helper()
 	pub, err := messaging.NewPublisher(b.Addrs(), watermill.NopLogger{})
 	if err != nil {
@@ -62,6 +67,7 @@ func newRelay(t *testing.T, db *sqlx.DB, b *broker.Broker) *outbox.Relay {
 	}
 	t.Cleanup(func() { pub.Close() })
 	cfg := outbox.DefaultRelayConfig()
+	cfg.BatchSize = batch
 	cfg.BackoffInitial, cfg.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
 	r, err := outbox.NewRelay(db, outbox.NewPublisherSink(pub), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if err != nil {
