@@ -27,9 +27,20 @@ func marshaler() kafka.MarshalerUnmarshaler {
 	})
 }
 
+// Publisher sends messages to Kafka with Watermill's marshaling and one
+// produce call per Publish. Watermill's kafka.Publisher sends each message
+// with a synchronous round trip of its own, which caps the outbox relay at a
+// few thousand events per second; this hands the whole slice to Sarama's
+// SendMessages instead. Per-key order holds: the producer is idempotent with
+// one request in flight.
+type Publisher struct {
+	producer  sarama.SyncProducer
+	marshaler kafka.Marshaler
+}
+
 // NewPublisher returns a synchronous publisher that keeps per-key order:
 // idempotent, all in-sync replicas acknowledge, one request in flight.
-func NewPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka.Publisher, error) {
+func NewPublisher(brokers []string, _ watermill.LoggerAdapter) (*Publisher, error) {
 	cfg := kafka.DefaultSaramaSyncPublisherConfig()
 	cfg.Version = saramaVersion
 	cfg.ClientID = "fulfillment"
@@ -43,12 +54,32 @@ func NewPublisher(brokers []string, logger watermill.LoggerAdapter) (*kafka.Publ
 	cfg.Metadata.Retry.Max = 2
 	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
 	cfg.Net.DialTimeout = 3 * time.Second
-	return kafka.NewPublisher(kafka.PublisherConfig{
-		Brokers:               brokers,
-		Marshaler:             marshaler(),
-		OverwriteSaramaConfig: cfg,
-	}, logger)
+	producer, err := sarama.NewSyncProducer(brokers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka producer: %w", err)
+	}
+	return &Publisher{producer: producer, marshaler: marshaler()}, nil
 }
+
+// Publish sends msgs to topic in one produce call and returns when every
+// one is acknowledged, or the first error.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	batch := make([]*sarama.ProducerMessage, len(msgs))
+	for i, m := range msgs {
+		km, err := p.marshaler.Marshal(topic, m)
+		if err != nil {
+			return fmt.Errorf("marshal message %s: %w", m.UUID, err)
+		}
+		batch[i] = km
+	}
+	if err := p.producer.SendMessages(batch); err != nil {
+		return fmt.Errorf("produce %d messages to %s: %w", len(batch), topic, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the producer.
+func (p *Publisher) Close() error { return p.producer.Close() }
 
 // NewSubscriber returns a consumer-group subscriber. A new group starts at
 // the oldest offset, so nothing published before its first start is missed;

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
@@ -29,7 +28,7 @@ type LazyPublisher struct {
 	logger  watermill.LoggerAdapter
 
 	mu        sync.Mutex
-	publisher *kafka.Publisher
+	publisher *Publisher
 	closed    bool
 }
 
