@@ -21,6 +21,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
 // memoryRecorder keeps dead letters in memory.
@@ -48,11 +49,11 @@ type seen struct {
 	events map[string]int
 }
 
-func (s *seen) handle(_ context.Context, env event.Envelope) error {
+func (s *seen) handle(_ context.Context, env event.Envelope) (versionguard.Outcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events[env.EventID]++
-	return nil
+	return versionguard.Applied, nil
 }
 
 func (s *seen) count(id string) int {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
 // Metrics are the consumer figures the tutorial names: throughput, handler
@@ -14,6 +16,7 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	dlq          *prometheus.CounterVec
 	convergence  *prometheus.HistogramVec
+	outcomes     *prometheus.CounterVec
 }
 
 // NewMetrics registers the consumer metrics with reg.
@@ -36,8 +39,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "event_convergence_seconds", Help: "From the event's occurredAt to its side effect committed.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"consumer"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_event_outcomes_total",
+			Help: "Events handled, by what the inbox did with them (APPLIED, DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, NOT_HANDLED).",
+		}, []string{"consumer", "outcome"}),
 	}
-	reg.MustRegister(m.handledTotal, m.duration, m.retries, m.dlq, m.convergence)
+	reg.MustRegister(m.handledTotal, m.duration, m.retries, m.dlq, m.convergence, m.outcomes)
 	return m
 }
 
@@ -58,6 +65,12 @@ func (m *Metrics) retried(consumer string) {
 func (m *Metrics) deadLettered(consumer, class string) {
 	if m != nil {
 		m.dlq.WithLabelValues(consumer, class).Inc()
+	}
+}
+
+func (m *Metrics) outcome(consumer string, o versionguard.Outcome) {
+	if m != nil && o != "" {
+		m.outcomes.WithLabelValues(consumer, string(o)).Inc()
 	}
 }
 

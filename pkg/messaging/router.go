@@ -15,9 +15,18 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
+
+// FailPointAfterCommit fires after the handler returned, so its
+// transaction committed, and before the message is acknowledged: the
+// consumer crash window of the tutorial ("effects committed, offset not").
+// Armed with "exit", the message is delivered again after the restart; with
+// "error", it is retried at once. Either way the redelivery is a duplicate.
+const FailPointAfterCommit = "consumer.after-commit"
 
 // DLQ metadata keys added to a dead-lettered message (DESIGN §5).
 const (
@@ -63,6 +72,8 @@ type ConsumerConfig struct {
 	Topic    string
 	DLQTopic string
 	Retry    RetryConfig
+	// FailPoints arms FailPointAfterCommit for crash tests; nil is inert.
+	FailPoints *failpoint.Registry
 }
 
 // Validate reports a missing or unusable setting.
@@ -75,8 +86,11 @@ func (c ConsumerConfig) Validate() error {
 }
 
 // EventHandler handles one valid event. It returns nil only after its
-// effects are committed.
-type EventHandler func(ctx context.Context, env event.Envelope) error
+// effects are committed, and says what it did with the event (APPLIED,
+// DUPLICATE, WAITING_FOR_GAP, ...: an inbox outcome), so the metrics show
+// redeliveries and parked events, which change nothing and are otherwise
+// invisible. An empty outcome is not counted.
+type EventHandler func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error)
 
 // DeadLetterRecorder keeps the audit record of a dead-lettered message.
 type DeadLetterRecorder interface {
@@ -115,14 +129,17 @@ func NewRouter(
 		},
 		Logger: wlogger,
 	}
-	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg.Consumer, metrics, logger, handle))
+	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, metrics, logger, handle))
 	// Handler middlewares run in the order added, the first outermost.
 	h.AddMiddleware(dead.middleware, retry.Middleware, middleware.Recoverer, attempts(cfg.Consumer, metrics))
 	return router, nil
 }
 
-// eventHandler parses and validates the message, then calls handle.
-func eventHandler(consumer string, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
+// eventHandler parses and validates the message, then calls handle. The
+// after-commit fail point fires once handle's work is committed, before the
+// router acknowledges the message.
+func eventHandler(cfg ConsumerConfig, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
+	consumer := cfg.Consumer
 	return func(msg *message.Message) error {
 		start := time.Now()
 		env, err := event.Parse(msg.Payload)
@@ -131,19 +148,21 @@ func eventHandler(consumer string, metrics *Metrics, logger *slog.Logger, handle
 			return err
 		}
 		ctx := observability.WithEvent(msg.Context(), env.TraceID, env.EventID)
-		if err := handle(ctx, env); err != nil {
+		outcome, err := handle(ctx, env)
+		if err != nil {
 			class, _ := Classify(err)
-			if class == BusinessRejection {
-				logger.InfoContext(ctx, "business rejection recorded", "error", err, "eventType", env.EventType)
-				metrics.handled(consumer, "rejected", time.Since(start))
-				return nil
+			if class != BusinessRejection {
+				metrics.handled(consumer, "error", time.Since(start))
+				return err
 			}
-			metrics.handled(consumer, "error", time.Since(start))
-			return err
+			logger.InfoContext(ctx, "business rejection recorded", "error", err, "eventType", env.EventType)
+			metrics.handled(consumer, "rejected", time.Since(start))
+		} else {
+			metrics.handled(consumer, "ok", time.Since(start))
+			metrics.converged(consumer, time.Since(env.OccurredAt))
 		}
-		metrics.handled(consumer, "ok", time.Since(start))
-		metrics.converged(consumer, time.Since(env.OccurredAt))
-		return nil
+		metrics.outcome(consumer, outcome)
+		return cfg.FailPoints.Inject(FailPointAfterCommit)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
 // flaky fails the first n runs per event with a retryable error and records
@@ -30,15 +31,15 @@ type flaky struct {
 	applied map[string]int
 }
 
-func (f *flaky) handle(_ context.Context, env event.Envelope) error {
+func (f *flaky) handle(_ context.Context, env event.Envelope) (versionguard.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.runs[env.EventID]++
 	if f.runs[env.EventID] <= f.failN[env.AggregateID] {
-		return errors.New("connection reset by peer")
+		return "", errors.New("connection reset by peer")
 	}
 	f.applied[env.EventID]++
-	return nil
+	return versionguard.Applied, nil
 }
 
 func (f *flaky) counts(id string) (runs, applied int) {

@@ -47,14 +47,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(consumer.DBSink(repo, logger), fp, logger)
 	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply))
-	handle := func(ctx context.Context, env event.Envelope) error {
+	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
 		outcome, err := proc.Process(ctx, env)
 		if err != nil {
-			return err
+			return "", err
 		}
 		logger.DebugContext(ctx, "event processed",
 			"eventType", env.EventType, "aggregateId", env.AggregateID, "outcome", outcome)
-		return nil
+		return outcome, nil
 	}
 
 	srv := httpapi.New(httpapi.Config{
@@ -69,6 +69,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterFailPoints(srv.Admin(), fp)
 
 	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(reg), logger, handle)
+	consumerRuntime.Config.FailPoints = fp
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })

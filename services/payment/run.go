@@ -80,6 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	handle := consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger)))
 	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(reg), logger, handle)
+	refunds.Config.FailPoints = fp
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })

@@ -91,8 +91,5 @@ func NewProcessor(db *sqlx.DB, name string, a *Applier) *inbox.Processor {
 // Handler adapts p to the router: it returns nil only after the
 // transaction committed, so the message is acknowledged after the commit.
 func Handler(p *inbox.Processor) messaging.EventHandler {
-	return func(ctx context.Context, env event.Envelope) error {
-		_, err := p.Process(ctx, env)
-		return err
-	}
+	return p.Process
 }
