@@ -1,0 +1,31 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// OutboxBacklog answers GET /admin/outbox: how many outbox rows wait for
+// the relay and how long the oldest has waited. The same figures are the
+// outbox_pending_events and outbox_oldest_pending_age_seconds gauges.
+type OutboxBacklog struct {
+	Pending                 int     `json:"pending"`
+	OldestPendingAgeSeconds float64 `json:"oldestPendingAgeSeconds"`
+}
+
+// RegisterOutboxBacklog adds GET /outbox to the admin group of a service
+// with an outbox, so a backlog drill reads the producer side of the queue
+// next to the consumers' GET /admin/lag.
+func RegisterOutboxBacklog(g *echo.Group, q sqlx.QueryerContext) {
+	g.GET("/outbox", func(c echo.Context) error {
+		b, err := outbox.PendingBacklog(c.Request().Context(), q)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, OutboxBacklog{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()})
+	})
+}
