@@ -13,6 +13,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/lag"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -68,12 +69,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
 	admin.RegisterReplay(srv.Admin(), dead, dlqPub)
 	admin.RegisterFailPoints(srv.Admin(), fp)
+	lagMonitor := lag.Register(srv.Admin(), reg, lag.Config{Brokers: cfg.Consumer.Brokers,
+		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 
-	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(reg), logger, handle)
+	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	consumerRuntime.Config.FailPoints = fp
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
+	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "inventory service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)
 	err = g.Wait()
 	return errors.Join(err, dlqPub.Close())

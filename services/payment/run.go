@@ -15,6 +15,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/lag"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
@@ -71,6 +72,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterConsumer(adminGroup, db, cfg.Consumer.ConsumerGroup, dlqStore)
 	admin.RegisterReplay(adminGroup, dlqStore, dlqPub)
 	admin.RegisterFailPoints(adminGroup, fp)
+	admin.RegisterOutboxBacklog(adminGroup, db)
+	lagMonitor := lag.Register(adminGroup, reg, lag.Config{Brokers: cfg.Consumer.Brokers,
+		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 	reg.MustRegister(metrics.NewBacklog(db))
 
 	sink := outbox.NewHTTPSink(&http.Client{Timeout: httpTimeout}, cfg.OrderURL+callback.Path, []byte(cfg.CallbackSecret))
@@ -79,13 +83,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("callback relay: %w", err)
 	}
 	handle := consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger)))
-	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(reg), logger, handle)
+	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	refunds.Config.FailPoints = fp
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, refunds) })
+	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "payment service started", "addr", cfg.HTTPAddr, "orderUrl", cfg.OrderURL)
 	err = g.Wait()
 	return errors.Join(err, dlqPub.Close())
