@@ -75,6 +75,12 @@ type Target struct {
 	// RetryMaxAttempts is the consumers' retry bound (RETRY_MAX_ATTEMPTS);
 	// 0 means the default, 5.
 	RetryMaxAttempts int
+	// RetryInitialInterval and RetryMaxInterval are the consumers' backoff
+	// (RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL; 0: 1 s and 30 s). With
+	// RetryMaxAttempts they bound how long a failing message may hold its
+	// partition (RetryBound).
+	RetryInitialInterval time.Duration
+	RetryMaxInterval     time.Duration
 	// Controller restarts services; without one the crash drills are
 	// skipped.
 	Controller Controller
@@ -92,6 +98,8 @@ const (
 	DefaultDLQTopic         = "order-events.dlq"
 	DefaultCallbackSecret   = "dev-callback-secret"
 	DefaultRetryMaxAttempts = 5
+	DefaultRetryInitial     = time.Second
+	DefaultRetryMax         = 30 * time.Second
 	DefaultTimeout          = 60 * time.Second
 )
 
@@ -123,6 +131,12 @@ func (t Target) withDefaults() Target {
 	if t.RetryMaxAttempts == 0 {
 		t.RetryMaxAttempts = DefaultRetryMaxAttempts
 	}
+	if t.RetryInitialInterval == 0 {
+		t.RetryInitialInterval = DefaultRetryInitial
+	}
+	if t.RetryMaxInterval == 0 {
+		t.RetryMaxInterval = DefaultRetryMax
+	}
 	if t.RunID == "" {
 		t.RunID = NewRunID()
 	}
@@ -149,10 +163,33 @@ func (t Target) Validate() error {
 	if t.RetryMaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("retry max attempts %d: want at least 1 (0: the default)", t.RetryMaxAttempts))
 	}
+	if t.RetryInitialInterval < 0 || t.RetryMaxInterval < 0 || t.RetryMaxInterval != 0 && t.RetryMaxInterval < t.RetryInitialInterval {
+		errs = append(errs, fmt.Errorf("retry intervals %s..%s: want 0 < initial <= max (0: the default)", t.RetryInitialInterval, t.RetryMaxInterval))
+	}
 	if t.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("negative timeout %s", t.Timeout))
 	}
 	return errors.Join(errs...)
+}
+
+// jitter is the consumers' backoff randomisation: each wait lies within
+// ±50 % of its nominal interval (DESIGN §5: backoff with jitter).
+const jitter = 0.5
+
+// RetryBound is the longest a message that fails every attempt may hold its
+// partition before it is dead-lettered, as configured: the sum of the
+// RetryMaxAttempts-1 waits, each its nominal exponential interval (doubling
+// from RetryInitialInterval, capped at RetryMaxInterval) plus the jitter.
+// Zero fields count as their defaults.
+func (t Target) RetryBound() time.Duration {
+	t = t.withDefaults()
+	var bound time.Duration
+	interval := t.RetryInitialInterval
+	for range t.RetryMaxAttempts - 1 {
+		bound += time.Duration(float64(interval) * (1 + jitter))
+		interval = min(2*interval, t.RetryMaxInterval)
+	}
+	return bound
 }
 
 // Result is one case's verdict.

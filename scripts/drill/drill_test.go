@@ -23,7 +23,7 @@ func TestSelect(t *testing.T) {
 		wantErr bool
 	}{
 		{names: []string{"all"}, want: all, first: "duplicate/twice"},
-		{names: []string{"loss"}, want: 3, first: "loss/before-publish"},
+		{names: []string{"loss"}, want: 4, first: "loss/before-publish"},
 		{names: []string{"replay", "duplicate"}, want: 5, first: "duplicate/twice"},
 		{names: []string{"poison/invalid-json"}, want: 1, first: "poison/invalid-json"},
 		{names: []string{"backlog"}, wantErr: true},
@@ -105,6 +105,7 @@ func TestTargetValidate(t *testing.T) {
 		{"no brokers", func(t *drill.Target) { t.Brokers = nil }, "no Kafka brokers"},
 		{"missing URL", func(t *drill.Target) { delete(t.URLs, drill.Points) }, "points"},
 		{"bad retry bound", func(t *drill.Target) { t.RetryMaxAttempts = -1 }, "retry max attempts"},
+		{"bad retry intervals", func(t *drill.Target) { t.RetryInitialInterval, t.RetryMaxInterval = time.Second, time.Millisecond }, "retry intervals"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +118,29 @@ func TestTargetValidate(t *testing.T) {
 	}
 	if err := target().Validate(); err != nil {
 		t.Errorf("valid target rejected: %v", err)
+	}
+}
+
+func TestRetryBound(t *testing.T) {
+	tests := []struct {
+		name             string
+		attempts         int
+		initial, maximum time.Duration
+		want             time.Duration
+	}{
+		// 1+2+4+8 s nominal, each up to 1.5 times that.
+		{"the tutorial's defaults", 0, 0, 0, 22500 * time.Millisecond},
+		{"capped", 5, time.Second, 3 * time.Second, 13500 * time.Millisecond},
+		{"the harness", 3, 50 * time.Millisecond, 200 * time.Millisecond, 225 * time.Millisecond},
+		{"one attempt never waits", 1, time.Second, time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := drill.Target{RetryMaxAttempts: tt.attempts, RetryInitialInterval: tt.initial, RetryMaxInterval: tt.maximum}
+			if got := tg.RetryBound(); got != tt.want {
+				t.Errorf("RetryBound() = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -21,6 +21,9 @@ func lossCases() []Case {
 		newCase("loss", "after-publish",
 			"order service killed after the publish, before marking SENT: the same eventId is sent again, applied once",
 			true, lossAfterPublish),
+		newCase("loss", "consumer-crash",
+			"inventory killed after its commit, before the ack: the OrderPaid is delivered again, seen as a duplicate, effects once",
+			true, lossConsumerCrash),
 		newCase("loss", "consumer-failure",
 			"inventory fails twice: not acknowledged, retried, applied once, nothing dead-lettered",
 			false, lossConsumerFailure),
@@ -213,9 +216,101 @@ func lossAfterPublish(s *session) (seen string, err error) {
 		exitStatus, effectsOnce), nil
 }
 
+// consumerAfterCommit is pkg/messaging's fail point between a consumer's
+// commit and its acknowledgement.
+const consumerAfterCommit = "consumer.after-commit"
+
+// outcomes reads the inventory consumer's consumer_event_outcomes_total of
+// one inbox outcome (APPLIED, DUPLICATE, ...).
+func (s *session) outcomes(service, outcome string) (float64, error) {
+	return s.metric(service, "consumer_event_outcomes_total", map[string]string{"outcome": outcome})
+}
+
+// Tutorial window "消费完成前崩溃 — 消息再次投递 — 副作用只发生一次" (crash
+// before the consume completes: delivered again, the effect happens once).
+func lossConsumerCrash(s *session) (seen string, err error) {
+	const quantity = 2
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, seedStock); err != nil {
+		return "", err
+	}
+	before, err := s.handled(Inventory)
+	if err != nil {
+		return "", err
+	}
+	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
+	if err != nil {
+		return "", err
+	}
+	// The fail point fires after every message: inventory must have read
+	// OrderCreated and OrderCheckedOut first (the graceful stop of the
+	// restart commits their offsets), so it hits the payment.
+	if _, err := s.waitUntil("inventory reads OrderCreated and OrderCheckedOut", func() (bool, error) {
+		n, err := s.handled(Inventory)
+		return n >= before+2, err
+	}); err != nil {
+		return "", err
+	}
+	restored := false
+	defer func() {
+		if restored {
+			return
+		}
+		if rerr := s.t.Controller.Restart(s.ctx, Inventory, nil); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restore the inventory service: %w", rerr))
+		}
+	}()
+	if err := s.t.Controller.Restart(s.ctx, Inventory, map[string]string{failPointsVar: consumerAfterCommit + "=exit"}); err != nil {
+		return "", fmt.Errorf("restart inventory with %s=exit: %w", consumerAfterCommit, err)
+	}
+	if err := s.pay(orderID, amount); err != nil {
+		return "", err
+	}
+	code, err := s.t.Controller.WaitExit(s.ctx, Inventory)
+	if err != nil {
+		return "", fmt.Errorf("wait for inventory to exit: %w", err)
+	}
+	if code != exitStatus {
+		return "", fmt.Errorf("inventory exited with %d, want the fail point's %d", code, exitStatus)
+	}
+	start := time.Now()
+	restored = true
+	if err := s.t.Controller.Restart(s.ctx, Inventory, nil); err != nil {
+		return "", fmt.Errorf("restart inventory: %w", err)
+	}
+	// The restarted process has handled nothing else: a DUPLICATE is the
+	// OrderPaid whose offset the crash left uncommitted.
+	if _, err := s.waitUntil("the OrderPaid delivered again", func() (bool, error) {
+		n, err := s.outcomes(Inventory, "DUPLICATE")
+		return n >= 1, err
+	}); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	applied, err := s.outcomes(Inventory, "APPLIED")
+	if err != nil {
+		return "", err
+	}
+	if applied != 0 {
+		return "", fmt.Errorf("the restarted inventory applied %v events, want 0 (the deduction committed before the crash)", applied)
+	}
+	paid, err := s.orderEvent(orderID, "OrderPaid")
+	if err != nil {
+		return "", err
+	}
+	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("exit %d after the commit; restarted: OrderPaid delivered again as a DUPLICATE, 0 applied; %s", exitStatus, effectsOnce), nil
+}
+
 // Tutorial: "当消费者处理失败时，不得提前提交位点" and
 // `test_当支付成功事件短暂失败时_业务最终一致`.
-func lossConsumerFailure(s *session) (string, error) {
+func lossConsumerFailure(s *session) (seen string, err error) {
 	const quantity, failures = 2, 2
 	orderID, sku := s.orderID(""), s.sku("")
 	if err := s.seedStock(sku, seedStock); err != nil {
@@ -233,6 +328,7 @@ func lossConsumerFailure(s *session) (string, error) {
 	if err := s.armFailPoint(Inventory, "inventory.apply", "error", failures); err != nil {
 		return "", err
 	}
+	defer disarm(s, Inventory, &err)
 	start := time.Now()
 	if err := s.pay(orderID, amount); err != nil {
 		return "", err

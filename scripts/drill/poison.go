@@ -27,6 +27,14 @@ func poisonCases() []Case {
 	}
 }
 
+// disarm turns a consumer's apply fail point off when a case ends, however
+// it ends, so a failed case cannot fail the next ones.
+func disarm(s *session, service string, err *error) {
+	if derr := s.armFailPoint(service, service+".apply", "off", 0); derr != nil {
+		*err = errors.Join(*err, fmt.Errorf("disarm %s.apply: %w", service, derr))
+	}
+}
+
 // nextOnPartition publishes an OrderPaid for a fresh order whose key lands
 // on partition p, seeding its SKU, and returns the order, SKU and quantity.
 func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, err error) {
@@ -124,9 +132,14 @@ func poisonInvalidJSON(s *session) (string, error) {
 		strings.Join(consumers, ", "), reason, partition), nil
 }
 
+// handlerSlack is what the retry bound allows on top of the backoff waits
+// for the handler runs themselves.
+const handlerSlack = time.Second
+
 // Tutorial: "重试有上限 … 超过上限进入 DLQ" with the metadata of the
-// tutorial's deadLetter.include list.
-func poisonRetriesExhausted(s *session) (string, error) {
+// tutorial's deadLetter.include list, and DESIGN §5: "One bad message must
+// not stop its partition for longer than the retry bound".
+func poisonRetriesExhausted(s *session) (seen string, err error) {
 	const quantity = 2
 	attempts := s.t.RetryMaxAttempts
 	orderID, sku := s.orderID(""), s.sku("")
@@ -155,6 +168,7 @@ func poisonRetriesExhausted(s *session) (string, error) {
 	if err := s.armFailPoint(Inventory, "inventory.apply", "error", attempts); err != nil {
 		return "", err
 	}
+	defer disarm(s, Inventory, &err)
 	start := time.Now()
 	placed, err := s.produce(rec)
 	if err != nil {
@@ -165,12 +179,19 @@ func poisonRetriesExhausted(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dl, tookDLQ, err := s.waitDeadLetter(Inventory, orderID)
+	dl, _, err := s.waitDeadLetter(Inventory, orderID)
 	if err != nil {
 		return "", err
 	}
 	if err := checkMetadata(s, Inventory, dl, paid.EventID, "RETRYABLE", attempts); err != nil {
 		return "", err
+	}
+	// From the first failure to the dead letter the message held its
+	// partition; the records' own times measure it.
+	held, bound := dl.DeadLetteredAt.Sub(dl.FirstFailedAt), s.t.RetryBound()
+	if held > bound+handlerSlack {
+		return "", fmt.Errorf("the failing message held partition %d for %s, longer than the retry bound %s (%d attempts, backoff %s doubling to %s, ±50%% jitter): the backoff grows faster than configured",
+			partition, held.Round(10*time.Millisecond), bound, attempts, s.t.RetryInitialInterval, s.t.RetryMaxInterval)
 	}
 	if _, err := s.waitEffects(nextID, "DEDUCTED", 1, 1); err != nil {
 		return "", fmt.Errorf("the next order on partition %d: %w", partition, err)
@@ -191,7 +212,7 @@ func poisonRetriesExhausted(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("DLQ after %d attempts (%s; retries +%v): RETRYABLE %s, firstFailedAt %s, originalTopic %s; stock untouched; next order on partition %d converged",
-		dl.Attempts, tookDLQ.Round(10*time.Millisecond), retriesAfter-retriesBefore, reasonCode(dl.FailureReason),
+	return fmt.Sprintf("DLQ after %d attempts (retries +%v), partition held %s (allowed %s = backoff bound + %s for the runs): RETRYABLE %s, firstFailedAt %s, originalTopic %s; stock untouched; next order on partition %d converged",
+		dl.Attempts, retriesAfter-retriesBefore, held.Round(10*time.Millisecond), bound+handlerSlack, handlerSlack, reasonCode(dl.FailureReason),
 		dl.FirstFailedAt.UTC().Format(time.RFC3339), dl.OriginalTopic, partition), nil
 }

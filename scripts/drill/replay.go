@@ -1,7 +1,6 @@
 package drill
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -38,12 +37,8 @@ func deadLetteredPayment(s *session) (orderID, sku string, dl deadLetter, err er
 	if err := s.armFailPoint(Inventory, "inventory.apply", "error", 0); err != nil {
 		return "", "", deadLetter{}, err
 	}
-	defer func() {
-		// The fix: whatever happened, the consumer is healthy again.
-		if ferr := s.armFailPoint(Inventory, "inventory.apply", "off", 0); ferr != nil {
-			err = errors.Join(err, fmt.Errorf("disarm inventory.apply: %w", ferr))
-		}
-	}()
+	// The fix: whatever happens, the consumer is healthy again afterwards.
+	defer disarm(s, Inventory, &err)
 	if err := s.pay(orderID, amount); err != nil {
 		return "", "", deadLetter{}, err
 	}

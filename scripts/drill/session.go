@@ -130,8 +130,13 @@ func (s *session) callStatus(service, method, path string, body, out any, ok []i
 // waitUntil polls cond until it holds and returns how long that took. It
 // fails after the target's timeout, with what and cond's last error.
 func (s *session) waitUntil(what string, cond func() (bool, error)) (time.Duration, error) {
+	return s.waitFor(s.t.Timeout, what, cond)
+}
+
+// waitFor is waitUntil with its own timeout.
+func (s *session) waitFor(timeout time.Duration, what string, cond func() (bool, error)) (time.Duration, error) {
 	start := time.Now()
-	deadline := time.NewTimer(s.t.Timeout)
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -145,9 +150,9 @@ func (s *session) waitUntil(what string, cond func() (bool, error)) (time.Durati
 			return time.Since(start), s.ctx.Err()
 		case <-deadline.C:
 			if err != nil {
-				return time.Since(start), fmt.Errorf("%s: not within %s (last: %v)", what, s.t.Timeout, err)
+				return time.Since(start), fmt.Errorf("%s: not within %s (last: %v)", what, timeout, err)
 			}
-			return time.Since(start), fmt.Errorf("%s: not within %s", what, s.t.Timeout)
+			return time.Since(start), fmt.Errorf("%s: not within %s", what, timeout)
 		case <-tick.C:
 		}
 	}
@@ -193,16 +198,17 @@ type (
 	}
 	// deadLetter is a DLQ record with the metadata of DESIGN §5.
 	deadLetter struct {
-		ID            int64     `json:"id"`
-		Consumer      string    `json:"consumer"`
-		EventID       string    `json:"eventId"`
-		AggregateID   string    `json:"aggregateId"`
-		OriginalTopic string    `json:"originalTopic"`
-		FailureReason string    `json:"failureReason"`
-		ErrorClass    string    `json:"errorClass"`
-		Attempts      int       `json:"attempts"`
-		FirstFailedAt time.Time `json:"firstFailedAt"`
-		Status        string    `json:"status"`
+		ID             int64     `json:"id"`
+		Consumer       string    `json:"consumer"`
+		EventID        string    `json:"eventId"`
+		AggregateID    string    `json:"aggregateId"`
+		OriginalTopic  string    `json:"originalTopic"`
+		FailureReason  string    `json:"failureReason"`
+		ErrorClass     string    `json:"errorClass"`
+		Attempts       int       `json:"attempts"`
+		FirstFailedAt  time.Time `json:"firstFailedAt"`
+		DeadLetteredAt time.Time `json:"deadLetteredAt"`
+		Status         string    `json:"status"`
 	}
 	replayResult struct {
 		ID      int64  `json:"id"`
@@ -300,10 +306,13 @@ func (s *session) deadLetters(service, aggregateID string) ([]deadLetter, error)
 }
 
 // waitDeadLetter waits until service has dead-lettered one message of
-// aggregateID and returns it.
+// aggregateID and returns it. A retryable failure takes the retry schedule
+// to get there, so the wait allows three times its bound on top of the
+// timeout: a slow schedule is then reported for what it is, not as a
+// timeout.
 func (s *session) waitDeadLetter(service, aggregateID string) (deadLetter, time.Duration, error) {
 	var dl []deadLetter
-	took, err := s.waitUntil(service+" dead-letters "+aggregateID, func() (bool, error) {
+	took, err := s.waitFor(s.t.Timeout+3*s.t.RetryBound(), service+" dead-letters "+aggregateID, func() (bool, error) {
 		var err error
 		dl, err = s.deadLetters(service, aggregateID)
 		return len(dl) > 0, err

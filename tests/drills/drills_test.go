@@ -15,8 +15,14 @@ import (
 )
 
 // retryMaxAttempts is small, so the retry-bound drills take a moment; the
-// harness already makes the backoff short.
-const retryMaxAttempts = 3
+// backoff is the harness's short one (RETRY_INITIAL_INTERVAL=50ms,
+// RETRY_MAX_INTERVAL=200ms), which the drills need to know to check the
+// retry bound.
+const (
+	retryMaxAttempts = 3
+	retryInitial     = 50 * time.Millisecond
+	retryMax         = 200 * time.Millisecond
+)
 
 // controller is the harness as a drill.Controller. The harness fails the
 // test itself when a service does not restart or exit in time.
@@ -35,22 +41,28 @@ func (c controller) WaitExit(_ context.Context, service string) (int, error) {
 }
 
 func TestDrills(t *testing.T) {
-	s := harness.Start(t, harness.Options{Env: map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(retryMaxAttempts)}})
+	s := harness.Start(t, harness.Options{Env: map[string]string{
+		"RETRY_MAX_ATTEMPTS":     strconv.Itoa(retryMaxAttempts),
+		"RETRY_INITIAL_INTERVAL": retryInitial.String(),
+		"RETRY_MAX_INTERVAL":     retryMax.String(),
+	}})
 	urls := map[string]string{}
 	for _, name := range drill.Services() {
 		urls[name] = s.URL(name)
 	}
 	target := drill.Target{
-		URLs:             urls,
-		Brokers:          s.Broker.Addrs(),
-		Topic:            s.Topic,
-		DLQTopic:         s.DLQTopic,
-		AdminToken:       s.AdminToken,
-		CallbackSecret:   harness.CallbackSecret,
-		RetryMaxAttempts: retryMaxAttempts,
-		Controller:       controller{s: s, timeout: 30 * time.Second},
-		RunID:            "t" + drill.NewRunID(),
-		Timeout:          30 * time.Second,
+		URLs:                 urls,
+		Brokers:              s.Broker.Addrs(),
+		Topic:                s.Topic,
+		DLQTopic:             s.DLQTopic,
+		AdminToken:           s.AdminToken,
+		CallbackSecret:       harness.CallbackSecret,
+		RetryMaxAttempts:     retryMaxAttempts,
+		RetryInitialInterval: retryInitial,
+		RetryMaxInterval:     retryMax,
+		Controller:           controller{s: s, timeout: 30 * time.Second},
+		RunID:                "t" + drill.NewRunID(),
+		Timeout:              30 * time.Second,
 	}
 	if err := target.Validate(); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,9 @@
 // broker on 127.0.0.1:9092 and the runner's control API, which the crash
 // drills use to restart the order service with a fail point armed, on
 // 127.0.0.1:8090. ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
-// KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read
-// as the suite reads them (README.md (Configuration)).
+// RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, KAFKA_BROKERS,
+// ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read as the suite
+// reads them (README.md (Configuration)).
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 )
@@ -129,6 +131,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		}
 		retry = n
 	}
+	initial, err := envDuration(getenv, "RETRY_INITIAL_INTERVAL", drill.DefaultRetryInitial)
+	if err != nil {
+		return options{}, err
+	}
+	maxInterval, err := envDuration(getenv, "RETRY_MAX_INTERVAL", drill.DefaultRetryMax)
+	if err != nil {
+		return options{}, err
+	}
 	urls := drill.LocalURLs()
 	if *targets != "" {
 		for _, pair := range strings.Split(*targets, ",") {
@@ -145,15 +155,17 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	}
 	opts := options{
 		target: drill.Target{
-			URLs:             urls,
-			Brokers:          splitList(*brokers),
-			Topic:            *topic,
-			DLQTopic:         *dlqTopic,
-			AdminToken:       getenv("ADMIN_TOKEN"),
-			CallbackSecret:   orDefault(getenv("CALLBACK_SECRET"), drill.DefaultCallbackSecret),
-			RetryMaxAttempts: retry,
-			RunID:            *runID,
-			Timeout:          *timeout,
+			URLs:                 urls,
+			Brokers:              splitList(*brokers),
+			Topic:                *topic,
+			DLQTopic:             *dlqTopic,
+			AdminToken:           getenv("ADMIN_TOKEN"),
+			CallbackSecret:       orDefault(getenv("CALLBACK_SECRET"), drill.DefaultCallbackSecret),
+			RetryMaxAttempts:     retry,
+			RetryInitialInterval: initial,
+			RetryMaxInterval:     maxInterval,
+			RunID:                *runID,
+			Timeout:              *timeout,
 		},
 		names: fs.Args(),
 	}
@@ -167,6 +179,19 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		return options{}, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return opts, nil
+}
+
+// envDuration reads a duration the suite reads too, or def when unset.
+func envDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: %s=%q: want a positive duration such as 1s", errUsage, name, v)
+	}
+	return d, nil
 }
 
 func splitList(s string) []string {
