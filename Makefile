@@ -27,7 +27,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
-.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay dlq
+.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay dlq publish
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -91,6 +91,13 @@ drill-replay: ## drill: replay a dead letter once, with its original eventId
 # DLQ_ARGS="show --service inventory --id 3", or "replay --service inventory --id 3".
 dlq: ## list the consumers' dead letters (DLQ_ARGS for show / replay)
 	@$(GO) run ./scripts/dlq $(or $(DLQ_ARGS),list)
+
+# The backlog drill's load (docs/backlog.md): the tutorial's 100 000 events
+# by default; PUBLISH_ARGS="--count 20000 --run-id r2 --seed-stock 1000".
+PUBLISH_ARGS ?= --count 100000 --run-id backlog-01
+
+publish: ## publish OrderPaid events for the backlog drill (PUBLISH_ARGS)
+	@$(GO) run ./scripts/publish_orders $(PUBLISH_ARGS)
 
 up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
 	docker compose up --build -d

@@ -1,0 +1,190 @@
+// Package loadgen is the load generator of the backlog drill (DESIGN §8):
+// it publishes N OrderPaid events straight to the order-events topic, or
+// drives N orders through the HTTP API, each event for its own order and
+// with ids derived from the run id and the index, so a re-run of the same
+// run id republishes the same events and the consumers must treat them as
+// duplicates. scripts/publish_orders is its command line.
+package loadgen
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// ErrUsage marks a command line the generator cannot work with.
+var ErrUsage = errors.New("usage")
+
+// Via says how the events reach the topic.
+type Via string
+
+// The two ways of publishing.
+const (
+	// ViaBroker produces the OrderPaid events to the topic directly: the
+	// consumers see a backlog at once, the order service sees nothing.
+	ViaBroker Via = "broker"
+	// ViaAPI creates, checks out and pays each order through the services,
+	// so the events leave through the order service's outbox: slower, and
+	// it loads the whole chain.
+	ViaAPI Via = "api"
+)
+
+// Config is one run of the generator.
+type Config struct {
+	Via   Via
+	Count int
+	RunID string
+	// SKUs is how many SKUs the items are spread over: order i buys one of
+	// SKU-<run>-1 … SKU-<run>-SKUs, round robin. Few SKUs make hot rows.
+	SKUs        int
+	Brokers     []string
+	Topic       string
+	Rate        float64 // events (or orders) per second; 0 is unlimited
+	Concurrency int
+	Batch       int
+	// SeedStock, when positive, sets every SKU's available stock to it
+	// before publishing, so the deductions succeed.
+	SeedStock    int
+	MaxErrors    int
+	OrderURL     string
+	PaymentURL   string
+	InventoryURL string
+}
+
+// Limits of the flags.
+const (
+	MaxCount       = 99_999_999
+	MaxConcurrency = 1024
+	MaxBatch       = 10_000
+)
+
+// runIDPattern keeps run ids short and safe in ids, URLs and SKUs.
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$`)
+
+// Parse reads the command line (flags only), with defaults from the
+// environment through getenv as the services read it. -h prints the flags
+// to stderr and returns flag.ErrHelp; any other problem wraps ErrUsage.
+func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("publish_orders", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./scripts/publish_orders --count N --run-id ID [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Publishes N OrderPaid events (order O-ID-000001 … at aggregateVersion 3, eventId E-ID-000001 …)")
+		fmt.Fprintln(stderr, "to the order-events topic, or drives N orders through the HTTP API with --via api.")
+		fmt.Fprintln(stderr, "The same run id republishes the same events: the consumers must see duplicates.")
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	var cfg Config
+	via := fs.String("via", string(ViaBroker), "broker: produce OrderPaid events to the topic; api: create, check out and pay orders over HTTP")
+	fs.IntVar(&cfg.Count, "count", 0, "how many events (orders) to publish (required)")
+	fs.StringVar(&cfg.RunID, "run-id", "", "names the run; order, event, payment, customer and SKU ids derive from it (required)")
+	fs.IntVar(&cfg.SKUs, "skus", 100, "spread the items over this many SKUs, SKU-<run-id>-1 … (small = hot rows)")
+	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	fs.StringVar(&cfg.Topic, "topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), "order-events"), "the order events topic (ORDER_EVENTS_TOPIC)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "at most this many events (orders with --via api) per second; 0 = unlimited")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "produce batches (or orders) in flight at once")
+	fs.IntVar(&cfg.Batch, "batch", 500, "records per produce call (--via broker; with --rate at most one second's worth)")
+	fs.IntVar(&cfg.SeedStock, "seed-stock", 0, "first PUT /inventory/{sku} {available: N} for every SKU of the run; 0 = leave stock alone")
+	fs.IntVar(&cfg.MaxErrors, "max-errors", 100, "stop after this many failed events (orders); 0 = never stop")
+	fs.StringVar(&cfg.OrderURL, "order-url", orDefault(getenv("ORDER_URL"), "http://127.0.0.1:8081"), "order service (ORDER_URL), for --via api")
+	fs.StringVar(&cfg.PaymentURL, "payment-url", orDefault(getenv("PAYMENT_URL"), "http://127.0.0.1:8082"), "payment service (PAYMENT_URL), for --via api")
+	fs.StringVar(&cfg.InventoryURL, "inventory-url", orDefault(getenv("INVENTORY_URL"), "http://127.0.0.1:8083"), "inventory service (INVENTORY_URL), for --seed-stock")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", ErrUsage, fs.Arg(0))
+	}
+	cfg.Via = Via(*via)
+	cfg.Brokers = splitList(*brokers)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return cfg, nil
+}
+
+// Validate reports every unusable setting, naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Via != ViaBroker && c.Via != ViaAPI {
+		bad("--via %q: want broker or api", c.Via)
+	}
+	if c.Count < 1 || c.Count > MaxCount {
+		bad("--count %d: want 1 to %d", c.Count, MaxCount)
+	}
+	if !runIDPattern.MatchString(c.RunID) {
+		bad("--run-id %q: want 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit", c.RunID)
+	}
+	if c.SKUs < 1 {
+		bad("--skus %d: want at least 1", c.SKUs)
+	}
+	if c.Rate < 0 {
+		bad("--rate %v: want 0 (unlimited) or more", c.Rate)
+	}
+	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
+		bad("--concurrency %d: want 1 to %d", c.Concurrency, MaxConcurrency)
+	}
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		bad("--batch %d: want 1 to %d", c.Batch, MaxBatch)
+	}
+	if c.SeedStock < 0 {
+		bad("--seed-stock %d: want 0 (leave stock alone) or more", c.SeedStock)
+	}
+	if c.MaxErrors < 0 {
+		bad("--max-errors %d: want 0 (never stop) or more", c.MaxErrors)
+	}
+	if c.Via == ViaBroker && (len(c.Brokers) == 0 || c.Topic == "") {
+		bad("--brokers and --topic must not be empty")
+	}
+	if c.Via == ViaAPI {
+		errs = append(errs, checkURL("--order-url", c.OrderURL), checkURL("--payment-url", c.PaymentURL))
+	}
+	if c.SeedStock > 0 {
+		errs = append(errs, checkURL("--inventory-url", c.InventoryURL))
+	}
+	return errors.Join(errs...)
+}
+
+func checkURL(flagName, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an http(s)://host:port URL", flagName, raw)
+	}
+	return nil
+}
+
+// batchSize is the records per produce call: with a rate limit, at most a
+// second's worth, so the pacing stays smooth.
+func (c Config) batchSize() int {
+	if c.Rate > 0 {
+		return max(1, min(c.Batch, int(c.Rate)))
+	}
+	return c.Batch
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}
