@@ -2,7 +2,7 @@
 // consumers through their admin API (GET /admin/dlq, POST
 // /admin/dlq/{id}/replay), so an operator needs neither SQL nor kcat:
 //
-//	go run ./scripts/dlq list   [--service inventory] [--aggregate O-1]
+//	go run ./scripts/dlq list   [--service inventory] [--aggregate O-1] [--status DEAD]
 //	go run ./scripts/dlq show   --service inventory --id 3
 //	go run ./scripts/dlq replay --service inventory --id 3 [--by alice]
 //
@@ -56,7 +56,7 @@ var consumers = []struct{ name, url string }{
 var errUsage = errors.New("usage")
 
 const usage = `usage:
-  go run ./scripts/dlq list   [--service NAME] [--aggregate ORDER_ID] [--url URL]
+  go run ./scripts/dlq list   [--service NAME] [--aggregate ORDER_ID] [--status DEAD|REPLAYED] [--url URL]
   go run ./scripts/dlq show   --service NAME --id N [--url URL]
   go run ./scripts/dlq replay --service NAME --id N [--by WHO] [--url URL]
 
@@ -69,6 +69,7 @@ type command struct {
 	services  []string // names, in order
 	urls      map[string]string
 	aggregate string
+	status    string
 	id        int64
 	by        string
 	token     string
@@ -116,6 +117,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	service := fs.String("service", "", "the consumer: inventory, points, notification or payment")
 	base := fs.String("url", "", "the service's base URL (default: its make run port)")
 	fs.StringVar(&cmd.aggregate, "aggregate", "", "list only the dead letters of this order id")
+	fs.StringVar(&cmd.status, "status", "", "list only DEAD (waiting for a fix and a replay) or REPLAYED ones")
 	id := fs.Int64("id", 0, "the dead letter's id (show, replay)")
 	fs.StringVar(&cmd.by, "by", orDefault(getenv("USER"), "dlq-cli"), "who asks for the replay, for the audit (replay)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -141,8 +143,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 		return command{}, fmt.Errorf("%w: list takes no --id (use show)", errUsage)
 	case cmd.verb != "list" && *id <= 0:
 		return command{}, fmt.Errorf("%w: %s needs --id N (the id column of list)", errUsage, cmd.verb)
-	case cmd.verb != "list" && cmd.aggregate != "":
-		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate", errUsage, cmd.verb)
+	case cmd.verb != "list" && (cmd.aggregate != "" || cmd.status != ""):
+		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate or --status", errUsage, cmd.verb)
+	case cmd.status != "" && cmd.status != "DEAD" && cmd.status != "REPLAYED":
+		return command{}, fmt.Errorf("%w: --status %q: want DEAD or REPLAYED", errUsage, cmd.status)
 	}
 	if *base != "" {
 		if u, err := url.Parse(*base); err != nil || u.Scheme == "" || u.Host == "" {
@@ -234,11 +238,12 @@ func (c client) do(ctx context.Context, method, u string, out any, header map[st
 	return nil
 }
 
-func (c client) list(ctx context.Context, base, aggregate string) ([]deadLetter, error) {
+func (c client) list(ctx context.Context, base, aggregate, status string) ([]deadLetter, error) {
 	var out struct {
 		Items []deadLetter `json:"items"`
 	}
-	err := c.do(ctx, "GET", base+"/admin/dlq?aggregateId="+url.QueryEscape(aggregate), &out, nil)
+	q := url.Values{"aggregateId": {aggregate}, "status": {status}}
+	err := c.do(ctx, "GET", base+"/admin/dlq?"+q.Encode(), &out, nil)
 	return out.Items, err
 }
 
@@ -248,7 +253,7 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 	total := 0
 	var errs []error
 	for _, name := range cmd.services {
-		items, err := c.list(ctx, cmd.urls[name], cmd.aggregate)
+		items, err := c.list(ctx, cmd.urls[name], cmd.aggregate, cmd.status)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -263,6 +268,9 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "\n%d dead letters", total)
+	if cmd.status != "" {
+		fmt.Fprintf(w, " %s", cmd.status)
+	}
 	if cmd.aggregate != "" {
 		fmt.Fprintf(w, " of %s", cmd.aggregate)
 	}
@@ -274,7 +282,7 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 // (of one order, or of all); an older one is found through its order.
 func find(ctx context.Context, c client, cmd command) (deadLetter, error) {
 	name := cmd.services[0]
-	items, err := c.list(ctx, cmd.urls[name], "")
+	items, err := c.list(ctx, cmd.urls[name], "", "")
 	if err != nil {
 		return deadLetter{}, err
 	}

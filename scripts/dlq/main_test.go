@@ -31,7 +31,8 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 	mux.HandleFunc("GET /admin/dlq", func(w http.ResponseWriter, r *http.Request) {
 		var items []deadLetter
 		for _, d := range records {
-			if agg := r.URL.Query().Get("aggregateId"); agg == "" || agg == d.AggregateID {
+			agg, status := r.URL.Query().Get("aggregateId"), r.URL.Query().Get("status")
+			if (agg == "" || agg == d.AggregateID) && (status == "" || status == d.Status) {
 				items = append(items, d)
 			}
 		}
@@ -80,6 +81,9 @@ func TestCommands(t *testing.T) {
 		{"list of one order", []string{"list", "--service", "inventory", "--url", srv.URL, "--aggregate", "O-1"}, withToken, exitOK, []string{
 			"inventory  1   REPLAYED", "1 dead letters of O-1",
 		}},
+		{"list of those waiting", []string{"list", "--service", "inventory", "--url", srv.URL, "--status", "DEAD"}, withToken, exitOK, []string{
+			"inventory  2   DEAD", "1 dead letters DEAD",
+		}},
 		{"show", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "2"}, withToken, exitOK, []string{
 			"errorClass      RETRYABLE", "attempts        5", "firstFailedAt   2026-08-10T02:00:00Z",
 			"originalTopic   order-events (partition 0, offset 0)", "header eventId  E-2", `"eventId": "E-2"`,
@@ -125,6 +129,8 @@ func TestErrors(t *testing.T) {
 		{"show without service", []string{"show", "--id", "1"}, nil, exitUsage, "show needs --service"},
 		{"replay without id", []string{"replay", "--service", "inventory"}, nil, exitUsage, "replay needs --id N"},
 		{"list with id", []string{"list", "--id", "3"}, nil, exitUsage, "list takes no --id"},
+		{"bad status", []string{"list", "--status", "dead"}, nil, exitUsage, `--status "dead"`},
+		{"replay with status", []string{"replay", "--service", "inventory", "--id", "1", "--status", "DEAD"}, nil, exitUsage, "takes --id, not --aggregate or --status"},
 		{"url without service", []string{"list", "--url", srv.URL}, nil, exitUsage, "--url needs --service"},
 		{"bad url", []string{"list", "--service", "points", "--url", "localhost"}, nil, exitUsage, "--url"},
 		{"stray argument", []string{"list", "inventory"}, nil, exitUsage, `unexpected argument "inventory"`},
