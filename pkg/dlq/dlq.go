@@ -7,8 +7,8 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,13 +53,18 @@ type Store struct {
 func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
 
 // Add records r and returns its id.
-func (s *Store) Add(ctx context.Context, r Record) (int64, error) {
+func (s *Store) Add(ctx context.Context, r Record) (int64, error) { return Insert(ctx, s.db, r) }
+
+// Insert records r through q and returns its id. Given a transaction, the
+// record commits or rolls back with the caller's other work: the gap
+// sweeper takes a parked event out and records its dead letter at once.
+func Insert(ctx context.Context, q sqlx.QueryerContext, r Record) (int64, error) {
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
 		return 0, fmt.Errorf("encode dead letter headers: %w", err)
 	}
 	var id int64
-	err = s.db.GetContext(ctx, &id, `
+	err = sqlx.GetContext(ctx, q, &id, `
 		INSERT INTO dead_letters (consumer, event_id, aggregate_id, event_type, original_topic, original_partition,
 			original_offset, message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
 )
 
 // ReconnectWarning is the message RunConsumer logs, at warning level, each
@@ -54,6 +56,13 @@ type ConsumerRuntime struct {
 	// Reconnect is the backoff between attempts; the zero value means
 	// DefaultReconnect.
 	Reconnect ReconnectConfig
+	// Parked, when set, is the version guard whose events RunConsumer
+	// dead-letters once they were parked longer than Parking.Deadline (a
+	// GapSweeper next to the router, in DB's transactions). The zero
+	// Parking means DefaultParkingConfig.
+	Parked  ParkedEvents
+	DB      *sqlx.DB
+	Parking ParkingConfig
 }
 
 // errBuildRouter marks a router that cannot be built: a configuration
@@ -64,15 +73,33 @@ var errBuildRouter = errors.New("build router")
 // then. A service starts, and serves HTTP, while the broker is down: when
 // the broker cannot be reached or the router stops, RunConsumer logs one
 // ReconnectWarning and tries again after a capped exponential backoff,
-// which starts over once a router has run. An unusable configuration is
-// returned at once.
+// which starts over once a router has run. With rt.Parked set it also runs
+// the consumer's GapSweeper. An unusable configuration is returned at once.
 func RunConsumer(ctx context.Context, rt ConsumerRuntime) error {
 	if rt.Reconnect == (ReconnectConfig{}) {
 		rt.Reconnect = DefaultReconnect()
 	}
+	if rt.Parking == (ParkingConfig{}) {
+		rt.Parking = DefaultParkingConfig()
+	}
 	if err := rt.validate(); err != nil {
 		return fmt.Errorf("consumer %s: %w", rt.Config.Consumer, err)
 	}
+	if rt.Parked == nil {
+		return rt.consume(ctx)
+	}
+	sweeper, err := NewGapSweeper(rt.Config, rt.Parking, rt.DB, rt.Parked, rt.DLQ, rt.Metrics, rt.Logger)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", rt.Config.Consumer, err)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sweeper.Run(ctx) })
+	g.Go(func() error { return rt.consume(ctx) })
+	return g.Wait()
+}
+
+// consume is RunConsumer's reconnect loop.
+func (rt ConsumerRuntime) consume(ctx context.Context) error {
 	delay := rt.Reconnect.Initial
 	for {
 		ran, err := rt.runOnce(ctx)

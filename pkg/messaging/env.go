@@ -19,14 +19,17 @@ type ConsumerEnv struct {
 	DLQTopic         string
 	ConsumerGroup    string
 	Retry            RetryConfig
+	Parking          ParkingConfig
 }
 
 // ReadConsumerEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
-// CONSUMER_GROUP (defaultGroup when unset) and RETRY_MAX_ATTEMPTS,
-// RETRY_INITIAL_INTERVAL and RETRY_MAX_INTERVAL through r, which collects
-// the malformed values with the service's own.
+// CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
+// RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
+// PARK_SWEEP_INTERVAL through r, which collects the malformed values with
+// the service's own.
 func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 	retry := DefaultRetryConfig()
+	parking := DefaultParkingConfig()
 	return ConsumerEnv{
 		Brokers:          r.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
 		OrderEventsTopic: r.String("ORDER_EVENTS_TOPIC", "order-events"),
@@ -36,6 +39,10 @@ func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 			MaxAttempts:     r.Int("RETRY_MAX_ATTEMPTS", retry.MaxAttempts),
 			InitialInterval: r.Duration("RETRY_INITIAL_INTERVAL", retry.InitialInterval),
 			MaxInterval:     r.Duration("RETRY_MAX_INTERVAL", retry.MaxInterval),
+		},
+		Parking: ParkingConfig{
+			Deadline:      r.Duration("PARK_DEADLINE", parking.Deadline),
+			SweepInterval: r.Duration("PARK_SWEEP_INTERVAL", parking.SweepInterval),
 		},
 	}
 }
@@ -51,6 +58,9 @@ func (e ConsumerEnv) Validate() error {
 	}
 	if err := e.ConsumerConfig().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("RETRY_*: %w", err))
+	}
+	if err := e.Parking.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("PARK_DEADLINE, PARK_SWEEP_INTERVAL: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -68,7 +78,8 @@ func (e ConsumerEnv) ConsumerConfig() ConsumerConfig {
 
 // Runtime is what RunConsumer needs to consume these settings' topic with
 // handle; failures past the retry bound are recorded by recorder and
-// published through dlq.
+// published through dlq. Set the runtime's DB and Parked to have parked
+// events dead-lettered after PARK_DEADLINE.
 func (e ConsumerEnv) Runtime(dlq message.Publisher, recorder DeadLetterRecorder, metrics *Metrics,
 	logger *slog.Logger, handle EventHandler,
 ) ConsumerRuntime {
@@ -81,5 +92,6 @@ func (e ConsumerEnv) Runtime(dlq message.Publisher, recorder DeadLetterRecorder,
 		Metrics:  metrics,
 		Logger:   logger,
 		Handle:   handle,
+		Parking:  e.Parking,
 	}
 }

@@ -30,8 +30,11 @@ func TestReadConsumerEnv(t *testing.T) {
 				if got := e.ConsumerConfig(); got != want {
 					t.Fatalf("ConsumerConfig = %+v, want %+v", got, want)
 				}
+				if e.Parking != (messaging.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
+					t.Fatalf("parking defaults = %+v, want PARK_DEADLINE 5m and PARK_SWEEP_INTERVAL 10s", e.Parking)
+				}
 				if rt := e.Runtime(nil, nil, nil, nil, nil); rt.Group != "test-service" || rt.Config != want ||
-					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] {
+					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] || rt.Parking != e.Parking {
 					t.Fatalf("Runtime = %+v", rt)
 				}
 			},
@@ -39,11 +42,13 @@ func TestReadConsumerEnv(t *testing.T) {
 		{
 			name: "overrides",
 			env: map[string]string{"KAFKA_BROKERS": "a:1, b:2", "ORDER_EVENTS_TOPIC": "ev", "DLQ_TOPIC": "ev.dlq",
-				"CONSUMER_GROUP": "g", "RETRY_MAX_ATTEMPTS": "3", "RETRY_INITIAL_INTERVAL": "10ms", "RETRY_MAX_INTERVAL": "50ms"},
+				"CONSUMER_GROUP": "g", "RETRY_MAX_ATTEMPTS": "3", "RETRY_INITIAL_INTERVAL": "10ms", "RETRY_MAX_INTERVAL": "50ms",
+				"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "100ms"},
 			check: func(t *testing.T, e messaging.ConsumerEnv) {
 				if len(e.Brokers) != 2 || e.Brokers[1] != "b:2" || e.OrderEventsTopic != "ev" || e.DLQTopic != "ev.dlq" ||
 					e.ConsumerGroup != "g" || e.Retry.MaxAttempts != 3 ||
-					e.Retry.InitialInterval != 10*time.Millisecond || e.Retry.MaxInterval != 50*time.Millisecond {
+					e.Retry.InitialInterval != 10*time.Millisecond || e.Retry.MaxInterval != 50*time.Millisecond ||
+					e.Parking.Deadline != time.Second || e.Parking.SweepInterval != 100*time.Millisecond {
 					t.Fatalf("env = %+v", e)
 				}
 			},
@@ -62,6 +67,16 @@ func TestReadConsumerEnv(t *testing.T) {
 			name:    "retry intervals out of order",
 			env:     map[string]string{"RETRY_INITIAL_INTERVAL": "1m", "RETRY_MAX_INTERVAL": "1s"},
 			wantErr: []string{"RETRY_*"},
+		},
+		{
+			name:    "malformed parking durations",
+			env:     map[string]string{"PARK_DEADLINE": "soon", "PARK_SWEEP_INTERVAL": "often"},
+			wantErr: []string{"PARK_DEADLINE", "PARK_SWEEP_INTERVAL"},
+		},
+		{
+			name:    "a parking deadline of zero",
+			env:     map[string]string{"PARK_DEADLINE": "0s"},
+			wantErr: []string{"PARK_DEADLINE"},
 		},
 		{
 			name:    "no attempt",

@@ -17,6 +17,8 @@ type Metrics struct {
 	dlq          *prometheus.CounterVec
 	convergence  *prometheus.HistogramVec
 	outcomes     *prometheus.CounterVec
+	parked       *prometheus.GaugeVec
+	gapTimeouts  *prometheus.CounterVec
 }
 
 // NewMetrics registers the consumer metrics with reg.
@@ -43,8 +45,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "consumer_event_outcomes_total",
 			Help: "Events handled, by what the inbox did with them (APPLIED, DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, NOT_HANDLED).",
 		}, []string{"consumer", "outcome"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "consumer_parked_events", Help: "Events parked waiting for a predecessor (WAITING_FOR_GAP), as of the last gap sweep.",
+		}, []string{"consumer"}),
+		gapTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_gap_timeouts_total", Help: "Parked events dead-lettered because their predecessor did not arrive within PARK_DEADLINE.",
+		}, []string{"consumer"}),
 	}
-	reg.MustRegister(m.handledTotal, m.duration, m.retries, m.dlq, m.convergence, m.outcomes)
+	reg.MustRegister(m.handledTotal, m.duration, m.retries, m.dlq, m.convergence, m.outcomes, m.parked, m.gapTimeouts)
 	return m
 }
 
@@ -71,6 +79,18 @@ func (m *Metrics) deadLettered(consumer, class string) {
 func (m *Metrics) outcome(consumer string, o versionguard.Outcome) {
 	if m != nil && o != "" {
 		m.outcomes.WithLabelValues(consumer, string(o)).Inc()
+	}
+}
+
+func (m *Metrics) parkedNow(consumer string, n int) {
+	if m != nil {
+		m.parked.WithLabelValues(consumer).Set(float64(n))
+	}
+}
+
+func (m *Metrics) gapTimedOut(consumer string) {
+	if m != nil {
+		m.gapTimeouts.WithLabelValues(consumer).Inc()
 	}
 }
 

@@ -232,21 +232,14 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 	for k, v := range msg.Metadata {
 		headers[k] = v
 	}
-	rec := dlq.Record{
-		Consumer:          d.cfg.Consumer,
-		EventID:           msg.Metadata.Get(outbox.HeaderEventID),
-		AggregateID:       msg.Metadata.Get(outbox.HeaderAggregateID),
-		EventType:         msg.Metadata.Get(outbox.HeaderEventType),
-		OriginalTopic:     d.cfg.Topic,
-		OriginalPartition: -1,
-		OriginalOffset:    -1,
-		Value:             msg.Payload,
-		Headers:           headers,
-		FailureReason:     reason + ": " + cause.Error(),
-		ErrorClass:        string(class),
-		Attempts:          max(log.attempts, 1),
-		FirstFailedAt:     log.firstFailedAt,
-	}
+	rec := d.record(class, reason, cause)
+	rec.EventID = msg.Metadata.Get(outbox.HeaderEventID)
+	rec.AggregateID = msg.Metadata.Get(outbox.HeaderAggregateID)
+	rec.EventType = msg.Metadata.Get(outbox.HeaderEventType)
+	rec.Value = msg.Payload
+	rec.Headers = headers
+	rec.Attempts = max(log.attempts, 1)
+	rec.FirstFailedAt = log.firstFailedAt
 	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
 		rec.OriginalPartition = p
 	}
@@ -269,8 +262,32 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 	if _, err := d.recorder.Add(context.WithoutCancel(ctx), rec); err != nil {
 		return err
 	}
-	dm := message.NewMessage(watermill.NewUUID(), msg.Payload)
-	for k, v := range headers {
+	if err := d.publish(rec); err != nil {
+		return err
+	}
+	d.done(ctx, rec)
+	return nil
+}
+
+// record starts the dead letter of a failure of class for this consumer;
+// the caller adds what it knows of the message. Its position in the
+// original topic is unknown (-1) until set.
+func (d deadLetterer) record(class Class, reason string, cause error) dlq.Record {
+	return dlq.Record{
+		Consumer:          d.cfg.Consumer,
+		OriginalTopic:     d.cfg.Topic,
+		OriginalPartition: -1,
+		OriginalOffset:    -1,
+		FailureReason:     reason + ": " + cause.Error(),
+		ErrorClass:        string(class),
+	}
+}
+
+// publish sends rec to the DLQ topic: its original key, value and headers
+// plus the DESIGN §5 metadata.
+func (d deadLetterer) publish(rec dlq.Record) error {
+	dm := message.NewMessage(watermill.NewUUID(), rec.Value)
+	for k, v := range rec.Headers {
 		dm.Metadata.Set(k, v)
 	}
 	dm.Metadata.Set(outbox.HeaderAggregateID, rec.AggregateID)
@@ -282,12 +299,16 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 	dm.Metadata.Set(MetaErrorClass, rec.ErrorClass)
 	dm.Metadata.Set(MetaAttempts, strconv.Itoa(rec.Attempts))
 	dm.Metadata.Set(MetaFirstFailedAt, rec.FirstFailedAt.Format(time.RFC3339Nano))
-	dm.Metadata.Set(MetaConsumer, d.cfg.Consumer)
+	dm.Metadata.Set(MetaConsumer, rec.Consumer)
 	if err := d.publisher.Publish(d.cfg.DLQTopic, dm); err != nil {
 		return fmt.Errorf("publish to %s: %w", d.cfg.DLQTopic, err)
 	}
+	return nil
+}
+
+// done counts and logs a dead letter once it is recorded and published.
+func (d deadLetterer) done(ctx context.Context, rec dlq.Record) {
 	d.metrics.deadLettered(d.cfg.Consumer, rec.ErrorClass)
 	d.logger.WarnContext(observability.WithEvent(ctx, "", rec.EventID), "message dead-lettered",
 		"errorClass", rec.ErrorClass, "reason", rec.FailureReason, "attempts", rec.Attempts, "aggregateId", rec.AggregateID)
-	return nil
 }

@@ -47,7 +47,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	dead := dlq.NewStore(db)
 	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(repo, fp, logger)
-	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply))
+	guard := versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply)
+	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard)
 	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
 		outcome, err := proc.Process(ctx, env)
 		if err != nil {
@@ -74,6 +75,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	consumerRuntime.Config.FailPoints = fp
+	consumerRuntime.Parked, consumerRuntime.DB = guard, db
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })

@@ -82,9 +82,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("callback relay: %w", err)
 	}
-	handle := consumer.Handler(consumer.NewProcessor(db, cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger)))
+	guard := consumer.NewGuard(cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger))
+	handle := consumer.Handler(inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard))
 	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	refunds.Config.FailPoints = fp
+	refunds.Parked, refunds.DB = guard, db
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })

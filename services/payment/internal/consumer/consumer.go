@@ -85,7 +85,14 @@ func (a *Applier) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ 
 // name (its consumer group, "payment-service" by default): dedup row,
 // version guard and refund in one transaction.
 func NewProcessor(db *sqlx.DB, name string, a *Applier) *inbox.Processor {
-	return inbox.NewProcessor(db, name, versionguard.New(name, Transitions(), a.Apply))
+	return inbox.NewProcessor(db, name, NewGuard(name, a))
+}
+
+// NewGuard returns the version guard of the payment consumer named name:
+// the processor decides refund requests through it, and the consumer's gap
+// sweeper takes its expired parked events from it.
+func NewGuard(name string, a *Applier) *versionguard.Guard {
+	return versionguard.New(name, Transitions(), a.Apply)
 }
 
 // Handler adapts p to the router: it returns nil only after the
