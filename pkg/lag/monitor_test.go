@@ -222,7 +222,7 @@ func TestMonitorRatesComeFromTheConsumerCounters(t *testing.T) {
 	counters.messages.WithLabelValues("inventory-service", "ok").Add(60)
 	counters.messages.WithLabelValues("inventory-service", "rejected").Add(6)
 	counters.messages.WithLabelValues("inventory-service", "error").Add(100) // failed runs: not consumed
-	counters.messages.WithLabelValues("points-service", "ok").Add(100)        // another consumer
+	counters.messages.WithLabelValues("points-service", "ok").Add(100)       // another consumer
 	counters.retries.WithLabelValues("inventory-service").Add(11)
 	counters.dead.WithLabelValues("inventory-service", "PERMANENT").Add(11)
 	for range 10 {

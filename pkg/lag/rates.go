@@ -18,11 +18,11 @@ const (
 	labelOutcome      = "outcome"
 )
 
-// consumedOutcomes are the consumer_messages_total outcomes of a message
+// consumed reports whether a consumer_messages_total outcome is a message
 // the handler finished with: applied (ok) or recorded as a business
 // rejection. Failed runs ("error") are retried or dead-lettered; "invalid"
 // ones are dead-lettered and counted there.
-var consumedOutcomes = map[string]bool{"ok": true, "rejected": true}
+func consumed(outcome string) bool { return outcome == "ok" || outcome == "rejected" }
 
 // Rates are the consumer's figures over the recent window.
 type Rates struct {
@@ -184,7 +184,7 @@ func readCounters(families []*dto.MetricFamily, consumer string) counterPoint {
 			}
 			switch f.GetName() {
 			case metricMessages:
-				if consumedOutcomes[label(m, labelOutcome)] {
+				if consumed(label(m, labelOutcome)) {
 					p.consumed += m.GetCounter().GetValue()
 				}
 			case metricRetries:
