@@ -51,19 +51,19 @@ func TestPeersView(t *testing.T) {
 	var authorized atomic.Int32
 	dlq := func(n string) string { return `{"count":` + n + `,"items":[]}` }
 	payment := fakeService(t, "tok", map[string]string{
-		"/payments/orders/O-1":       `{"orderId":"O-1","status":"SUCCEEDED"}`,
+		"/payments/orders/O-1":                   `{"orderId":"O-1","status":"SUCCEEDED"}`,
 		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("0"),
 	}, &authorized)
 	inventory := fakeService(t, "tok", map[string]string{
-		"/inventory/orders/O-1":      `{"orderId":"O-1","status":"DEDUCTED"}`,
+		"/inventory/orders/O-1":                  `{"orderId":"O-1","status":"DEDUCTED"}`,
 		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("1"),
 	}, &authorized)
 	points := fakeService(t, "tok", map[string]string{
-		"/points/orders/O-1":         `{"orderId":"O-1","count":1,"entries":[]}`,
+		"/points/orders/O-1":                     `{"orderId":"O-1","count":1,"entries":[]}`,
 		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("0"),
 	}, &authorized)
 	notification := fakeService(t, "tok", map[string]string{
-		"/notifications?orderId=O-1": `{"count":2,"items":[]}`,
+		"/notifications?orderId=O-1":             `{"count":2,"items":[]}`,
 		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("2"),
 	}, &authorized)
 
