@@ -117,21 +117,9 @@ func NewRouter(
 		return nil, fmt.Errorf("new router: %w", err)
 	}
 	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, logger: logger}
-	retry := middleware.Retry{
-		MaxRetries:          cfg.Retry.MaxAttempts - 1,
-		InitialInterval:     cfg.Retry.InitialInterval,
-		MaxInterval:         cfg.Retry.MaxInterval,
-		Multiplier:          2,
-		RandomizationFactor: 0.5,
-		ShouldRetry: func(p middleware.RetryParams) bool {
-			class, _ := Classify(p.Err)
-			return class == Retryable
-		},
-		Logger: wlogger,
-	}
 	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, metrics, logger, handle))
 	// Handler middlewares run in the order added, the first outermost.
-	h.AddMiddleware(dead.middleware, retry.Middleware, middleware.Recoverer, attempts(cfg.Consumer, metrics))
+	h.AddMiddleware(dead.middleware, retry(cfg.Retry), middleware.Recoverer, attempts(cfg.Consumer, metrics))
 	return router, nil
 }
 
@@ -214,6 +202,11 @@ func (d deadLetterer) middleware(h message.HandlerFunc) message.HandlerFunc {
 		out, err := h(msg)
 		if err == nil {
 			return out, nil
+		}
+		if msg.Context().Err() != nil {
+			// Shutting down mid-retry is not a verdict on the message: it
+			// stays unacknowledged and is delivered again after the restart.
+			return nil, err
 		}
 		if dlqErr := d.deadLetter(msg, err, log); dlqErr != nil {
 			return nil, errors.Join(err, dlqErr)

@@ -1,0 +1,43 @@
+package messaging
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+)
+
+// retry runs a message's handler up to cfg.MaxAttempts times while it fails
+// with a Retryable error, waiting between attempts with exponential backoff
+// (doubling from InitialInterval, capped at MaxInterval, ±50 % jitter).
+// Any other error, or the last attempt's, is returned to the dead letterer.
+//
+// Written here rather than using Watermill's middleware.Retry: with a
+// ShouldRetry hook set, Watermill 1.5.2 advances its backoff twice per
+// retry (once to fill RetryParams.Delay, once to wait), so waits grew about
+// four-fold per attempt and a poison message held its partition for more
+// than three times the configured bound.
+func retry(cfg RetryConfig) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			ctx := msg.Context()
+			for attempt := 1; ; attempt++ {
+				out, err := h(msg)
+				if err == nil {
+					return out, nil
+				}
+				if class, _ := Classify(err); class != Retryable || attempt >= cfg.MaxAttempts {
+					return nil, err
+				}
+				wait := time.NewTimer(outbox.Backoff(attempt, cfg.InitialInterval, cfg.MaxInterval))
+				select {
+				case <-ctx.Done():
+					wait.Stop()
+					return nil, err
+				case <-wait.C:
+				}
+			}
+		}
+	}
+}
