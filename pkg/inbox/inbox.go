@@ -7,6 +7,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -150,4 +151,29 @@ func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.En
 		}
 	}
 	return outcomes, nil
+}
+
+// TakeExpired takes the consumer's parked events older than olderThan out
+// of the way (see versionguard.Guard.TakeExpired) and deletes their dedup
+// rows in the same transaction: a dead-lettered event must not count as
+// processed, or its replay after the fix would be ignored as a duplicate.
+func (p *Processor) TakeExpired(ctx context.Context, tx *sqlx.Tx, olderThan time.Duration, limit int) ([]versionguard.Expired, error) {
+	expired, err := p.guard.TakeExpired(ctx, tx, olderThan, limit)
+	if err != nil || len(expired) == 0 {
+		return expired, err
+	}
+	ids := make([]string, len(expired))
+	for i, e := range expired {
+		ids[i] = e.Event.EventID
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`,
+		p.consumer, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("forget expired events: %w", err)
+	}
+	return expired, nil
+}
+
+// CountParked counts the consumer's parked events.
+func (p *Processor) CountParked(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+	return p.guard.CountParked(ctx, q)
 }

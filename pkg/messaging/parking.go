@@ -42,8 +42,9 @@ func (c ParkingConfig) Validate() error {
 	return nil
 }
 
-// ParkedEvents is the version guard's parking as the sweeper needs it;
-// *versionguard.Guard implements it.
+// ParkedEvents is the version guard's parking as the sweeper needs it.
+// Services pass their *inbox.Processor, which also forgets the dedup rows
+// of the events it takes, so a replay after the fix is applied.
 type ParkedEvents interface {
 	TakeExpired(ctx context.Context, tx *sqlx.Tx, olderThan time.Duration, limit int) ([]versionguard.Expired, error)
 	CountParked(ctx context.Context, q sqlx.QueryerContext) (int, error)

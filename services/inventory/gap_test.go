@@ -53,4 +53,22 @@ func TestParkedEventPastTheDeadlineIsDeadLettered(t *testing.T) {
 	if got := s.Counter("consumer_event_outcomes_total", `outcome="WAITING_FOR_GAP"`); got != 2 {
 		t.Errorf("WAITING_FOR_GAP outcomes = %v, want 2 (both refunds were parked first)", got)
 	}
+
+	// The fix: the missing payment arrives, and the dead-lettered refund is
+	// replayed. The sweep forgot its dedup row, so the replay applies it.
+	if n := s.ProcessedCount(lost.EventID); n != 0 {
+		t.Fatalf("a dead-lettered event still counts as processed (%d), so its replay would be ignored", n)
+	}
+	s.Publish(newEvent(t, event.OrderPaid, "O-gap-lost", 3, paidData(item("GAP-1", 2))))
+	s.WaitFor("the late payment applied", func() bool { return s.status("O-gap-lost") == "DEDUCTED" })
+	if res := s.Replay(rec.ID); res.Outcome != "REPLAYED" {
+		t.Fatalf("replay %+v", res)
+	}
+	s.WaitFor("the replayed refund applied", func() bool { return s.status("O-gap-lost") == "RESTOCKED" })
+	if st := s.stock("GAP-1"); st.Available != 10 || st.Deducted != 0 {
+		t.Errorf("stock %+v after the replayed refund, want 10 available and 0 deducted", st)
+	}
+	if n := s.ProcessedCount(lost.EventID); n != 1 {
+		t.Errorf("replayed refund processed %d times, want 1", n)
+	}
 }

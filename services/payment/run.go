@@ -83,10 +83,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("callback relay: %w", err)
 	}
 	guard := consumer.NewGuard(cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger))
-	handle := consumer.Handler(inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard))
+	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard)
+	handle := consumer.Handler(proc)
 	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	refunds.Config.FailPoints = fp
-	refunds.Parked, refunds.DB = guard, db
+	refunds.Parked, refunds.DB = proc, db
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })

@@ -74,7 +74,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	consumerRuntime.Config.FailPoints = fp
-	consumerRuntime.Parked, consumerRuntime.DB = guard, db
+	consumerRuntime.Parked, consumerRuntime.DB = proc, db
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
