@@ -129,9 +129,15 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	if cb := orders.received(callback.PaymentSucceeded)[0]; cb.PaymentID != paymentID || cb.Amount.String() != "80.00" {
 		t.Fatalf("PAYMENT_SUCCEEDED callback %+v", cb)
 	}
-	adminStatus, adminBody := call(s, http.MethodGet, "/admin/outbox/"+orders.received(callback.PaymentSucceeded)[0].CallbackID, "")
-	if adminStatus != http.StatusOK || adminBody["status"] != outbox.StatusSent || adminBody["attempts"] != float64(1) {
-		t.Fatalf("admin outbox answered %d %v", adminStatus, adminBody)
+	// The relay marks the row SENT just after the order service answered.
+	var adminStatus int
+	var adminBody map[string]any
+	s.WaitFor("the callback row marked SENT", func() bool {
+		adminStatus, adminBody = call(s, http.MethodGet, "/admin/outbox/"+orders.received(callback.PaymentSucceeded)[0].CallbackID, "")
+		return adminStatus == http.StatusOK && adminBody["status"] == outbox.StatusSent
+	})
+	if adminBody["attempts"] != float64(1) {
+		t.Fatalf("admin outbox answered %d %v, want SENT after 1 attempt", adminStatus, adminBody)
 	}
 
 	env := refundRequested(t, paymentID)
@@ -151,13 +157,17 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 		t.Fatalf("dlq answered %d %v", status, body)
 	}
 
-	_, metrics := s.Do(http.MethodGet, "/metrics", "")
-	for _, want := range []string{"outbox_pending_events 0", "outbox_oldest_pending_age_seconds 0",
-		"outbox_relay_published_total 2", `consumer_messages_total{consumer="payment-service",outcome="ok"} 1`} {
-		if !strings.Contains(string(metrics), want) {
-			t.Errorf("/metrics lacks %q", want)
+	wants := []string{"outbox_pending_events 0", "outbox_oldest_pending_age_seconds 0",
+		"outbox_relay_published_total 2", `consumer_messages_total{consumer="payment-service",outcome="ok"} 1`}
+	s.WaitFor("both callbacks marked SENT in the metrics", func() bool {
+		_, metrics := s.Do(http.MethodGet, "/metrics", "")
+		for _, want := range wants {
+			if !strings.Contains(string(metrics), want) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 func TestRunServesWithoutBroker(t *testing.T) {
