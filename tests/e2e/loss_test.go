@@ -138,36 +138,58 @@ func TestBrokerAcknowledgementLost(t *testing.T) {
 	effectsOnce(t, s, "O-L3", row.EventID)
 }
 
-// Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — and the chain
-// drains within seconds of its return.
+// Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — the broker is
+// unreachable for 30 s: the row stays PENDING, its attempts grow with
+// exponential backoff and jitter, and the chain drains within seconds of the
+// broker's return.
 func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
-	s := harness.Start(t, harness.Options{})
+	const backoffMax = 4 * time.Second
+	s := harness.Start(t, harness.Options{ServiceEnv: map[string]map[string]string{
+		"order": {"OUTBOX_BACKOFF_INITIAL": "500ms", "OUTBOX_BACKOFF_MAX": backoffMax.String()},
+	}})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L4")
 	s.StopBroker()
+	down := time.Now()
 
 	if code, out := s.Pay("O-L4", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
 		t.Fatalf("pay: %d %v", code, out)
 	}
 	var row harness.OutboxRow
-	s.WaitUntil(30*time.Second, "three failed publish attempts", func() bool {
+	var delays []time.Duration // the backoff chosen after each failed attempt
+	s.WaitUntil(45*time.Second, "a 30 s outage", func() bool {
 		for _, r := range s.OutboxRows("order", "O-L4") {
-			if r.EventType == "OrderPaid" {
-				row = r
+			if r.EventType != "OrderPaid" {
+				continue
 			}
+			if r.Status != "PENDING" {
+				t.Fatalf("row %s during the outage, want PENDING", r.Status)
+			}
+			if r.Attempts > row.Attempts {
+				delays = append(delays, time.Until(r.NextAttemptAt))
+			}
+			row = r
 		}
-		return row.Attempts >= 3
+		return time.Since(down) >= 30*time.Second
 	})
-	if row.Status != "PENDING" {
-		t.Fatalf("row %s during the outage, want PENDING", row.Status)
+	if row.Attempts < 4 {
+		t.Fatalf("%d attempts in a 30 s outage, want the relay to keep trying", row.Attempts)
+	}
+	for _, d := range delays {
+		if d > backoffMax*3/2+time.Second {
+			t.Errorf("a backoff of %v exceeds the cap %v plus jitter", d, backoffMax)
+		}
+	}
+	if first, last := delays[0], delays[len(delays)-1]; last <= first {
+		t.Errorf("backoff did not grow: first %v, last %v (all %v)", first, last, delays)
 	}
 	if snap := s.Snapshot("O-L4"); snap.Inventory != "NONE" {
 		t.Fatalf("inventory %s while the broker is down, want NONE", snap.Inventory)
 	}
 
 	s.StartBroker()
-	took := s.WaitSnapshot("O-L4", paidSnapshot(), 60*time.Second)
-	t.Logf("drained %v after the broker returned", took)
+	took := s.WaitSnapshot("O-L4", paidSnapshot(), 30*time.Second)
+	t.Logf("%d attempts during the outage, backoffs %v; drained %v after the broker returned", row.Attempts, delays, took)
 	effectsOnce(t, s, "O-L4", row.EventID)
 }
 
