@@ -30,23 +30,6 @@ const Duplicate versionguard.Outcome = "DUPLICATE"
 // transition for: acknowledged without any write.
 const NotHandled versionguard.Outcome = "NOT_HANDLED"
 
-// Claim inserts the dedup row of eventID for consumer. It returns false when
-// the event was already processed (or is being processed by a transaction
-// that commits first: the insert waits for it).
-func Claim(ctx context.Context, tx sqlx.ExecerContext, consumer, eventID string) (bool, error) {
-	res, err := tx.ExecContext(ctx, `
-		INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2)
-		ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, eventID)
-	if err != nil {
-		return false, fmt.Errorf("claim event %s: %w", eventID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("claim event %s: %w", eventID, err)
-	}
-	return n == 1, nil
-}
-
 // Count returns how many dedup rows consumer has for eventID: 0 or 1.
 func Count(ctx context.Context, q sqlx.QueryerContext, consumer, eventID string) (int, error) {
 	var n int
