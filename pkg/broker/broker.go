@@ -32,7 +32,7 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:       "127.0.0.1:9092",
 		DataDir:    ".data/broker",
-		Partitions: 12,
+		Partitions: 64,
 		Topics:     []string{"order-events", "order-events.dlq"},
 	}
 }

@@ -184,6 +184,30 @@ func CheckCompose(compose []byte, services []suite.Service, documented map[strin
 	return errs
 }
 
+// topicCreate is compose's topic creation: `rpk topic create A B -p N`.
+var topicCreate = regexp.MustCompile(`rpk topic create ((?:[\w.-]+ )+)-p (\d+)`)
+
+// CheckTopics checks that compose creates both topics with the partition
+// count the embedded broker of `make run` gives them (suite.Partitions), so
+// a drill's figures mean the same in both modes.
+func CheckTopics(compose []byte) []error {
+	m := topicCreate.FindSubmatch(compose)
+	if m == nil {
+		return []error{errors.New("docker-compose.yml: no `rpk topic create ... -p N` creates the topics")}
+	}
+	var errs []error
+	topics := strings.Fields(string(m[1]))
+	for _, want := range []string{suite.OrderEventsTopic, suite.DLQTopic} {
+		if !slices.Contains(topics, want) {
+			errs = append(errs, fmt.Errorf("docker-compose.yml: rpk topic create does not create %s (creates %v)", want, topics))
+		}
+	}
+	if n, _ := strconv.Atoi(string(m[2])); n != suite.Partitions {
+		errs = append(errs, fmt.Errorf("docker-compose.yml: topics created with -p %d, want %d partitions (suite.Partitions, as make run)", n, suite.Partitions))
+	}
+	return errs
+}
+
 // buildArgs reads the args of a compose build section.
 func buildArgs(build any) map[string]string {
 	args := map[string]string{}

@@ -67,6 +67,7 @@ func loadRepo(t *testing.T) repo {
 func (r repo) check(services []suite.Service) []error {
 	var errs []error
 	errs = append(errs, deployconsistency.CheckCompose(r.compose, services, r.documented)...)
+	errs = append(errs, deployconsistency.CheckTopics(r.compose)...)
 	errs = append(errs, deployconsistency.CheckKustomize(r.base, services, r.documented)...)
 	errs = append(errs, deployconsistency.CheckPrometheus(r.prometheus, services)...)
 	errs = append(errs, deployconsistency.CheckInitSQL(r.initSQL, services)...)
@@ -106,6 +107,8 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"compose builds the wrong service", "docker-compose.yml", "SERVICE: notification\n", "SERVICE: notifications\n", `build arg SERVICE="notifications"`},
 		{"compose misses a service", "docker-compose.yml", "  points-service:", "  pointz-service:", "points-service: no such service"},
 		{"compose has an unknown service", "docker-compose.yml", "  points-service:", "  pointz-service:", "pointz-service is not a service of the runner's table"},
+		{"compose creates topics with other partitions", "docker-compose.yml", "order-events.dlq -p 64", "order-events.dlq -p 12", "topics created with -p 12, want 64"},
+		{"compose misses the DLQ topic", "docker-compose.yml", "create order-events order-events.dlq -p", "create order-events -p", "does not create order-events.dlq"},
 		{"compose sets a wrong consumer group", "docker-compose.yml", "CONSUMER_GROUP: points-service", "CONSUMER_GROUP: points", `CONSUMER_GROUP="points"`},
 		{"deployment listens on a wrong port", "order-service.yaml", "containerPort: 8081", "containerPort: 8091", "Deployment order-service: container ports"},
 		{"deployment names a wrong database", "inventory-service.yaml", "value: inventory\n", "value: stock\n", `DB_NAME="stock"`},

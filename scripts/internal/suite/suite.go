@@ -16,8 +16,12 @@ const (
 	OrderEventsTopic = "order-events"
 	// DLQTopic is the dead-letter topic (DLQ_TOPIC).
 	DLQTopic = "order-events.dlq"
-	// Partitions is the partition count of both topics.
-	Partitions = 12
+	// Partitions is the partition count of both topics. A consumer handles
+	// one message per partition at a time (it acknowledges after its
+	// commit), so the partitions are the events a consumer group has in
+	// flight: 64 gives the batch processor big batches with one instance and
+	// still several partitions each with six (docs/decisions.md, Batching).
+	Partitions = 64
 	// DefaultKafkaBrokers is where the embedded broker listens (KAFKA_BROKERS).
 	DefaultKafkaBrokers = "127.0.0.1:9092"
 	// DefaultDatabaseURL is the Postgres server of a developer machine
