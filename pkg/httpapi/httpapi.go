@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -110,7 +111,26 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	if cfg.Registry != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry})))
 	}
+	s.registerProfiling()
 	return s
+}
+
+// registerProfiling serves Go's profiles under /admin/debug/pprof/, behind
+// the admin token, so a slow drill can be profiled where it runs:
+// go tool pprof http://127.0.0.1:8083/admin/debug/pprof/profile?seconds=10.
+// (Importing net/http/pprof also registers on http.DefaultServeMux, which
+// no service serves.)
+func (s *Server) registerProfiling() {
+	g := s.Admin()
+	g.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	g.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
+	g.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+	g.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
+	g.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	g.GET("/debug/pprof/:name", func(c echo.Context) error {
+		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
 }
 
 // Admin returns the /admin group, guarded by the admin token when one is set.

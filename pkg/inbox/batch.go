@@ -98,6 +98,11 @@ func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versi
 	if !b.p.guard.Transitions().Handles(env.EventType) {
 		return NotHandled, nil
 	}
+	if b.cfg.MaxBatch == 1 {
+		// Batching off: each caller runs its own transaction, concurrently
+		// with the others, exactly as without a batch processor.
+		return b.p.Process(ctx, env)
+	}
 	req := &batchRequest{ctx: ctx, env: env, done: make(chan batchResult, 1)}
 	select {
 	case b.reqs <- req:
@@ -114,8 +119,13 @@ func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versi
 	}
 }
 
-// Run is the batch worker; it returns when ctx ends.
+// Run is the batch worker; it returns when ctx ends. With batching off it
+// has nothing to do but wait.
 func (b *BatchProcessor) Run(ctx context.Context) error {
+	if b.cfg.MaxBatch == 1 {
+		<-ctx.Done()
+		return nil
+	}
 	for {
 		var batch []*batchRequest
 		select {
@@ -124,9 +134,7 @@ func (b *BatchProcessor) Run(ctx context.Context) error {
 		case r := <-b.reqs:
 			batch = append(batch, r)
 		}
-		if b.cfg.MaxBatch > 1 {
-			batch = b.gather(ctx, batch)
-		}
+		batch = b.gather(ctx, batch)
 		b.sizes.Observe(float64(len(batch)))
 		b.process(ctx, batch)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -20,12 +21,26 @@ type ConsumerEnv struct {
 	ConsumerGroup    string
 	Retry            RetryConfig
 	Parking          ParkingConfig
+	// BatchSize bounds the events applied in one transaction
+	// (CONSUMER_BATCH_SIZE); 1 is one transaction per event, the baseline.
+	BatchSize int
+	// BatchLinger is how long a batch waits for more events after its first
+	// (CONSUMER_BATCH_LINGER).
+	BatchLinger time.Duration
 }
+
+// Defaults and bounds of the batch settings (docs/decisions.md, Batching).
+const (
+	DefaultBatchSize   = 256
+	DefaultBatchLinger = 2 * time.Millisecond
+	maxBatchSize       = 10_000
+	maxBatchLinger     = time.Second
+)
 
 // ReadConsumerEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
 // CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
-// PARK_SWEEP_INTERVAL through r, which collects the malformed values with
+// PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE and CONSUMER_BATCH_LINGER through r, which collects the malformed values with
 // the service's own.
 func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 	retry := DefaultRetryConfig()
@@ -44,6 +59,8 @@ func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 			Deadline:      r.Duration("PARK_DEADLINE", parking.Deadline),
 			SweepInterval: r.Duration("PARK_SWEEP_INTERVAL", parking.SweepInterval),
 		},
+		BatchSize:   r.Int("CONSUMER_BATCH_SIZE", DefaultBatchSize),
+		BatchLinger: r.Duration("CONSUMER_BATCH_LINGER", DefaultBatchLinger),
 	}
 }
 
@@ -61,6 +78,12 @@ func (e ConsumerEnv) Validate() error {
 	}
 	if err := e.Parking.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("PARK_DEADLINE, PARK_SWEEP_INTERVAL: %w", err))
+	}
+	if e.BatchSize < 1 || e.BatchSize > maxBatchSize {
+		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_SIZE=%d: want 1 (batching off) to %d", e.BatchSize, maxBatchSize))
+	}
+	if e.BatchLinger < 0 || e.BatchLinger > maxBatchLinger {
+		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_LINGER=%s: want 0 to %s", e.BatchLinger, maxBatchLinger))
 	}
 	return errors.Join(errs...)
 }

@@ -33,6 +33,9 @@ func TestReadConsumerEnv(t *testing.T) {
 				if e.Parking != (messaging.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
 					t.Fatalf("parking defaults = %+v, want PARK_DEADLINE 5m and PARK_SWEEP_INTERVAL 10s", e.Parking)
 				}
+				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond {
+					t.Fatalf("batch defaults = %d, %s; want CONSUMER_BATCH_SIZE 256 and CONSUMER_BATCH_LINGER 2ms", e.BatchSize, e.BatchLinger)
+				}
 				if rt := e.Runtime(nil, nil, nil, nil, nil); rt.Group != "test-service" || rt.Config != want ||
 					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] || rt.Parking != e.Parking {
 					t.Fatalf("Runtime = %+v", rt)
@@ -43,12 +46,13 @@ func TestReadConsumerEnv(t *testing.T) {
 			name: "overrides",
 			env: map[string]string{"KAFKA_BROKERS": "a:1, b:2", "ORDER_EVENTS_TOPIC": "ev", "DLQ_TOPIC": "ev.dlq",
 				"CONSUMER_GROUP": "g", "RETRY_MAX_ATTEMPTS": "3", "RETRY_INITIAL_INTERVAL": "10ms", "RETRY_MAX_INTERVAL": "50ms",
-				"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "100ms"},
+				"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "100ms", "CONSUMER_BATCH_SIZE": "1", "CONSUMER_BATCH_LINGER": "0s"},
 			check: func(t *testing.T, e messaging.ConsumerEnv) {
 				if len(e.Brokers) != 2 || e.Brokers[1] != "b:2" || e.OrderEventsTopic != "ev" || e.DLQTopic != "ev.dlq" ||
 					e.ConsumerGroup != "g" || e.Retry.MaxAttempts != 3 ||
 					e.Retry.InitialInterval != 10*time.Millisecond || e.Retry.MaxInterval != 50*time.Millisecond ||
-					e.Parking.Deadline != time.Second || e.Parking.SweepInterval != 100*time.Millisecond {
+					e.Parking.Deadline != time.Second || e.Parking.SweepInterval != 100*time.Millisecond ||
+					e.BatchSize != 1 || e.BatchLinger != 0 {
 					t.Fatalf("env = %+v", e)
 				}
 			},
@@ -72,6 +76,11 @@ func TestReadConsumerEnv(t *testing.T) {
 			name:    "malformed parking durations",
 			env:     map[string]string{"PARK_DEADLINE": "soon", "PARK_SWEEP_INTERVAL": "often"},
 			wantErr: []string{"PARK_DEADLINE", "PARK_SWEEP_INTERVAL"},
+		},
+		{
+			name:    "batch settings out of range",
+			env:     map[string]string{"CONSUMER_BATCH_SIZE": "0", "CONSUMER_BATCH_LINGER": "2s"},
+			wantErr: []string{"CONSUMER_BATCH_SIZE", "CONSUMER_BATCH_LINGER"},
 		},
 		{
 			name:    "a parking deadline of zero",

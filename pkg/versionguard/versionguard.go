@@ -61,15 +61,45 @@ func (t Transitions) allows(state string, et event.Type) bool {
 // current state for the aggregate, and returns the new state.
 type ApplyFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error)
 
+// Pending is an event the guard has decided to apply, with the consumer's
+// current state for its aggregate.
+type Pending struct {
+	Env   event.Envelope
+	State string
+}
+
+// BatchApplyFunc performs the side effects of batch inside tx and returns
+// the new state of each, in order. The events of one call belong to
+// distinct aggregates, so a consumer can write them set-based (one
+// statement per table, whatever the batch's size) and need not apply them
+// one after the other.
+type BatchApplyFunc func(ctx context.Context, tx *sqlx.Tx, batch []Pending) ([]string, error)
+
 // Guard decides and applies events for one consumer.
 type Guard struct {
 	consumer    string
 	transitions Transitions
-	apply       ApplyFunc
+	apply       BatchApplyFunc
 }
 
-// New returns a guard for consumer.
+// New returns a guard for consumer that applies one event at a time.
 func New(consumer string, transitions Transitions, apply ApplyFunc) *Guard {
+	return NewBatch(consumer, transitions, func(ctx context.Context, tx *sqlx.Tx, batch []Pending) ([]string, error) {
+		states := make([]string, len(batch))
+		for i, p := range batch {
+			next, err := apply(ctx, tx, p.Env, p.State)
+			if err != nil {
+				return nil, err
+			}
+			states[i] = next
+		}
+		return states, nil
+	})
+}
+
+// NewBatch returns a guard for consumer that hands the applicable events of
+// distinct aggregates in a batch to apply in one call.
+func NewBatch(consumer string, transitions Transitions, apply BatchApplyFunc) *Guard {
 	return &Guard{consumer: consumer, transitions: transitions, apply: apply}
 }
 
@@ -96,7 +126,9 @@ func (g *Guard) Handle(ctx context.Context, tx *sqlx.Tx, env event.Envelope) (Ou
 // number of statements besides the side effects: one to lock (in aggregate
 // order, so concurrent batches cannot deadlock on them) and read every
 // aggregate's row, one to look for parked events, one to write the new
-// versions back.
+// versions back. The side effects of the events of distinct aggregates go
+// to apply in one call, so a set-based apply keeps the whole batch at a
+// constant number of statements.
 func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]Outcome, error) {
 	ids := make([]string, 0, len(envs))
 	for _, env := range envs {
@@ -131,8 +163,20 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		parked[id] = true
 	}
 
+	// An aggregate seen once in the batch and without parked events is
+	// applied with the others like it in one call of apply; the rest (several
+	// events of one aggregate, or parked events to drain after it) one by
+	// one, in order.
+	seen := make(map[string]int, len(ids))
+	for _, env := range envs {
+		seen[env.AggregateID]++
+	}
 	outcomes := make([]Outcome, len(envs))
 	changed := map[string]bool{}
+	var (
+		together []Pending
+		at       []int
+	)
 	for i, env := range envs {
 		row := cur[env.AggregateID]
 		switch {
@@ -146,8 +190,12 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 			parked[env.AggregateID] = true
 			outcomes[i] = WaitingForGap
 			continue
+		case seen[env.AggregateID] == 1 && !parked[env.AggregateID]:
+			together = append(together, Pending{Env: env, State: row.State})
+			at = append(at, i)
+			continue
 		}
-		next, err := g.apply(ctx, tx, env, row.State)
+		next, err := g.applyOne(ctx, tx, env, row.State)
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +208,20 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		cur[env.AggregateID] = row
 		changed[env.AggregateID] = true
 		outcomes[i] = Applied
+	}
+	if len(together) > 0 {
+		states, err := g.apply(ctx, tx, together)
+		if err != nil {
+			return nil, err
+		}
+		if len(states) != len(together) {
+			return nil, fmt.Errorf("apply returned %d states for %d events", len(states), len(together))
+		}
+		for j, p := range together {
+			cur[p.Env.AggregateID] = aggregateRow{Version: p.Env.AggregateVersion, State: states[j]}
+			changed[p.Env.AggregateID] = true
+			outcomes[at[j]] = Applied
+		}
 	}
 	if len(changed) == 0 {
 		return outcomes, nil
@@ -182,6 +244,17 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		return nil, fmt.Errorf("record aggregate versions: %w", err)
 	}
 	return outcomes, nil
+}
+
+func (g *Guard) applyOne(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error) {
+	states, err := g.apply(ctx, tx, []Pending{{Env: env, State: state}})
+	if err != nil {
+		return "", err
+	}
+	if len(states) != 1 {
+		return "", fmt.Errorf("apply returned %d states for one event", len(states))
+	}
+	return states[0], nil
 }
 
 func (g *Guard) park(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error {
@@ -221,7 +294,7 @@ func (g *Guard) drainParked(ctx context.Context, tx *sqlx.Tx, aggregateID string
 		switch {
 		case env.AggregateVersion <= cur.Version:
 		case g.transitions.allows(cur.State, env.EventType):
-			next, err := g.apply(ctx, tx, env, cur.State)
+			next, err := g.applyOne(ctx, tx, env, cur.State)
 			if err != nil {
 				return cur, err
 			}

@@ -3,6 +3,7 @@ package versionguard_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -117,5 +118,79 @@ func TestGuardRollsBackWithTheSideEffect(t *testing.T) {
 	state, version, err := versionguard.State(context.Background(), db, "c", "O-1")
 	if err != nil || state != versionguard.InitialState || version != 0 {
 		t.Fatalf("after a failed side effect: %s v%d (%v), want NONE v0", state, version, err)
+	}
+}
+
+// TestHandleBatchAppliesDistinctAggregatesTogether checks which events of a
+// batch reach a set-based apply in one call: the first events of aggregates
+// seen once; an aggregate with two events in the batch goes one event per
+// call, in order, and still ends in the right state.
+func TestHandleBatchAppliesDistinctAggregatesTogether(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
+	env := func(agg string, typ event.Type, v int64) event.Envelope {
+		return event.Envelope{EventID: agg + "-" + string(typ), EventType: typ, AggregateID: agg, AggregateVersion: v}
+	}
+	var calls [][]string
+	g := versionguard.NewBatch("c", chain, func(_ context.Context, _ *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+		var ids []string
+		states := make([]string, len(batch))
+		for i, p := range batch {
+			ids = append(ids, p.Env.AggregateID+"@"+p.State)
+			states[i] = next[p.Env.EventType]
+		}
+		calls = append(calls, ids)
+		return states, nil
+	})
+	batch := []event.Envelope{
+		env("A", event.OrderCreated, 1),
+		env("B", event.OrderCreated, 1),
+		env("B", event.OrderCheckedOut, 2),
+		env("C", event.OrderCreated, 1),
+		env("D", event.OrderCheckedOut, 2), // parked: D has no CREATED yet
+	}
+	var outcomes []versionguard.Outcome
+	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		var err error
+		outcomes, err = g.HandleBatch(context.Background(), tx, batch)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []versionguard.Outcome{versionguard.Applied, versionguard.Applied, versionguard.Applied, versionguard.Applied, versionguard.WaitingForGap}
+	if !slices.Equal(outcomes, want) {
+		t.Fatalf("outcomes = %v, want %v", outcomes, want)
+	}
+	// B's two events one per call, in order; A and C together, last.
+	wantCalls := [][]string{{"B@NONE"}, {"B@CREATED"}, {"A@NONE", "C@NONE"}}
+	if !slices.EqualFunc(calls, wantCalls, slices.Equal[[]string]) {
+		t.Fatalf("apply calls = %v, want %v", calls, wantCalls)
+	}
+	for agg, wantState := range map[string]string{"A": "CREATED", "B": "PENDING_PAYMENT", "C": "CREATED", "D": versionguard.InitialState} {
+		if state, _, err := versionguard.State(context.Background(), db, "c", agg); err != nil || state != wantState {
+			t.Fatalf("state of %s = %q (%v), want %q", agg, state, err, wantState)
+		}
+	}
+}
+
+// TestHandleBatchRejectsAShortAnswer: an apply that returns fewer states than
+// events is a bug, and the batch fails instead of recording wrong versions.
+func TestHandleBatchRejectsAShortAnswer(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
+	g := versionguard.NewBatch("c", chain, func(context.Context, *sqlx.Tx, []versionguard.Pending) ([]string, error) {
+		return nil, nil
+	})
+	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		_, err := g.HandleBatch(context.Background(), tx, []event.Envelope{
+			{EventID: "e1", EventType: event.OrderCreated, AggregateID: "A", AggregateVersion: 1},
+			{EventID: "e2", EventType: event.OrderCreated, AggregateID: "B", AggregateVersion: 1},
+		})
+		return err
+	})
+	if err == nil {
+		t.Fatal("HandleBatch accepted 0 states for 2 events")
+	}
+	if state, _, _ := versionguard.State(context.Background(), db, "c", "A"); state != versionguard.InitialState {
+		t.Fatalf("state of A = %q after a failed batch, want %s", state, versionguard.InitialState)
 	}
 }

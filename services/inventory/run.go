@@ -47,10 +47,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	dead := dlq.NewStore(db)
 	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
 	cons := consumer.New(repo, fp, logger)
-	guard := versionguard.New(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply)
+	guard := versionguard.NewBatch(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply)
 	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard)
+	// The batcher applies the in-flight events of every partition in one
+	// transaction (CONSUMER_BATCH_SIZE=1: one transaction per event).
+	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
+		MaxBatch: cfg.Consumer.BatchSize, Linger: cfg.Consumer.BatchLinger, Prepare: cons.Prepare,
+	}, reg)
 	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
-		outcome, err := proc.Process(ctx, env)
+		outcome, err := batcher.Process(ctx, env)
 		if err != nil {
 			return "", err
 		}
@@ -78,6 +83,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	consumerRuntime.Parked, consumerRuntime.DB = proc, db
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error { return batcher.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
 	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "inventory service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)

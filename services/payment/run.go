@@ -84,14 +84,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	guard := consumer.NewGuard(cfg.Consumer.ConsumerGroup, consumer.NewApplier(repo, fp, logger))
 	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard)
-	handle := consumer.Handler(proc)
-	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
+	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
+		MaxBatch: cfg.Consumer.BatchSize, Linger: cfg.Consumer.BatchLinger,
+	}, reg)
+	// Process returns only after the transaction committed, so the router
+	// acknowledges after the commit.
+	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, batcher.Process)
 	refunds.Config.FailPoints = fp
 	refunds.Parked, refunds.DB = proc, db
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return relay.Run(ctx) })
+	g.Go(func() error { return batcher.Run(ctx) })
 	g.Go(func() error { return messaging.RunConsumer(ctx, refunds) })
 	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "payment service started", "addr", cfg.HTTPAddr, "orderUrl", cfg.OrderURL)

@@ -23,11 +23,12 @@ import (
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "inventory.apply"
 
-// Store is the storage the consumer needs, all inside the inbox transaction.
+// Store is the storage the consumer needs, all inside the inbox transaction
+// and each one statement whatever the number of orders.
 type Store interface {
-	LoadOrder(ctx context.Context, tx *sqlx.Tx, orderID string) (inventory.Order, error)
+	LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error)
 	LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
-	Save(ctx context.Context, tx *sqlx.Tx, eventID string, ch inventory.Change) error
+	SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error
 }
 
 // FailPoints fires named faults; a nil *failpoint.Registry is inert.
@@ -63,37 +64,86 @@ func states(ss []inventory.Status) []string {
 	return out
 }
 
-// Apply performs env's effect on stock inside tx and returns the order's
-// new inventory state. A payment the stock cannot cover is recorded as
-// REJECTED and returns no error: it is a business outcome, never retried.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
-	if err := c.fp.Inject(FailPoint); err != nil {
-		return "", err
+// Apply performs the effects of a batch of events of distinct orders on
+// stock inside tx and returns each order's new inventory state. It reads the
+// orders and locks their SKUs' stock rows (in SKU order) once, decides each
+// event in turn against the stock the earlier ones left, and writes all the
+// changes at once, one statement per table: per-SKU deltas are summed, so a
+// hot SKU is updated once per batch. A payment the stock cannot cover is
+// recorded as REJECTED and returns no error: it is a business outcome, never
+// retried.
+func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+	ids := make([]string, len(batch))
+	lines := make([][]inventory.Line, len(batch))
+	var skus []string
+	for i, p := range batch {
+		if err := c.fp.Inject(FailPoint); err != nil {
+			return nil, err
+		}
+		ids[i] = p.Env.AggregateID
+		if p.Env.EventType != event.OrderPaid {
+			continue
+		}
+		var data event.OrderPaidData
+		if err := p.Env.DecodeData(&data); err != nil {
+			return nil, err
+		}
+		lines[i] = make([]inventory.Line, len(data.Items))
+		for j, it := range data.Items {
+			lines[i][j] = inventory.Line{SKU: it.SKU, Quantity: it.Quantity}
+			skus = append(skus, it.SKU)
+		}
 	}
-	order, err := c.store.LoadOrder(ctx, tx, env.AggregateID)
+	orders, err := c.store.LoadOrders(ctx, tx, ids)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var ch inventory.Change
-	switch env.EventType {
-	case event.OrderPaid:
-		ch, err = c.pay(ctx, tx, env, order)
-	case event.OrderRefunded:
-		ch, err = c.refund(ctx, tx, order)
-	default:
-		return "", fmt.Errorf("%w: no inventory rule for %s", inventory.ErrIllegalTransition, env.EventType)
+	for _, id := range ids {
+		if o := orders[id]; o.Status == inventory.StatusDeducted {
+			skus = append(skus, inventory.SKUs(o.Items)...) // a refund restocks them
+		}
 	}
+	slices.Sort(skus)
+	available, err := c.store.LockStock(ctx, tx, slices.Compact(skus))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := c.store.Save(ctx, tx, env.EventID, ch); err != nil {
-		return "", err
+
+	changes := make([]inventory.EventChange, len(batch))
+	states := make([]string, len(batch))
+	for i, p := range batch {
+		order := orders[p.Env.AggregateID]
+		var ch inventory.Change
+		switch p.Env.EventType {
+		case event.OrderPaid:
+			ch, err = order.Pay(lines[i], available)
+			if errors.Is(err, inventory.ErrInvalidQuantity) || errors.Is(err, inventory.ErrInvalidSKU) {
+				// Lines the schema let through but the stock range cannot
+				// hold fail the same way on every delivery.
+				return nil, messaging.PermanentError("INVALID_ITEMS", err)
+			}
+		case event.OrderRefunded:
+			ch, err = order.Refund()
+		default:
+			err = fmt.Errorf("%w: no inventory rule for %s", inventory.ErrIllegalTransition, p.Env.EventType)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ch.Movements {
+			available[m.SKU] += m.Delta // the next order of the batch sees this one's deduction
+		}
+		if len(ch.Shortages) > 0 {
+			c.logger.InfoContext(ctx, "payment rejected by inventory",
+				"orderId", ch.Order.ID, "reason", ch.Order.Reason, "shortages", ch.Shortages)
+		}
+		changes[i] = inventory.EventChange{EventID: p.Env.EventID, Change: ch}
+		states[i] = string(ch.Order.Status)
 	}
-	if len(ch.Shortages) > 0 {
-		c.logger.InfoContext(ctx, "payment rejected by inventory",
-			"orderId", ch.Order.ID, "reason", ch.Order.Reason, "shortages", ch.Shortages)
+	if err := c.store.SaveAll(ctx, tx, changes); err != nil {
+		return nil, err
 	}
-	return string(ch.Order.Status), nil
+	return states, nil
 }
 
 // Prepare locks the stock rows of every SKU a batch of events touches, in
@@ -122,38 +172,4 @@ func (c *Consumer) Prepare(ctx context.Context, tx *sqlx.Tx, envs []event.Envelo
 	slices.Sort(skus)
 	_, err := c.store.LockStock(ctx, tx, slices.Compact(skus))
 	return err
-}
-
-func (c *Consumer) pay(ctx context.Context, tx *sqlx.Tx, env event.Envelope, order inventory.Order) (inventory.Change, error) {
-	var data event.OrderPaidData
-	if err := env.DecodeData(&data); err != nil {
-		return inventory.Change{}, err
-	}
-	lines := make([]inventory.Line, len(data.Items))
-	for i, it := range data.Items {
-		lines[i] = inventory.Line{SKU: it.SKU, Quantity: it.Quantity}
-	}
-	available, err := c.store.LockStock(ctx, tx, inventory.SKUs(lines))
-	if err != nil {
-		return inventory.Change{}, err
-	}
-	ch, err := order.Pay(lines, available)
-	if errors.Is(err, inventory.ErrInvalidQuantity) || errors.Is(err, inventory.ErrInvalidSKU) {
-		// Lines the schema let through but the stock range cannot hold fail
-		// the same way on every delivery.
-		return inventory.Change{}, messaging.PermanentError("INVALID_ITEMS", err)
-	}
-	return ch, err
-}
-
-func (c *Consumer) refund(ctx context.Context, tx *sqlx.Tx, order inventory.Order) (inventory.Change, error) {
-	ch, err := order.Refund()
-	if err != nil || len(ch.Movements) == 0 {
-		return ch, err
-	}
-	// Restocking takes the same row locks, in the same order, as deducting.
-	if _, err := c.store.LockStock(ctx, tx, inventory.SKUs(order.Items)); err != nil {
-		return inventory.Change{}, err
-	}
-	return ch, nil
 }

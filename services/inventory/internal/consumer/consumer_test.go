@@ -43,7 +43,7 @@ func newFixture(t *testing.T) fixture {
 	}
 	repo := storage.New(db)
 	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
-	proc := inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
 }
 
@@ -306,7 +306,7 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	var workers errgroup.Group
 	var instances []*inbox.BatchProcessor
 	for i := range 2 {
-		proc := inbox.NewProcessor(f.db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+		proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 		bp := inbox.NewBatchProcessor(proc, inbox.BatchConfig{MaxBatch: 8, Linger: 2 * time.Millisecond, Prepare: c.Prepare},
 			prometheus.WrapRegistererWith(prometheus.Labels{"instance": fmt.Sprint(i)}, reg))
 		instances = append(instances, bp)

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -48,9 +50,26 @@ type stockRow struct {
 	Deducted  int    `db:"deducted"`
 }
 
-// LoadOrder returns the order inside tx; an order never seen is NONE.
-func (r *Repository) LoadOrder(ctx context.Context, tx *sqlx.Tx, orderID string) (inventory.Order, error) {
-	return getOrder(ctx, tx, orderID)
+// LoadOrders returns the orders inside tx, by id; an order never seen is
+// NONE.
+func (r *Repository) LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error) {
+	var rows []orderRow
+	if err := tx.SelectContext(ctx, &rows,
+		`SELECT order_id, status, reason, items FROM inventory_orders WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("load inventory orders: %w", err)
+	}
+	out := make(map[string]inventory.Order, len(orderIDs))
+	for _, id := range orderIDs {
+		out[id] = inventory.Order{ID: id, Status: inventory.StatusNone}
+	}
+	for _, row := range rows {
+		o, err := row.order()
+		if err != nil {
+			return nil, err
+		}
+		out[o.ID] = o
+	}
+	return out, nil
 }
 
 // Order returns the order; an order never seen is NONE (a real state, not
@@ -69,9 +88,13 @@ func getOrder(ctx context.Context, q sqlx.QueryerContext, orderID string) (inven
 	if err != nil {
 		return inventory.Order{}, fmt.Errorf("load inventory order %s: %w", orderID, err)
 	}
+	return row.order()
+}
+
+func (row orderRow) order() (inventory.Order, error) {
 	o := inventory.Order{ID: row.OrderID, Status: inventory.Status(row.Status), Reason: row.Reason}
 	if err := json.Unmarshal(row.Items, &o.Items); err != nil {
-		return inventory.Order{}, fmt.Errorf("decode items of order %s: %w", orderID, err)
+		return inventory.Order{}, fmt.Errorf("decode items of order %s: %w", row.OrderID, err)
 	}
 	return o, nil
 }
@@ -96,49 +119,93 @@ func (r *Repository) LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) 
 	return out, nil
 }
 
-// Save writes ch inside tx: the stock movements (rows already locked by
-// LockStock), one movement row per SKU for eventID, and the order's record.
-func (r *Repository) Save(ctx context.Context, tx *sqlx.Tx, eventID string, ch inventory.Change) error {
-	if len(ch.Movements) > 0 {
-		skus := make([]string, len(ch.Movements))
-		deltas := make([]int64, len(ch.Movements))
-		kinds := make([]string, len(ch.Movements))
-		for i, m := range ch.Movements {
-			skus[i], deltas[i], kinds[i] = m.SKU, int64(m.Delta), string(m.Kind)
+// SaveAll writes changes inside tx with three statements whatever their
+// number: the stock rows (already locked by LockStock) move by the sum of
+// each SKU's deltas, in SKU order; every movement gets its row; every order
+// its record (the last change of an order wins).
+func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
+	if err := moveStock(ctx, tx, changes); err != nil {
+		return err
+	}
+	var orderIDs, eventIDs, skus, kinds []string
+	var deltas []int64
+	for _, c := range changes {
+		for _, m := range c.Change.Movements {
+			orderIDs = append(orderIDs, c.Change.Order.ID)
+			eventIDs = append(eventIDs, c.EventID)
+			skus = append(skus, m.SKU)
+			deltas = append(deltas, int64(m.Delta))
+			kinds = append(kinds, string(m.Kind))
 		}
-		res, err := tx.ExecContext(ctx, `
-			UPDATE stock AS s
-			SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()
-			FROM unnest($1::text[], $2::int[]) AS m(sku, delta)
-			WHERE s.sku = m.sku`, pq.Array(skus), pq.Array(deltas))
-		if err != nil {
-			return fmt.Errorf("move stock: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("move stock: %w", err)
-		}
-		if n != int64(len(skus)) {
-			return fmt.Errorf("move stock: %d of %d SKUs updated: %w", n, len(skus), errStockRowMissing)
-		}
+	}
+	if len(skus) > 0 {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO stock_movements (order_id, event_id, sku, delta, kind)
-			SELECT $1, $2, m.sku, m.delta, m.kind
-			FROM unnest($3::text[], $4::int[], $5::text[]) AS m(sku, delta, kind)`,
-			ch.Order.ID, eventID, pq.Array(skus), pq.Array(deltas), pq.Array(kinds)); err != nil {
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])`,
+			pq.Array(orderIDs), pq.Array(eventIDs), pq.Array(skus), pq.Array(deltas), pq.Array(kinds)); err != nil {
 			return fmt.Errorf("record stock movements: %w", err)
 		}
 	}
-	items, err := json.Marshal(ch.Order.Items)
-	if err != nil {
-		return fmt.Errorf("encode order items: %w", err)
+
+	last := make(map[string]int, len(changes))
+	for i, c := range changes {
+		last[c.Change.Order.ID] = i
+	}
+	var ids, statuses, reasons, items []string
+	for i, c := range changes {
+		if last[c.Change.Order.ID] != i {
+			continue
+		}
+		raw, err := json.Marshal(c.Change.Order.Items)
+		if err != nil {
+			return fmt.Errorf("encode order items: %w", err)
+		}
+		ids = append(ids, c.Change.Order.ID)
+		statuses = append(statuses, string(c.Change.Order.Status))
+		reasons = append(reasons, c.Change.Order.Reason)
+		items = append(items, string(raw))
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO inventory_orders (order_id, status, reason, items) VALUES ($1, $2, $3, $4)
+		INSERT INTO inventory_orders (order_id, status, reason, items)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
 		ON CONFLICT (order_id) DO UPDATE
 		SET status = EXCLUDED.status, reason = EXCLUDED.reason, items = EXCLUDED.items, updated_at = now()`,
-		ch.Order.ID, string(ch.Order.Status), ch.Order.Reason, items); err != nil {
-		return fmt.Errorf("record inventory order %s: %w", ch.Order.ID, err)
+		pq.Array(ids), pq.Array(statuses), pq.Array(reasons), pq.Array(items)); err != nil {
+		return fmt.Errorf("record inventory orders: %w", err)
+	}
+	return nil
+}
+
+// moveStock applies the summed delta of every SKU the changes move.
+func moveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
+	sum := map[string]int64{}
+	for _, c := range changes {
+		for _, m := range c.Change.Movements {
+			sum[m.SKU] += int64(m.Delta)
+		}
+	}
+	if len(sum) == 0 {
+		return nil
+	}
+	skus := slices.Sorted(maps.Keys(sum))
+	deltas := make([]int64, len(skus))
+	for i, sku := range skus {
+		deltas[i] = sum[sku]
+	}
+	res, err := tx.ExecContext(ctx, `
+		UPDATE stock AS s
+		SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()
+		FROM unnest($1::text[], $2::int[]) AS m(sku, delta)
+		WHERE s.sku = m.sku`, pq.Array(skus), pq.Array(deltas))
+	if err != nil {
+		return fmt.Errorf("move stock: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("move stock: %w", err)
+	}
+	if n != int64(len(skus)) {
+		return fmt.Errorf("move stock: %d of %d SKUs updated: %w", n, len(skus), errStockRowMissing)
 	}
 	return nil
 }

@@ -59,25 +59,31 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 	return t
 }
 
-// Apply sends env's notification inside tx and returns the order's new
-// notification state, which lives in the version guard (the state
-// argument).
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error) {
-	if err := c.fp.Inject(FailPoint); err != nil {
-		return "", err
+// Apply sends the notifications of a batch of events of distinct orders
+// inside tx, in one call of the sender, and returns each order's new
+// notification state, which lives in the version guard (the Pending's
+// state).
+func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+	ns := make([]notification.Notification, len(batch))
+	states := make([]string, len(batch))
+	for i, p := range batch {
+		if err := c.fp.Inject(FailPoint); err != nil {
+			return nil, err
+		}
+		facts, err := factsOf(p.Env)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := notification.Order{ID: p.Env.AggregateID, State: notification.State(p.State)}.Notify(facts)
+		if err != nil {
+			return nil, err
+		}
+		ns[i], states[i] = ch.Notification, string(ch.State)
 	}
-	facts, err := factsOf(env)
-	if err != nil {
-		return "", err
+	if err := c.senders(tx).Send(ctx, ns); err != nil {
+		return nil, err
 	}
-	ch, err := notification.Order{ID: env.AggregateID, State: notification.State(state)}.Notify(facts)
-	if err != nil {
-		return "", err
-	}
-	if err := c.senders(tx).Send(ctx, ch.Notification); err != nil {
-		return "", err
-	}
-	return string(ch.State), nil
+	return states, nil
 }
 
 // factsOf reads what the customer is told from the event's payload.

@@ -43,7 +43,7 @@ func newFixture(t *testing.T) fixture {
 // processor returns a processor sending through senders.
 func (f fixture) processor(senders consumer.SenderFactory) *inbox.Processor {
 	c := consumer.New(senders, f.fp, slog.New(slog.DiscardHandler))
-	return inbox.NewProcessor(f.db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+	return inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 }
 
 func (f fixture) dbProcessor() *inbox.Processor {
@@ -177,7 +177,7 @@ type failingSender struct{}
 
 var errProviderDown = errors.New("provider down")
 
-func (failingSender) Send(context.Context, notification.Notification) error { return errProviderDown }
+func (failingSender) Send(context.Context, []notification.Notification) error { return errProviderDown }
 
 func TestFailedSendRollsBackEverything(t *testing.T) {
 	f := newFixture(t)

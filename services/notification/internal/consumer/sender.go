@@ -9,8 +9,8 @@ import (
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
 )
 
-// Sender delivers one notification. It is called inside the inbox
-// transaction of the event it tells about, so it must not reach outside the
+// Sender delivers the notifications of a batch of events. It is called
+// inside the inbox transaction of those events, so it must not reach outside the
 // database: if the transaction rolls back after an email went out, the
 // redelivery sends it again.
 //
@@ -19,19 +19,20 @@ import (
 // provider after commit, at least once, passing the eventId as the
 // provider's idempotency key.
 type Sender interface {
-	Send(ctx context.Context, n notification.Notification) error
+	Send(ctx context.Context, ns []notification.Notification) error
 }
 
-// SenderFactory binds a Sender to the transaction of one event.
+// SenderFactory binds a Sender to the transaction of a batch of events.
 type SenderFactory func(tx *sqlx.Tx) Sender
 
-// Recorder stores a notification inside a transaction.
+// Recorder stores notifications inside a transaction.
 type Recorder interface {
-	Record(ctx context.Context, tx *sqlx.Tx, n notification.Notification) error
+	Record(ctx context.Context, tx *sqlx.Tx, ns []notification.Notification) error
 }
 
-// DBSink is the default sender: it records each notification in the
-// notifications table, in the event's transaction, and logs one line. The
+// DBSink is the default sender: it records the notifications in the
+// notifications table, in their events' transaction, and logs one line per
+// batch (one per notification at debug level). The
 // table is the customer's in-app inbox and the proof, for tests and drills,
 // that each event was told once.
 func DBSink(rec Recorder, logger *slog.Logger) SenderFactory {
@@ -44,14 +45,23 @@ type dbSender struct {
 	logger *slog.Logger
 }
 
-// Send records n in the event's transaction and logs it.
-func (s dbSender) Send(ctx context.Context, n notification.Notification) error {
-	if err := s.rec.Record(ctx, s.tx, n); err != nil {
+// Send records ns in their events' transaction and logs them.
+func (s dbSender) Send(ctx context.Context, ns []notification.Notification) error {
+	if err := s.rec.Record(ctx, s.tx, ns); err != nil {
 		return err
 	}
-	// Logged before commit: the line says it was recorded, the commit that
-	// follows makes it visible (a rollback means a redelivery logs it again).
-	s.logger.InfoContext(ctx, "notification recorded",
-		"orderId", n.OrderID, "kind", n.Kind, "channel", n.Channel)
+	// Logged before commit: the lines say they were recorded, the commit
+	// that follows makes them visible (a rollback means a redelivery logs
+	// them again).
+	for _, n := range ns {
+		s.logger.DebugContext(ctx, "notification recorded",
+			"orderId", n.OrderID, "kind", n.Kind, "channel", n.Channel)
+	}
+	if len(ns) == 1 {
+		s.logger.InfoContext(ctx, "notification recorded",
+			"orderId", ns[0].OrderID, "kind", ns[0].Kind, "channel", ns[0].Channel)
+	} else {
+		s.logger.InfoContext(ctx, "notifications recorded", "count", len(ns))
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
 )
@@ -32,13 +33,22 @@ type notificationRow struct {
 	CreatedAt  time.Time `db:"created_at"`
 }
 
-// Record stores n inside tx.
-func (r *Repository) Record(ctx context.Context, tx *sqlx.Tx, n notification.Notification) error {
+// Record stores ns inside tx, in one statement.
+func (r *Repository) Record(ctx context.Context, tx *sqlx.Tx, ns []notification.Notification) error {
+	if len(ns) == 0 {
+		return nil
+	}
+	cols := make([][]string, 6)
+	for _, n := range ns {
+		for i, v := range []string{n.OrderID, n.CustomerID, n.EventID, string(n.Kind), n.Channel, n.Body} {
+			cols[i] = append(cols[i], v)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO notifications (order_id, customer_id, event_id, kind, channel, body)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		n.OrderID, n.CustomerID, n.EventID, string(n.Kind), n.Channel, n.Body); err != nil {
-		return fmt.Errorf("record %s notification for order %s: %w", n.Kind, n.OrderID, err)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])`,
+		pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]), pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5])); err != nil {
+		return fmt.Errorf("record %d notifications (first: order %s): %w", len(ns), ns[0].OrderID, err)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
@@ -93,10 +92,4 @@ func NewProcessor(db *sqlx.DB, name string, a *Applier) *inbox.Processor {
 // sweeper takes its expired parked events from it.
 func NewGuard(name string, a *Applier) *versionguard.Guard {
 	return versionguard.New(name, Transitions(), a.Apply)
-}
-
-// Handler adapts p to the router: it returns nil only after the
-// transaction committed, so the message is acknowledged after the commit.
-func Handler(p *inbox.Processor) messaging.EventHandler {
-	return p.Process
 }

@@ -22,10 +22,11 @@ import (
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "points.apply"
 
-// Store is the storage the consumer needs, all inside the inbox transaction.
+// Store is the storage the consumer needs, all inside the inbox transaction
+// and each one statement whatever the number of orders.
 type Store interface {
-	OrderPoints(ctx context.Context, tx *sqlx.Tx, orderID string) (int, error)
-	Add(ctx context.Context, tx *sqlx.Tx, e points.LedgerEntry) error
+	OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int, error)
+	Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error
 }
 
 // FailPoints fires named faults; a nil *failpoint.Registry is inert.
@@ -61,59 +62,75 @@ func states(ss []points.State) []string {
 	return out
 }
 
-// Apply writes env's ledger entry inside tx and returns the order's new
-// points state. The points state lives in the version guard (the state
-// argument); the ledger is the only table. A reversal that would go below
-// zero writes nothing and returns no error: a business outcome, never
-// retried.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error) {
-	if err := c.fp.Inject(FailPoint); err != nil {
-		return "", err
+// Apply writes the ledger entries of a batch of events of distinct orders
+// inside tx, in one statement, and returns each order's new points state.
+// The points state lives in the version guard (the Pending's state); the
+// ledger is the only table. A reversal that would go below zero writes
+// nothing and returns no error: a business outcome, never retried.
+func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+	var refunded []string
+	for _, p := range batch {
+		if err := c.fp.Inject(FailPoint); err != nil {
+			return nil, err
+		}
+		if p.Env.EventType == event.OrderRefunded {
+			refunded = append(refunded, p.Env.AggregateID)
+		}
 	}
-	order := points.Order{ID: env.AggregateID, State: points.State(state)}
-	var (
-		ch       points.Change
-		customer string
-		err      error
-	)
+	var earned map[string]int
+	if len(refunded) > 0 {
+		var err error
+		if earned, err = c.store.OrderPoints(ctx, tx, refunded); err != nil {
+			return nil, err
+		}
+	}
+	var entries []points.LedgerEntry
+	states := make([]string, len(batch))
+	for i, p := range batch {
+		order := points.Order{ID: p.Env.AggregateID, State: points.State(p.State), Points: earned[p.Env.AggregateID]}
+		ch, customer, err := decide(p.Env, order)
+		if errors.Is(err, points.ErrInvalidAmount) {
+			// An amount the ledger cannot hold fails the same way on every delivery.
+			return nil, messaging.PermanentError("INVALID_AMOUNT", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ch.Entry != nil {
+			entries = append(entries, points.LedgerEntry{
+				Entry: *ch.Entry, OrderID: order.ID, CustomerID: customer, EventID: p.Env.EventID,
+			})
+		}
+		if ch.Rejection != "" {
+			c.logger.InfoContext(ctx, "points reversal rejected",
+				"orderId", order.ID, "reason", ch.Rejection, "orderPoints", order.Points)
+		}
+		states[i] = string(ch.State)
+	}
+	if err := c.store.Add(ctx, tx, entries); err != nil {
+		return nil, err
+	}
+	return states, nil
+}
+
+// decide applies env to order in the domain and names the customer.
+func decide(env event.Envelope, order points.Order) (points.Change, string, error) {
 	switch env.EventType {
 	case event.OrderPaid:
 		var data event.OrderPaidData
 		if err := env.DecodeData(&data); err != nil {
-			return "", err
+			return points.Change{}, "", err
 		}
-		customer = data.CustomerID
-		ch, err = order.Pay(data.PaidAmount.Decimal)
+		ch, err := order.Pay(data.PaidAmount.Decimal)
+		return ch, data.CustomerID, err
 	case event.OrderRefunded:
 		var data event.OrderRefundedData
 		if err := env.DecodeData(&data); err != nil {
-			return "", err
+			return points.Change{}, "", err
 		}
-		customer = data.CustomerID
-		if order.Points, err = c.store.OrderPoints(ctx, tx, order.ID); err != nil {
-			return "", err
-		}
-		ch, err = order.Refund(data.RefundedAmount.Decimal)
+		ch, err := order.Refund(data.RefundedAmount.Decimal)
+		return ch, data.CustomerID, err
 	default:
-		return "", fmt.Errorf("%w: no points rule for %s", points.ErrIllegalTransition, env.EventType)
+		return points.Change{}, "", fmt.Errorf("%w: no points rule for %s", points.ErrIllegalTransition, env.EventType)
 	}
-	if errors.Is(err, points.ErrInvalidAmount) {
-		// An amount the ledger cannot hold fails the same way on every delivery.
-		return "", messaging.PermanentError("INVALID_AMOUNT", err)
-	}
-	if err != nil {
-		return "", err
-	}
-	if ch.Entry != nil {
-		if err := c.store.Add(ctx, tx, points.LedgerEntry{
-			Entry: *ch.Entry, OrderID: order.ID, CustomerID: customer, EventID: env.EventID,
-		}); err != nil {
-			return "", err
-		}
-	}
-	if ch.Rejection != "" {
-		c.logger.InfoContext(ctx, "points reversal rejected",
-			"orderId", order.ID, "reason", ch.Rejection, "orderPoints", order.Points)
-	}
-	return string(ch.State), nil
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -41,7 +43,7 @@ func newFixture(t *testing.T) fixture {
 	}
 	repo := storage.New(db, consumerName)
 	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
-	proc := inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
+	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
 }
 
@@ -196,5 +198,55 @@ func TestAmountBeyondTheLedgerIsPermanent(t *testing.T) {
 	}
 	if got := f.entries(t, "O-1"); len(got) != 0 {
 		t.Fatalf("entries = %v, want none", got)
+	}
+}
+
+// TestBatchOfManyOrders applies payments and then refunds of many orders
+// through the batch processor, so the set-based apply writes each batch's
+// entries in one statement and reads the refunded orders' points in one
+// query; every order must end with exactly its own entries.
+func TestBatchOfManyOrders(t *testing.T) {
+	const orders = 40
+	f := newFixture(t)
+	repo := storage.New(f.db, consumerName)
+	c := consumer.New(repo, f.fp, slog.New(slog.DiscardHandler))
+	proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
+	bp := inbox.NewBatchProcessor(proc, inbox.BatchConfig{MaxBatch: 16, Linger: 5 * time.Millisecond}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var worker errgroup.Group
+	worker.Go(func() error { return bp.Run(ctx) })
+	defer func() {
+		cancel()
+		_ = worker.Wait()
+	}()
+
+	for _, phase := range []func(id string) event.Envelope{
+		func(id string) event.Envelope { return paid(t, id, "80.00") },
+		func(id string) event.Envelope { return refunded(t, id, "30.00") },
+	} {
+		var g errgroup.Group
+		for i := range orders {
+			env := phase(fmt.Sprintf("O-%02d", i))
+			g.Go(func() error {
+				out, err := bp.Process(context.Background(), env)
+				if err == nil && out != versionguard.Applied {
+					err = fmt.Errorf("%s of %s: %s, want APPLIED", env.EventType, env.AggregateID, out)
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range orders {
+		id := fmt.Sprintf("O-%02d", i)
+		if got, want := f.entries(t, id), []string{"EARN 80 80.00", "REVERSAL -30 30.00"}; !equal(got, want) {
+			t.Fatalf("ledger of %s = %v, want %v", id, got, want)
+		}
+	}
+	var rows int
+	if err := f.db.Get(&rows, `SELECT count(*) FROM points_ledger`); err != nil || rows != 2*orders {
+		t.Fatalf("ledger rows = %d (%v), want %d", rows, err, 2*orders)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -35,23 +36,45 @@ type entryRow struct {
 	CreatedAt  time.Time       `db:"created_at"`
 }
 
-// OrderPoints returns what an order's ledger entries add up to, inside tx.
-func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderID string) (int, error) {
-	var n int
-	if err := tx.GetContext(ctx, &n,
-		`SELECT COALESCE(sum(points), 0) FROM points_ledger WHERE order_id = $1`, orderID); err != nil {
-		return 0, fmt.Errorf("sum points of order %s: %w", orderID, err)
+// OrderPoints returns what each order's ledger entries add up to, inside
+// tx; an order without entries has zero.
+func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int, error) {
+	var rows []struct {
+		OrderID string `db:"order_id"`
+		Points  int    `db:"points"`
 	}
-	return n, nil
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT order_id, sum(points) AS points FROM points_ledger
+		WHERE order_id = ANY($1) GROUP BY order_id`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("sum points of %d orders: %w", len(orderIDs), err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, row := range rows {
+		out[row.OrderID] = row.Points
+	}
+	return out, nil
 }
 
-// Add writes one ledger entry inside tx.
-func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, e points.LedgerEntry) error {
+// Add writes entries inside tx, in one statement.
+func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	var orders, customers, events, types, amounts []string
+	pts := make([]int64, 0, len(entries))
+	for _, e := range entries {
+		orders = append(orders, e.OrderID)
+		customers = append(customers, e.CustomerID)
+		events = append(events, e.EventID)
+		types = append(types, string(e.Type))
+		pts = append(pts, int64(e.Points))
+		amounts = append(amounts, e.Amount.String())
+	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO points_ledger (order_id, customer_id, event_id, entry_type, points, amount)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		e.OrderID, e.CustomerID, e.EventID, string(e.Type), e.Points, e.Amount); err != nil {
-		return fmt.Errorf("add %s entry for order %s: %w", e.Type, e.OrderID, err)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[])`,
+		pq.Array(orders), pq.Array(customers), pq.Array(events), pq.Array(types), pq.Array(pts), pq.Array(amounts)); err != nil {
+		return fmt.Errorf("add %d ledger entries (first: %s for order %s): %w", len(entries), entries[0].Type, entries[0].OrderID, err)
 	}
 	return nil
 }

@@ -124,6 +124,12 @@ type Change struct {
 	Shortages []Shortage
 }
 
+// EventChange is the change one event made, as it is recorded.
+type EventChange struct {
+	EventID string
+	Change  Change
+}
+
 // ValidateSKU checks a SKU given by a client.
 func ValidateSKU(sku string) error {
 	if sku == "" || len(sku) > maxSKULength || strings.ContainsFunc(sku, isSpace) {
