@@ -42,7 +42,15 @@ type RelayConfig struct {
 	// LockKey is the Postgres advisory lock that makes one relay per
 	// database active; replicas wait for it.
 	LockKey int64
+	// ListenURL, when set, is the outbox database's URL: the relay LISTENs
+	// there for the notification every outbox insert sends on commit, and
+	// relays at once instead of at its next poll. Empty: polling only.
+	ListenURL string
 }
+
+// notifyChannel is the channel the outbox's insert trigger notifies
+// (migrations/00003_notify_relay.sql).
+const notifyChannel = "outbox_events"
 
 // DefaultRelayConfig returns the defaults documented in README.md (Configuration).
 func DefaultRelayConfig() RelayConfig {
@@ -92,11 +100,26 @@ func NewRelay(db *sqlx.DB, sink Sink, cfg RelayConfig, logger *slog.Logger, metr
 // Run relays until ctx ends. Only the holder of the advisory lock relays;
 // the others retry the lock every poll interval.
 func (r *Relay) Run(ctx context.Context) error {
+	var wake <-chan *pq.Notification
+	if r.cfg.ListenURL != "" {
+		l := pq.NewListener(r.cfg.ListenURL, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+			if err != nil && ctx.Err() == nil {
+				r.logger.WarnContext(ctx, "outbox listener", "event", ev, "error", err)
+			}
+		})
+		defer l.Close()
+		if err := l.Listen(notifyChannel); err != nil {
+			// The listener keeps reconnecting in the background; until it
+			// is back, polling relays everything.
+			r.logger.WarnContext(ctx, "outbox listener: polling only until it reconnects", "error", err)
+		}
+		wake = l.Notify
+	}
 	for {
-		if err := r.lead(ctx); err != nil && ctx.Err() == nil {
+		if err := r.lead(ctx, wake); err != nil && ctx.Err() == nil {
 			r.logger.WarnContext(ctx, "outbox relay interrupted", "error", err)
 		}
-		if !sleep(ctx, r.cfg.PollInterval) {
+		if !wait(ctx, r.cfg.PollInterval, wake, false) {
 			return nil
 		}
 	}
@@ -105,7 +128,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // lead takes the advisory lock on a dedicated connection and relays while
 // holding it. The lock dies with the connection, so a crashed relay never
 // blocks its successor.
-func (r *Relay) lead(ctx context.Context) error {
+func (r *Relay) lead(ctx context.Context, wake <-chan *pq.Notification) error {
 	conn, err := r.db.Connx(ctx)
 	if err != nil {
 		return fmt.Errorf("relay connection: %w", err)
@@ -128,7 +151,7 @@ func (r *Relay) lead(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n < r.cfg.BatchSize && !sleep(ctx, r.cfg.PollInterval) {
+		if n < r.cfg.BatchSize && !wait(ctx, r.cfg.PollInterval, wake, true) {
 			return nil
 		}
 		if err := conn.PingContext(ctx); err != nil {
@@ -233,14 +256,24 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
+// wait waits d, or until a notification on wake when early is set, or
+// until ctx ends; it reports whether ctx is still alive. Notifications that
+// do not end the wait are drained, so the listener never blocks on a relay
+// that is not leading. (A nil notification means the listener reconnected
+// and may have missed some: it wakes the relay too.)
+func wait(ctx context.Context, d time.Duration, wake <-chan *pq.Notification, early bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-wake:
+			if early {
+				return true
+			}
+		}
 	}
 }

@@ -52,6 +52,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, err
 	}
+	// The relay listens for the outbox's commit notifications on the
+	// service's own database (an unusable URL was reported just above).
+	cfg.Relay.ListenURL, _ = postgres.WithDatabase(cfg.DatabaseURL, cfg.DBName)
 	return cfg, nil
 }
 
