@@ -23,7 +23,11 @@ for m in $(MODULES); do \
 endef
 
 TEST_FLAGS  ?= -count=1 -p 2 -timeout 9m
-BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
+# tests/bench starts a whole suite and relays tens of thousands of rows
+# twice: longer than go test's default 10 minutes on a busy machine.
+# BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it
+# (docs/benchmarks.md).
+BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
@@ -52,7 +56,7 @@ test: ## run the tests of every module (uses Postgres at DATABASE_URL)
 	if [ -n "$$failed" ]; then echo "make test: FAILED in:$$failed"; exit 1; fi; \
 	echo "make test: every module passed"
 
-bench: ## run the benchmarks of every module
+bench: ## run the benchmarks of every module (docs/benchmarks.md)
 	@$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || exit 1; done
 
 lint: fmt vet ## gofmt must be clean and go vet must pass in every module

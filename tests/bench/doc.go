@@ -1,0 +1,16 @@
+// Package bench holds the suite's macro benchmarks, the figures `make bench`
+// prints for issue 4 (docs/benchmarks.md):
+//
+//   - BenchmarkRelay: events per second from committed outbox rows to broker
+//     acknowledgement, for pkg/outbox's relay and for Watermill's SQL
+//     forwarder, on the same Postgres, broker and rows, in one run, with
+//     their ratio.
+//   - BenchmarkAPIPayToConverged: a steady rate of orders through the HTTP
+//     API of a running suite, and the latency from sending the payment until
+//     inventory, points and notification have all applied the OrderPaid.
+//
+// They live in the tests module, not in pkg/, because the comparison needs
+// watermill-sql, which the services must not depend on, and the API figure
+// needs the whole suite (tests/harness). They are benchmarks only: `go test`
+// without -bench compiles them and runs nothing.
+package bench
