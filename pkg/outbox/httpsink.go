@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // SignatureHeader carries the HMAC-SHA256 of a callback body:
@@ -31,24 +33,64 @@ func Verify(secret, body []byte, signature string) bool {
 }
 
 // HTTPSink POSTs each row's payload, signed, to one URL; a 2xx answer is
-// the acknowledgement. Rows are sent one at a time, in order, and the first
-// failure stops the batch so no later row overtakes it.
+// the acknowledgement. The rows of one aggregate are posted one at a time,
+// in order, and the first failure stops that aggregate's rows so no later
+// one overtakes it; different aggregates are posted in parallel, since a
+// callback's round trip, not the relay, would otherwise bound the rate.
 type HTTPSink struct {
-	client *http.Client
-	url    string
-	secret []byte
+	client   *http.Client
+	url      string
+	secret   []byte
+	parallel int
 }
 
-// NewHTTPSink returns a sink posting to url with bodies signed by secret.
+// DefaultHTTPSinkParallel is how many aggregates' callbacks are in flight at
+// once.
+const DefaultHTTPSinkParallel = 32
+
+// NewHTTPSink returns a sink posting to url with bodies signed by secret,
+// DefaultHTTPSinkParallel aggregates at a time. The client's transport
+// should keep that many idle connections to the host
+// (httpapi.ClientTransport).
 func NewHTTPSink(client *http.Client, url string, secret []byte) *HTTPSink {
-	return &HTTPSink{client: client, url: url, secret: secret}
+	return &HTTPSink{client: client, url: url, secret: secret, parallel: DefaultHTTPSinkParallel}
 }
 
-// Send posts msgs in order until one fails.
+// Send posts msgs, each aggregate's in order, and returns how many from the
+// start were delivered: a failed row and everything after it in msgs is
+// retried by the relay (rows of other aggregates after it that did go
+// through are posted again, which the receiver deduplicates by event id).
 func (s *HTTPSink) Send(ctx context.Context, msgs []Message) (int, error) {
+	var order []string
+	byAggregate := map[string][]int{}
 	for i, m := range msgs {
-		if err := s.post(ctx, m); err != nil {
-			return i, err
+		if _, ok := byAggregate[m.AggregateID]; !ok {
+			order = append(order, m.AggregateID)
+		}
+		byAggregate[m.AggregateID] = append(byAggregate[m.AggregateID], i)
+	}
+	errs := make([]error, len(msgs))
+	delivered := make([]bool, len(msgs))
+	var g errgroup.Group
+	g.SetLimit(s.parallel)
+	for _, agg := range order {
+		g.Go(func() error {
+			for _, i := range byAggregate[agg] {
+				if errs[i] = s.post(ctx, msgs[i]); errs[i] != nil {
+					return nil // the aggregate's later rows wait for this one
+				}
+				delivered[i] = true
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through errs
+	for i := range msgs {
+		if !delivered[i] {
+			if errs[i] != nil {
+				return i, errs[i]
+			}
+			return i, fmt.Errorf("callback %s: not sent: an earlier callback of %s failed", msgs[i].EventID, msgs[i].AggregateID)
 		}
 	}
 	return len(msgs), nil

@@ -208,13 +208,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		if err := r.failPoints.Inject(FailPointAfterPublish); err != nil {
 			return 0, err
 		}
-		ids := make([]string, sent)
+		ids := make([]int64, sent)
 		for i := range sent {
-			ids[i] = msgs[i].EventID
+			ids[i] = rows[i].ID
 		}
+		// By primary key: the cheapest look-up of the rows just read.
 		if _, err := r.db.ExecContext(ctx, `
 			UPDATE outbox_events SET status = 'SENT', sent_at = now(), attempts = attempts + 1, last_error = NULL
-			WHERE event_id = ANY($1)`, pq.Array(ids)); err != nil {
+			WHERE id = ANY($1::bigint[])`, pq.Array(ids)); err != nil {
 			return 0, fmt.Errorf("mark sent: %w", err)
 		}
 		r.metrics.sent(sent)

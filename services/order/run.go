@@ -48,7 +48,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg.MustRegister(adapters.NewBacklogCollector(db, logger))
 
 	repo := adapters.NewRepository(db, cfg.OrderEventsTopic, fp)
-	peers := adapters.NewPeers(&http.Client{Timeout: snapshotTimeout}, cfg.Peers, cfg.AdminToken, snapshotTimeout)
+	// A snapshot asks four services at once, many snapshots at a time under
+	// load: keep the connections.
+	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
+	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
 	srv := httpapi.New(httpapi.Config{
 		Addr:       cfg.HTTPAddr,
 		AdminToken: cfg.AdminToken,

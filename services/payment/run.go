@@ -65,7 +65,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Registry:   reg,
 		MapError:   ports.MapError,
 	}, logger)
-	orders := orderclient.New(&http.Client{Timeout: httpTimeout}, cfg.OrderURL)
+	// One transport for every call to the order service, keeping enough idle
+	// connections for the callbacks in flight (Go's default keeps two).
+	toOrders := &http.Client{Timeout: httpTimeout, Transport: httpapi.ClientTransport(2 * outbox.DefaultHTTPSinkParallel)}
+	orders := orderclient.New(toOrders, cfg.OrderURL)
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	adminGroup := srv.Admin()
 	ports.RegisterAdmin(adminGroup, db)
@@ -77,7 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 	reg.MustRegister(metrics.NewBacklog(db))
 
-	sink := outbox.NewHTTPSink(&http.Client{Timeout: httpTimeout}, cfg.OrderURL+callback.Path, []byte(cfg.CallbackSecret))
+	sink := outbox.NewHTTPSink(toOrders, cfg.OrderURL+callback.Path, []byte(cfg.CallbackSecret))
 	relay, err := outbox.NewRelay(db, sink, cfg.Relay, logger, outbox.NewRelayMetrics(reg), fp)
 	if err != nil {
 		return fmt.Errorf("callback relay: %w", err)

@@ -68,7 +68,7 @@ func suiteDefaults() map[string]string {
 // the failed or unconverged orders (errors).
 func BenchmarkAPIPayToConverged(b *testing.B) {
 	set := loadSettings(b)
-	s := harness.Start(b, harness.Options{Partitions: 12, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}

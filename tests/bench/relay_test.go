@@ -45,7 +45,7 @@ import (
 
 const (
 	// relayPartitions is the partition count of make run's topics.
-	relayPartitions = 12
+	relayPartitions = 64
 	// relayChunk is how many rows one setup transaction commits.
 	relayChunk = 1000
 	// relayPollEvery is the resolution of the stop clock.
