@@ -27,6 +27,10 @@ type ConsumerEnv struct {
 	// BatchLinger is how long a batch waits for more events after its first
 	// (CONSUMER_BATCH_LINGER).
 	BatchLinger time.Duration
+	// DBMaxConns bounds the service's database connections (DB_MAX_CONNS).
+	// A batching consumer needs two or three; six instances of three
+	// consumers must fit in Postgres's default max_connections of 100.
+	DBMaxConns int
 }
 
 // Defaults and bounds of the batch settings (docs/decisions.md, Batching).
@@ -35,12 +39,14 @@ const (
 	DefaultBatchLinger = 2 * time.Millisecond
 	maxBatchSize       = 10_000
 	maxBatchLinger     = time.Second
+	DefaultDBMaxConns  = 8
 )
 
 // ReadConsumerEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
 // CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
-// PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE and CONSUMER_BATCH_LINGER through r, which collects the malformed values with
+// PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_LINGER and
+// DB_MAX_CONNS through r, which collects the malformed values with
 // the service's own.
 func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 	retry := DefaultRetryConfig()
@@ -61,6 +67,7 @@ func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 		},
 		BatchSize:   r.Int("CONSUMER_BATCH_SIZE", DefaultBatchSize),
 		BatchLinger: r.Duration("CONSUMER_BATCH_LINGER", DefaultBatchLinger),
+		DBMaxConns:  r.Int("DB_MAX_CONNS", DefaultDBMaxConns),
 	}
 }
 
@@ -81,6 +88,9 @@ func (e ConsumerEnv) Validate() error {
 	}
 	if e.BatchSize < 1 || e.BatchSize > maxBatchSize {
 		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_SIZE=%d: want 1 (batching off) to %d", e.BatchSize, maxBatchSize))
+	}
+	if e.DBMaxConns < 2 {
+		errs = append(errs, fmt.Errorf("DB_MAX_CONNS=%d: want at least 2 (the batch worker and the gap sweeper)", e.DBMaxConns))
 	}
 	if e.BatchLinger < 0 || e.BatchLinger > maxBatchLinger {
 		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_LINGER=%s: want 0 to %s", e.BatchLinger, maxBatchLinger))

@@ -33,8 +33,8 @@ func TestReadConsumerEnv(t *testing.T) {
 				if e.Parking != (messaging.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
 					t.Fatalf("parking defaults = %+v, want PARK_DEADLINE 5m and PARK_SWEEP_INTERVAL 10s", e.Parking)
 				}
-				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond {
-					t.Fatalf("batch defaults = %d, %s; want CONSUMER_BATCH_SIZE 256 and CONSUMER_BATCH_LINGER 2ms", e.BatchSize, e.BatchLinger)
+				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond || e.DBMaxConns != 8 {
+					t.Fatalf("batch defaults = %d, %s; want CONSUMER_BATCH_SIZE 256, CONSUMER_BATCH_LINGER 2ms, DB_MAX_CONNS 8", e.BatchSize, e.BatchLinger)
 				}
 				if rt := e.Runtime(nil, nil, nil, nil, nil); rt.Group != "test-service" || rt.Config != want ||
 					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] || rt.Parking != e.Parking {
@@ -79,8 +79,8 @@ func TestReadConsumerEnv(t *testing.T) {
 		},
 		{
 			name:    "batch settings out of range",
-			env:     map[string]string{"CONSUMER_BATCH_SIZE": "0", "CONSUMER_BATCH_LINGER": "2s"},
-			wantErr: []string{"CONSUMER_BATCH_SIZE", "CONSUMER_BATCH_LINGER"},
+			env:     map[string]string{"CONSUMER_BATCH_SIZE": "0", "CONSUMER_BATCH_LINGER": "2s", "DB_MAX_CONNS": "1"},
+			wantErr: []string{"CONSUMER_BATCH_SIZE", "CONSUMER_BATCH_LINGER", "DB_MAX_CONNS"},
 		},
 		{
 			name:    "a parking deadline of zero",

@@ -48,7 +48,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("FAILPOINTS: %w", err)
 	}
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{},
+	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{MaxOpen: cfg.Consumer.DBMaxConns},
 		outbox.Schema(), inbox.Schema(), versionguard.Schema(), dlq.Schema(), postgres.EmbeddedSet("payment", migrations))
 	if err != nil {
 		return err

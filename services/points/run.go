@@ -36,7 +36,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{},
+	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{MaxOpen: cfg.Consumer.DBMaxConns},
 		inbox.Schema(), versionguard.Schema(), dlq.Schema(), postgres.EmbeddedSet("points", migrations))
 	if err != nil {
 		return err
