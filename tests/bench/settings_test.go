@@ -19,10 +19,13 @@ type settings struct {
 	APIOrders int
 	// APIRate is the orders per second it starts (BENCH_API_RATE).
 	APIRate int
+	// ConsumerEvents is the backlog each consumer mode drains
+	// (BENCH_CONSUMER_EVENTS).
+	ConsumerEvents int
 }
 
 func defaultSettings() settings {
-	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200}
+	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000}
 }
 
 // Validate reports unusable settings, naming their variables.
@@ -33,6 +36,9 @@ func (s settings) Validate() error {
 	}
 	if s.APIOrders < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_API_ORDERS=%d: want at least 1", s.APIOrders))
+	}
+	if s.ConsumerEvents < 1 {
+		errs = append(errs, fmt.Errorf("BENCH_CONSUMER_EVENTS=%d: want at least 1", s.ConsumerEvents))
 	}
 	if s.APIRate < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_API_RATE=%d: want at least 1", s.APIRate))
@@ -48,6 +54,7 @@ func loadSettings(b *testing.B) settings {
 	s.RelayRows = r.Int("BENCH_RELAY_ROWS", s.RelayRows)
 	s.APIOrders = r.Int("BENCH_API_ORDERS", s.APIOrders)
 	s.APIRate = r.Int("BENCH_API_RATE", s.APIRate)
+	s.ConsumerEvents = r.Int("BENCH_CONSUMER_EVENTS", s.ConsumerEvents)
 	if err := errors.Join(r.Err(), s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}
