@@ -174,9 +174,7 @@ func (bc *brokerControl) clear() BrokerView {
 	defer bc.mu.Unlock()
 	if bc.fault != nil {
 		bc.fault.Remove()
-		v := bc.viewLocked()
 		bc.fault = nil
-		return v
 	}
 	return bc.viewLocked()
 }
