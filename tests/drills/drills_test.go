@@ -34,7 +34,7 @@ const (
 // service away: a few of the harness's short outbox backoffs
 // (OUTBOX_BACKOFF_INITIAL=100ms, OUTBOX_BACKOFF_MAX=500ms), not the
 // tutorial's 30 s.
-const outage = 4 * time.Second
+const outage = 5 * time.Second
 
 // controller is the harness as a drill.Controller, BrokerController and
 // ServiceStopper. The harness fails the test itself when a service does not
