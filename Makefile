@@ -80,7 +80,7 @@ drills: ## run every drill against the running suite (make run)
 drill-duplicate: ## drill: duplicate deliveries and callbacks apply once
 	@$(DRILL) $(DRILL_FLAGS) duplicate
 
-drill-loss: ## drill: crash after commit / after publish, consumer failure
+drill-loss: ## drill: crashes around the publish, lost ack, consumer crash/failure, rollback, broker and callback outages
 	@$(DRILL) $(DRILL_FLAGS) loss
 
 drill-reorder: ## drill: reordered events apply in version order

@@ -15,17 +15,28 @@ import (
 type OutboxBacklog struct {
 	Pending                 int     `json:"pending"`
 	OldestPendingAgeSeconds float64 `json:"oldestPendingAgeSeconds"`
+	// Events are the rows of the aggregate asked for with ?aggregateId=,
+	// oldest first: status, attempts and next_attempt_at of each.
+	Events []outbox.Status `json:"events,omitempty"`
 }
 
 // RegisterOutboxBacklog adds GET /outbox to the admin group of a service
 // with an outbox, so a backlog drill reads the producer side of the queue
-// next to the consumers' GET /admin/lag.
+// next to the consumers' GET /admin/lag. With ?aggregateId= it also lists
+// that aggregate's rows, which is how an outage drill follows a callback.
 func RegisterOutboxBacklog(g *echo.Group, q sqlx.QueryerContext) {
 	g.GET("/outbox", func(c echo.Context) error {
-		b, err := outbox.PendingBacklog(c.Request().Context(), q)
+		ctx := c.Request().Context()
+		b, err := outbox.PendingBacklog(ctx, q)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, OutboxBacklog{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()})
+		out := OutboxBacklog{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()}
+		if id := c.QueryParam("aggregateId"); id != "" {
+			if out.Events, err = outbox.ForAggregate(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return c.JSON(http.StatusOK, out)
 	})
 }

@@ -100,6 +100,7 @@ func Add(ctx context.Context, tx sqlx.ExecerContext, msgs ...Message) error {
 // Status is what the admin API shows of one row.
 type Status struct {
 	EventID       string     `db:"event_id" json:"eventId"`
+	EventType     string     `db:"event_type" json:"eventType"`
 	Status        string     `db:"status" json:"status"`
 	Attempts      int        `db:"attempts" json:"attempts"`
 	LastError     *string    `db:"last_error" json:"lastError,omitempty"`
@@ -112,7 +113,7 @@ type Status struct {
 func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status, error) {
 	var s Status
 	err := sqlx.GetContext(ctx, q, &s, `
-		SELECT event_id, status, attempts, last_error, next_attempt_at, created_at, sent_at
+		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at
 		FROM outbox_events WHERE event_id = $1`, eventID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
@@ -121,6 +122,19 @@ func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status,
 		return Status{}, fmt.Errorf("look up outbox event: %w", err)
 	}
 	return s, nil
+}
+
+// ForAggregate returns the rows of aggregateID in the order the relay sends
+// them, so an operator (or an outage drill) follows one order's messages —
+// a payment's callbacks, say, whose event ids no other API shows.
+func ForAggregate(ctx context.Context, q sqlx.QueryerContext, aggregateID string) ([]Status, error) {
+	out := []Status{}
+	if err := sqlx.SelectContext(ctx, q, &out, `
+		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at
+		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, aggregateID); err != nil {
+		return nil, fmt.Errorf("outbox rows of %s: %w", aggregateID, err)
+	}
+	return out, nil
 }
 
 // Backlog is the relay's backlog: how many rows wait and how old the oldest is.

@@ -208,3 +208,49 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// ForAggregate lists one aggregate's rows in sending order, with what the
+// relay did to each, and nobody else's.
+func TestForAggregate(t *testing.T) {
+	db, _, topic := setup(t)
+	ctx := context.Background()
+	err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		return outbox.Add(ctx, tx, paid(t, topic, "O-1", 3), paid(t, topic, "O-2", 3), paid(t, topic, "O-1", 4))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sink refuses everything: the rows stay PENDING with one attempt.
+	relay, err := outbox.NewRelay(db, refusingSink{}, outbox.DefaultRelayConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		aggregate string
+		want      int
+	}{{"O-1", 2}, {"O-2", 1}, {"O-3", 0}}
+	for _, tt := range tests {
+		rows, err := outbox.ForAggregate(ctx, db, tt.aggregate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != tt.want {
+			t.Fatalf("%s: %d rows, want %d", tt.aggregate, len(rows), tt.want)
+		}
+		for _, r := range rows {
+			if r.EventType != "OrderPaid" || r.Status != outbox.StatusPending || r.Attempts != 1 || r.NextAttemptAt.IsZero() {
+				t.Errorf("%s: row %+v, want a PENDING OrderPaid after 1 failed attempt", tt.aggregate, r)
+			}
+		}
+	}
+}
+
+// refusingSink delivers nothing, as a sink whose broker is down.
+type refusingSink struct{}
+
+func (refusingSink) Send(context.Context, []outbox.Message) (int, error) {
+	return 0, errors.New("broker unreachable")
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,33 +72,100 @@ func (c *ControlClient) Check(ctx context.Context) error {
 }
 
 func (c *ControlClient) do(ctx context.Context, method, path string, body []byte) (controlView, error) {
+	var v controlView
+	err := c.send(ctx, method, path, body, &v)
+	return v, err
+}
+
+// send sends a request to the control API and decodes its answer into out.
+// A 409 from a broker route (the suite's brokers are not the runner's) is
+// ErrNoBrokerControl.
+func (c *ControlClient) send(ctx context.Context, method, path string, body []byte, out any) error {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return controlView{}, err
+		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return controlView{}, fmt.Errorf("control API: %w", err)
+		return fmt.Errorf("control API: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return controlView{}, fmt.Errorf("control API: %w", err)
+		return fmt.Errorf("control API: %w", err)
 	}
-	var v controlView
-	_ = json.Unmarshal(raw, &v)
+	_ = json.Unmarshal(raw, out)
 	if resp.StatusCode != http.StatusOK {
-		if v.Error == "" {
-			v.Error = strings.TrimSpace(string(raw))
+		var e struct {
+			Error string `json:"error"`
 		}
-		return v, fmt.Errorf("control API %s %s: %d: %s", method, path, resp.StatusCode, v.Error)
+		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(raw))
+		}
+		err := fmt.Errorf("control API %s %s: %d: %s", method, path, resp.StatusCode, e.Error)
+		if resp.StatusCode == http.StatusConflict && strings.HasPrefix(path, "/broker") {
+			err = fmt.Errorf("%w: %w", ErrNoBrokerControl, err)
+		}
+		return err
 	}
-	return v, nil
+	return nil
+}
+
+// Stop asks the runner to stop service; it stays down until Restart.
+func (c *ControlClient) Stop(ctx context.Context, service string) error {
+	_, err := c.do(ctx, "POST", "/services/"+url.PathEscape(service)+"/stop", nil)
+	return err
+}
+
+// brokerView is the part of the control API's broker answer the client
+// reads.
+type brokerView struct {
+	State string `json:"state"`
+	Fault *struct {
+		Hits int `json:"hits"`
+	} `json:"fault"`
+}
+
+// StopBroker asks the runner to stop its embedded broker.
+func (c *ControlClient) StopBroker(ctx context.Context) error {
+	return c.send(ctx, "POST", "/broker/stop", nil, &brokerView{})
+}
+
+// StartBroker asks the runner to start its embedded broker again.
+func (c *ControlClient) StartBroker(ctx context.Context) error {
+	return c.send(ctx, "POST", "/broker/start", nil, &brokerView{})
+}
+
+// LoseAcks arms the runner's lost-ack fault on the next count Produce
+// requests to topic.
+func (c *ControlClient) LoseAcks(ctx context.Context, topic string, count int) error {
+	body, err := json.Marshal(map[string]any{"type": "lost-ack", "topic": topic, "count": count})
+	if err != nil {
+		return err
+	}
+	return c.send(ctx, "POST", "/broker/faults", body, &brokerView{})
+}
+
+// LostAcks reads how many Produce requests the armed fault has answered.
+func (c *ControlClient) LostAcks(ctx context.Context) (int, error) {
+	var v brokerView
+	if err := c.send(ctx, "GET", "/broker", nil, &v); err != nil {
+		return 0, err
+	}
+	if v.Fault == nil {
+		return 0, errors.New("control API: no broker fault is armed")
+	}
+	return v.Fault.Hits, nil
+}
+
+// ClearFaults asks the runner to remove the broker fault.
+func (c *ControlClient) ClearFaults(ctx context.Context) error {
+	return c.send(ctx, "DELETE", "/broker/faults", nil, &brokerView{})
 }

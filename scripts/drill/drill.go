@@ -56,6 +56,39 @@ type Controller interface {
 	WaitExit(ctx context.Context, service string) (int, error)
 }
 
+// BrokerController is what the broker drills need beyond a Controller: to
+// take the broker away and bring it back, and to lose its acknowledgements.
+// It is optional — a Controller that lacks it, or answers
+// ErrNoBrokerControl (a suite on brokers it does not own), skips those
+// cases. `make run`'s control API and the test harness implement it.
+type BrokerController interface {
+	// StopBroker takes the broker away: every client sees connection
+	// refused until StartBroker.
+	StopBroker(ctx context.Context) error
+	// StartBroker brings it back on the same address with the same data.
+	StartBroker(ctx context.Context) error
+	// LoseAcks answers the next count Produce requests to topic with
+	// REQUEST_TIMED_OUT after appending their records, replacing a fault
+	// armed before.
+	LoseAcks(ctx context.Context, topic string, count int) error
+	// LostAcks is how many Produce requests that fault has answered.
+	LostAcks(ctx context.Context) (int, error)
+	// ClearFaults removes the fault, used up or not.
+	ClearFaults(ctx context.Context) error
+}
+
+// ServiceStopper is what the callback outage drill needs beyond a
+// Controller: to stop a service and leave it down until Restart. It is
+// optional, as BrokerController is.
+type ServiceStopper interface {
+	// Stop stops service gracefully; Controller.Restart starts it again.
+	Stop(ctx context.Context, service string) error
+}
+
+// ErrNoBrokerControl is a controller that cannot control the broker: the
+// suite runs against brokers the runner does not own (KAFKA_BROKERS).
+var ErrNoBrokerControl = errors.New("no control of the broker")
+
 // Target is the suite a drill runs against. Fields left zero take the
 // defaults of `make run` (topics, callback secret, retry bound, timeout) or
 // a fresh run id.
@@ -82,8 +115,13 @@ type Target struct {
 	RetryInitialInterval time.Duration
 	RetryMaxInterval     time.Duration
 	// Controller restarts services; without one the crash drills are
-	// skipped.
+	// skipped. The broker and outage drills also need it to be a
+	// BrokerController or a ServiceStopper.
 	Controller Controller
+	// Outage is how long the outage drills keep the broker, or the order
+	// service, away (0: 30 s, the tutorial's case). It must allow the
+	// relays a few attempts: at least three backoff intervals.
+	Outage time.Duration
 	// RunID prefixes every order id and SKU the drills create.
 	RunID string
 	// Timeout bounds each wait for convergence.
@@ -101,6 +139,7 @@ const (
 	DefaultRetryInitial     = time.Second
 	DefaultRetryMax         = 30 * time.Second
 	DefaultTimeout          = 60 * time.Second
+	DefaultOutage           = 30 * time.Second
 )
 
 // LocalURLs are the services' URLs under `make run`.
@@ -143,6 +182,9 @@ func (t Target) withDefaults() Target {
 	if t.Timeout == 0 {
 		t.Timeout = DefaultTimeout
 	}
+	if t.Outage == 0 {
+		t.Outage = DefaultOutage
+	}
 	if t.HTTPClient == nil {
 		t.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -168,6 +210,9 @@ func (t Target) Validate() error {
 	}
 	if t.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("negative timeout %s", t.Timeout))
+	}
+	if t.Outage < 0 {
+		errs = append(errs, fmt.Errorf("negative outage %s", t.Outage))
 	}
 	return errors.Join(errs...)
 }
@@ -198,8 +243,8 @@ type Result struct {
 	Case string
 	// Pass says the suite kept the case's promise.
 	Pass bool
-	// Skipped says the case could not run here (no Controller); it is not
-	// a failure.
+	// Skipped says the case could not run here (no Controller, or one
+	// that cannot control the broker); it is not a failure.
 	Skipped bool
 	// Expected is the promise, in a line.
 	Expected string
@@ -321,6 +366,11 @@ func newCase(drill, name, expected string, needsController bool, run body) Case 
 		defer s.close()
 		seen, err := run(s)
 		r.Convergence = s.converged
+		var skipped *skipError
+		if errors.As(err, &skipped) {
+			r.Skipped, r.Seen, r.Convergence = true, skipped.reason, 0
+			return r
+		}
 		if err != nil {
 			r.Seen = err.Error()
 			return r
@@ -328,4 +378,29 @@ func newCase(drill, name, expected string, needsController bool, run body) Case 
 		r.Pass, r.Seen = true, seen
 		return r
 	}}
+}
+
+// skipError ends a case that cannot run against this suite before it has
+// done anything: newCase reports it as a SKIP, not a failure.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return e.reason }
+
+func skip(reason string) error { return &skipError{reason: reason} }
+
+// brokerControl returns the target's BrokerController, or a skip.
+func brokerControl(s *session) (BrokerController, error) {
+	bc, ok := s.t.Controller.(BrokerController)
+	if !ok {
+		return nil, skip("the controller cannot stop the broker or fault it")
+	}
+	return bc, nil
+}
+
+// skipIfNoBroker turns a controller's ErrNoBrokerControl into a skip.
+func skipIfNoBroker(err error) error {
+	if errors.Is(err, ErrNoBrokerControl) {
+		return skip("no control of the broker: " + err.Error())
+	}
+	return err
 }

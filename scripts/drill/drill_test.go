@@ -23,7 +23,7 @@ func TestSelect(t *testing.T) {
 		wantErr bool
 	}{
 		{names: []string{"all"}, want: all, first: "duplicate/twice"},
-		{names: []string{"loss"}, want: 4, first: "loss/before-publish"},
+		{names: []string{"loss"}, want: 8, first: "loss/before-publish"},
 		{names: []string{"replay", "duplicate"}, want: 5, first: "duplicate/twice"},
 		{names: []string{"poison/invalid-json"}, want: 1, first: "poison/invalid-json"},
 		{names: []string{"backlog"}, wantErr: true},
@@ -96,6 +96,54 @@ func TestCaseWithoutControllerOrURLs(t *testing.T) {
 	}
 }
 
+// restartOnly is a Controller that can restart services and nothing more.
+type restartOnly struct{}
+
+func (restartOnly) Restart(context.Context, string, map[string]string) error { return nil }
+func (restartOnly) WaitExit(context.Context, string) (int, error)            { return 137, nil }
+
+// noBroker is a BrokerController whose suite runs on brokers it does not
+// own, as the control API answers with KAFKA_BROKERS.
+type noBroker struct{ restartOnly }
+
+func (noBroker) StopBroker(context.Context) error            { return drill.ErrNoBrokerControl }
+func (noBroker) StartBroker(context.Context) error           { return drill.ErrNoBrokerControl }
+func (noBroker) LoseAcks(context.Context, string, int) error { return drill.ErrNoBrokerControl }
+func (noBroker) LostAcks(context.Context) (int, error)       { return 0, drill.ErrNoBrokerControl }
+func (noBroker) ClearFaults(context.Context) error           { return drill.ErrNoBrokerControl }
+
+// The broker and outage cases are skipped, not failed, when the controller
+// cannot stop or fault the broker or stop a service, before they touch the
+// suite (the target here has nothing listening).
+func TestBrokerCasesSkipWithoutBrokerControl(t *testing.T) {
+	tests := []struct {
+		name       string
+		controller drill.Controller
+		cases      []string
+		want       string
+	}{
+		{"restart only", restartOnly{}, []string{"loss/lost-ack", "loss/broker-outage"}, "cannot stop the broker"},
+		{"restart only", restartOnly{}, []string{"loss/callback-outage"}, "cannot stop a service"},
+		{"external brokers", noBroker{}, []string{"loss/lost-ack", "loss/broker-outage"}, "no control of the broker"},
+	}
+	for _, tt := range tests {
+		for _, name := range tt.cases {
+			t.Run(tt.name+"/"+name, func(t *testing.T) {
+				c, err := drill.Select(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tg := target()
+				tg.Controller = tt.controller
+				r := c[0].Run(context.Background(), tg)
+				if !r.Skipped || r.Pass || !strings.Contains(r.Seen, tt.want) {
+					t.Errorf("%s: %+v, want skipped saying %q", name, r, tt.want)
+				}
+			})
+		}
+	}
+}
+
 func TestTargetValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -106,6 +154,7 @@ func TestTargetValidate(t *testing.T) {
 		{"missing URL", func(t *drill.Target) { delete(t.URLs, drill.Points) }, "points"},
 		{"bad retry bound", func(t *drill.Target) { t.RetryMaxAttempts = -1 }, "retry max attempts"},
 		{"bad retry intervals", func(t *drill.Target) { t.RetryInitialInterval, t.RetryMaxInterval = time.Second, time.Millisecond }, "retry intervals"},
+		{"negative outage", func(t *drill.Target) { t.Outage = -time.Second }, "negative outage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +244,27 @@ func TestControlClient(t *testing.T) {
 		_, _ = w.Write([]byte(`{"name":"order","state":"exited","exitCode":137,"failPoint":true}`))
 	})
 	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"services":[]}`)) })
+	var calls []string
+	mux.HandleFunc("POST /services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, "stop "+r.PathValue("name"))
+		_, _ = w.Write([]byte(`{"name":"order","state":"stopped","run":2}`))
+	})
+	mux.HandleFunc("POST /broker/{verb}", func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, r.PathValue("verb"))
+		_, _ = w.Write([]byte(`{"embedded":true,"state":"running"}`))
+	})
+	var armed map[string]any
+	mux.HandleFunc("POST /broker/faults", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&armed)
+		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"hits":0}}`))
+	})
+	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, r *http.Request) {
+		calls = append(calls, "clear")
+		_, _ = w.Write([]byte(`{"embedded":true,"state":"running"}`))
+	})
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"type":"lost-ack","hits":3}}`))
+	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -215,5 +285,45 @@ func TestControlClient(t *testing.T) {
 	}
 	if _, err := c.WaitExit(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "no such service") {
 		t.Errorf("WaitExit of an unknown service = %v, want the API's error", err)
+	}
+
+	var bc drill.BrokerController = c
+	var stopper drill.ServiceStopper = c
+	if err := errors.Join(stopper.Stop(ctx, "order"), bc.StopBroker(ctx), bc.StartBroker(ctx), bc.LoseAcks(ctx, "order-events", 4), bc.ClearFaults(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(calls, ","); got != "stop order,stop,start,clear" {
+		t.Errorf("calls %s, want stop order,stop,start,clear", got)
+	}
+	if armed["type"] != "lost-ack" || armed["topic"] != "order-events" || armed["count"] != 4.0 {
+		t.Errorf("fault armed with %v", armed)
+	}
+	if hits, err := bc.LostAcks(ctx); err != nil || hits != 3 {
+		t.Errorf("LostAcks = %d, %v; want 3", hits, err)
+	}
+}
+
+// A control API on external brokers answers the broker routes 409, which
+// the client reports as ErrNoBrokerControl.
+func TestControlClientExternalBroker(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"embedded":false,"error":"the suite uses the brokers of KAFKA_BROKERS"}`))
+	}))
+	defer srv.Close()
+	c := drill.NewControlClient(srv.URL, time.Second)
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"StopBroker":  c.StopBroker(ctx),
+		"StartBroker": c.StartBroker(ctx),
+		"LoseAcks":    c.LoseAcks(ctx, "order-events", 1),
+		"ClearFaults": c.ClearFaults(ctx),
+	} {
+		if !errors.Is(err, drill.ErrNoBrokerControl) || !strings.Contains(err.Error(), "KAFKA_BROKERS") {
+			t.Errorf("%s = %v, want ErrNoBrokerControl with the API's reason", name, err)
+		}
+	}
+	if err := c.Stop(ctx, "order"); err == nil || errors.Is(err, drill.ErrNoBrokerControl) {
+		t.Errorf("a 409 on a service route = %v, want a plain error", err)
 	}
 }

@@ -3,6 +3,9 @@ package drill
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
@@ -10,9 +13,11 @@ import (
 
 // Tutorial: "在每个确认窗口测试消息丢失" (test message loss at every
 // acknowledgement window). The relay's two crash windows are driven with
-// fail points through the Controller; the consumer window with a run-time
-// fail point. The broker windows (a lost acknowledgement, an outage) need
-// control of the broker and are proven by tests/e2e only.
+// fail points through the Controller; the consumer window and the
+// rolled-back transaction with run-time fail points; the broker windows (a
+// lost acknowledgement, an outage) and the callback sink's outage through
+// the Controller's optional BrokerController and ServiceStopper
+// (outage.go). The outages come last: they take the longest.
 func lossCases() []Case {
 	return []Case{
 		newCase("loss", "before-publish",
@@ -21,12 +26,24 @@ func lossCases() []Case {
 		newCase("loss", "after-publish",
 			"order service killed after the publish, before marking SENT: the same eventId is sent again, applied once",
 			true, lossAfterPublish),
+		newCase("loss", "lost-ack",
+			"the broker appends OrderPaid but the relay never sees the ack: the same eventId is sent again, applied once",
+			true, lossLostAck),
 		newCase("loss", "consumer-crash",
 			"inventory killed after its commit, before the ack: the OrderPaid is delivered again, seen as a duplicate, effects once",
 			true, lossConsumerCrash),
 		newCase("loss", "consumer-failure",
 			"inventory fails twice: not acknowledged, retried, applied once, nothing dead-lettered",
 			false, lossConsumerFailure),
+		newCase("loss", "rollback",
+			"the checkout's transaction rolls back after its outbox insert: no outbox row, status unchanged; the same checkout then writes exactly one",
+			false, lossRollback),
+		newCase("loss", "broker-outage",
+			"the broker is away: OrderPaid stays PENDING, attempts grow, next_attempt_at backs off with jitter; drained at the next attempt after the return, applied once",
+			true, lossBrokerOutage),
+		newCase("loss", "callback-outage",
+			"the order service is away: the payment callback stays PENDING, attempts grow, next_attempt_at backs off with jitter; delivered once it is back, applied once",
+			true, lossCallbackOutage),
 	}
 }
 
@@ -360,4 +377,92 @@ func lossConsumerFailure(s *session) (seen string, err error) {
 		return "", err
 	}
 	return fmt.Sprintf("inventory failed %d times and was retried (retries +%v), DLQ 0; %s", failures, retriesAfter-retriesBefore, effectsOnce), nil
+}
+
+// failPointBeforeCommit is the order service's fail point after a state
+// change and its outbox row are written, before the commit
+// (services/order/internal/adapters).
+const failPointBeforeCommit = "order.before-commit"
+
+// Tutorial: "当业务事务回滚时，不得留下可投递的 Outbox 记录" (a rolled-back
+// business transaction leaves no deliverable outbox row).
+func lossRollback(s *session) (seen string, err error) {
+	orderID := s.orderID("")
+	var res commandResult
+	if err := s.call(Order, "POST", "/orders", map[string]any{"orderId": orderID, "customerId": "C-drill", "currency": "CNY",
+		"items": []map[string]any{{"sku": s.sku(""), "quantity": 1, "unitPrice": "40.00"}}}, &res); err != nil {
+		return "", err
+	}
+	if res.BusinessCode != "SUCCESS" {
+		return "", fmt.Errorf("create %s: businessCode %s", orderID, res.BusinessCode)
+	}
+	if err := s.waitRelayed(orderID, 1); err != nil {
+		return "", err
+	}
+	if err := s.armFailPoint(Order, failPointBeforeCommit, "error", 1); err != nil {
+		return "", err
+	}
+	defer func() {
+		if derr := s.armFailPoint(Order, failPointBeforeCommit, "off", 0); derr != nil {
+			err = errors.Join(err, fmt.Errorf("disarm %s: %w", failPointBeforeCommit, derr))
+		}
+	}()
+	checkout := "/orders/" + url.PathEscape(orderID) + "/checkout"
+	res = commandResult{}
+	code, err := s.callStatus(Order, "POST", checkout, nil, &res, []int{http.StatusInternalServerError})
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusInternalServerError {
+		return "", fmt.Errorf("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
+	}
+	o, err := s.order(orderID)
+	if err != nil {
+		return "", err
+	}
+	if o.Status != "CREATED" || o.Version != 1 {
+		return "", fmt.Errorf("after the rollback the order is %s v%d, want CREATED v1 (unchanged)", o.Status, o.Version)
+	}
+	rows, err := s.outboxRows(Order, orderID)
+	if err != nil {
+		return "", err
+	}
+	if len(rows) != 1 || rows[0].EventType != "OrderCreated" {
+		return "", fmt.Errorf("after the rollback %s has outbox rows %s, want OrderCreated only", orderID, describeRows(rows))
+	}
+
+	// Disarmed (it fired once), the same request goes through.
+	start := time.Now()
+	res = commandResult{}
+	if err := s.call(Order, "POST", checkout, nil, &res); err != nil {
+		return "", err
+	}
+	if res.BusinessCode != "SUCCESS" || res.Status != "PENDING_PAYMENT" || res.Version != 2 {
+		return "", fmt.Errorf("the checkout again: %s %s v%d, want SUCCESS PENDING_PAYMENT v2", res.BusinessCode, res.Status, res.Version)
+	}
+	if err := s.waitRelayed(orderID, 2); err != nil {
+		return "", err
+	}
+	s.converged = time.Since(start)
+	rows, err = s.outboxRows(Order, orderID)
+	if err != nil {
+		return "", err
+	}
+	if len(rows) != 2 || rows[1].EventType != "OrderCheckedOut" {
+		return "", fmt.Errorf("after the checkout %s has outbox rows %s, want OrderCreated, OrderCheckedOut", orderID, describeRows(rows))
+	}
+	return fmt.Sprintf("%s fired: checkout answered %d, order still CREATED v1 with 1 outbox row (OrderCreated); the same checkout: PENDING_PAYMENT v2, exactly 1 OrderCheckedOut row, SENT",
+		failPointBeforeCommit, code), nil
+}
+
+// describeRows lists outbox rows as type:status.
+func describeRows(rows []outboxRow) string {
+	if len(rows) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = r.EventType + ":" + r.Status
+	}
+	return strings.Join(parts, ", ")
 }

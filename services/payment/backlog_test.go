@@ -38,6 +38,22 @@ func TestAdminBacklogEndpoints(t *testing.T) {
 		s.GetJSON("/admin/outbox", &backlog)
 		return backlog.Pending == 1 && backlog.OldestPendingAgeSeconds > 0
 	})
+	if backlog.Events != nil {
+		t.Errorf("GET /admin/outbox without aggregateId lists rows: %+v", backlog.Events)
+	}
+	// ?aggregateId= follows the order's callback through the refusals.
+	s.WaitFor("the refused callback to be tried twice", func() bool {
+		s.GetJSON("/admin/outbox?aggregateId=O-1", &backlog)
+		return len(backlog.Events) == 1 && backlog.Events[0].Attempts >= 2
+	})
+	if cb := backlog.Events[0]; cb.EventType != string(callback.PaymentSucceeded) || cb.Status != "PENDING" || cb.NextAttemptAt.IsZero() {
+		t.Errorf("the callback row = %+v, want a PENDING PAYMENT_SUCCEEDED with its next attempt", cb)
+	}
+	var other admin.OutboxBacklog
+	s.GetJSON("/admin/outbox?aggregateId=O-2", &other)
+	if len(other.Events) != 0 {
+		t.Errorf("rows of O-2 = %+v, want none", other.Events)
+	}
 
 	code, raw := s.Do(http.MethodGet, "/admin/lag", "")
 	var r lag.Report

@@ -6,9 +6,15 @@ package drills_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/tests/harness"
@@ -24,20 +30,88 @@ const (
 	retryMax         = 200 * time.Millisecond
 )
 
-// controller is the harness as a drill.Controller. The harness fails the
-// test itself when a service does not restart or exit in time.
+// outage is how long the outage drills keep the broker or the order
+// service away: a few of the harness's short outbox backoffs
+// (OUTBOX_BACKOFF_INITIAL=100ms, OUTBOX_BACKOFF_MAX=500ms), not the
+// tutorial's 30 s.
+const outage = 5 * time.Second
+
+// controller is the harness as a drill.Controller, BrokerController and
+// ServiceStopper. The harness fails the test itself when a service does not
+// restart or exit in time, or the broker does not start again.
 type controller struct {
 	s       *harness.Suite
 	timeout time.Duration
+
+	mu    sync.Mutex
+	fault *kfake.FaultHandle
 }
 
-func (c controller) Restart(_ context.Context, service string, env map[string]string) error {
+func (c *controller) Restart(_ context.Context, service string, env map[string]string) error {
 	c.s.Restart(service, env)
 	return nil
 }
 
-func (c controller) WaitExit(_ context.Context, service string) (int, error) {
+func (c *controller) WaitExit(_ context.Context, service string) (int, error) {
 	return c.s.WaitExit(service, c.timeout), nil
+}
+
+func (c *controller) Stop(_ context.Context, service string) error {
+	c.s.Stop(service)
+	return nil
+}
+
+func (c *controller) StopBroker(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Broker != nil {
+		c.s.StopBroker()
+		c.fault = nil
+	}
+	return nil
+}
+
+func (c *controller) StartBroker(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Broker == nil {
+		c.s.StartBroker()
+	}
+	return nil
+}
+
+// LoseAcks arms kfake's fault as tests/e2e TestBrokerAcknowledgementLost
+// does: REQUEST_TIMED_OUT on Produce, answered after the append.
+func (c *controller) LoseAcks(_ context.Context, topic string, count int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Broker == nil {
+		return errors.New("the broker is stopped")
+	}
+	if c.fault != nil {
+		c.fault.Remove()
+	}
+	c.fault = c.s.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.RequestTimedOut, Count: count})
+	return nil
+}
+
+func (c *controller) LostAcks(context.Context) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fault == nil {
+		return 0, errors.New("no broker fault is armed")
+	}
+	return c.fault.Hits(), nil
+}
+
+func (c *controller) ClearFaults(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fault != nil {
+		c.fault.Remove()
+		c.fault = nil
+	}
+	return nil
 }
 
 func TestDrills(t *testing.T) {
@@ -60,7 +134,8 @@ func TestDrills(t *testing.T) {
 		RetryMaxAttempts:     retryMaxAttempts,
 		RetryInitialInterval: retryInitial,
 		RetryMaxInterval:     retryMax,
-		Controller:           controller{s: s, timeout: 30 * time.Second},
+		Controller:           &controller{s: s, timeout: 30 * time.Second},
+		Outage:               outage,
 		RunID:                "t" + drill.NewRunID(),
 		Timeout:              30 * time.Second,
 	}

@@ -7,8 +7,9 @@
 //
 // Against `make run` it needs no flags: the services are on 8081-8085, the
 // broker on 127.0.0.1:9092 and the runner's control API, which the crash
-// drills use to restart the order service with a fail point armed, on
-// 127.0.0.1:8090. ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
+// drills use to restart a service with a fail point armed, and the broker
+// and outage drills to stop and fault the broker or stop the order service,
+// on 127.0.0.1:8090. --outage sets how long an outage lasts (30 s). ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, KAFKA_BROKERS,
 // ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read as the suite
 // reads them (README.md (Configuration)).
@@ -117,6 +118,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	control := fs.String("control", defaultControl, "the make run control API; \"none\" skips the crash drills (CONTROL_ADDR)")
 	runID := fs.String("run-id", "", "prefix of every order id and SKU the drills create (default: a new one)")
 	timeout := fs.Duration("timeout", drill.DefaultTimeout, "bound of each wait for convergence")
+	outage := fs.Duration("outage", drill.DefaultOutage, "how long loss/broker-outage and loss/callback-outage keep the broker or the order service away")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -153,6 +155,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if *timeout <= 0 {
 		return options{}, fmt.Errorf("%w: --timeout must be positive", errUsage)
 	}
+	if *outage <= 0 {
+		return options{}, fmt.Errorf("%w: --outage must be positive", errUsage)
+	}
 	opts := options{
 		target: drill.Target{
 			URLs:                 urls,
@@ -166,6 +171,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			RetryMaxInterval:     maxInterval,
 			RunID:                *runID,
 			Timeout:              *timeout,
+			Outage:               *outage,
 		},
 		names: fs.Args(),
 	}

@@ -24,6 +24,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad retry bound", []string{"all"}, map[string]string{"RETRY_MAX_ATTEMPTS": "many"}, exitUsage, "RETRY_MAX_ATTEMPTS"},
 		{"bad retry interval", []string{"all"}, map[string]string{"RETRY_INITIAL_INTERVAL": "soon"}, exitUsage, "RETRY_INITIAL_INTERVAL"},
 		{"bad timeout", []string{"--timeout", "0s", "all"}, nil, exitUsage, "--timeout"},
+		{"bad outage", []string{"--outage", "-1s", "all"}, nil, exitUsage, "--outage"},
 		{"unknown flag", []string{"--nope", "all"}, nil, exitUsage, "flag provided but not defined"},
 		{"help", []string{"-h"}, nil, exitPass, "usage: go run ./scripts/drill/run"},
 	}
@@ -54,10 +55,14 @@ func TestRunAgainstNothing(t *testing.T) {
 		"RESULT  CASE",
 		"SKIP    loss/before-publish",
 		"SKIP    loss/after-publish",
+		"SKIP    loss/lost-ack",
 		"SKIP    loss/consumer-crash",
 		"FAIL    loss/consumer-failure",
+		"FAIL    loss/rollback",
+		"SKIP    loss/broker-outage",
+		"SKIP    loss/callback-outage",
 		"connection refused",
-		"0 passed, 1 failed, 3 skipped",
+		"0 passed, 2 failed, 6 skipped",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -53,6 +53,7 @@ type serviceState struct {
 	run        int
 	env        map[string]string // the extra environment of this run
 	restarting bool
+	stopped    bool            // stopped by the control API (stop.go)
 	exit       *supervise.Exit // set once this run has exited
 	done       chan struct{}   // closed once this run has exited
 }
@@ -60,7 +61,8 @@ type serviceState struct {
 // ServiceView is the control API's answer about one service.
 type ServiceView struct {
 	Name string `json:"name"`
-	// State is "running", "restarting" or "exited".
+	// State is "running", "restarting", "exited" or "stopped" (by
+	// POST /services/{name}/stop).
 	State string `json:"state"`
 	// Run counts the starts of the service: 1 for the runner's own.
 	Run int `json:"run"`
@@ -84,14 +86,17 @@ type control struct {
 	readyTimeout time.Duration
 	log          *prefixed
 	controlURL   string
+	// broker is the embedded broker; nil when KAFKA_BROKERS is external.
+	broker *brokerControl
 
 	mu       sync.Mutex
 	services map[string]*serviceState
 }
 
-func newControl(sup restarter, cfg Config, log *prefixed) *control {
+func newControl(sup restarter, broker *brokerControl, cfg Config, log *prefixed) *control {
 	c := &control{
 		sup:          sup,
+		broker:       broker,
 		client:       &http.Client{Timeout: 2 * time.Second},
 		readyTimeout: cfg.ReadyTimeout,
 		log:          log,
@@ -117,8 +122,8 @@ func (c *control) expected(e supervise.Exit) bool {
 	if !ok {
 		return false
 	}
-	if e.Run < st.run {
-		return true
+	if e.Run < st.run || st.stopped {
+		return true // replaced, or stopped on request (stop.go)
 	}
 	st.exit = &e
 	close(st.done)
@@ -152,7 +157,7 @@ func (c *control) restart(ctx context.Context, name string, env map[string]strin
 		c.mu.Unlock()
 		return ServiceView{}, err
 	}
-	st.run, st.env, st.exit, st.done, st.restarting = run, env, nil, make(chan struct{}), true
+	st.run, st.env, st.exit, st.done, st.restarting, st.stopped = run, env, nil, make(chan struct{}), true, false
 	done, url := st.done, st.readyURL
 	c.mu.Unlock()
 	c.log.Printf("%s restarted (run %d) by the control API%s", name, run, describeEnv(env))
@@ -242,6 +247,8 @@ func (st *serviceState) view(name string) ServiceView {
 	case st.exit != nil:
 		code := st.exit.Code()
 		v.State, v.ExitCode, v.FailPoint, v.Exit = "exited", &code, code == FailPointExitCode, st.exit.String()
+	case st.stopped:
+		v.State = "stopped"
 	case st.restarting:
 		v.State = "restarting"
 	}
@@ -264,8 +271,12 @@ type RestartRequest struct {
 //	GET  /services/{name}                 one service's state
 //	POST /services/{name}/restart         {"env":{...}}: restart, wait until ready
 //	GET  /services/{name}/exit?timeout=30s  wait until the current process ends
+//	POST /services/{name}/stop            stop it; it stays down until a restart (stop.go)
+//	GET  /broker, POST /broker/stop|start, POST|DELETE /broker/faults  the embedded broker (brokerctl.go)
 func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /services/{name}/stop", c.handleStop)
+	c.broker.register(mux)
 	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"services": c.views()})
 	})
@@ -303,7 +314,7 @@ func (c *control) handler() http.Handler {
 			timeout = d
 		}
 		v, err := c.waitExit(r.Context(), r.PathValue("name"), timeout)
-		if err == nil && v.State != "exited" {
+		if err == nil && v.State != "exited" && v.State != "stopped" {
 			err = fmt.Errorf("%s: %w after %s", v.Name, ErrStillRunning, timeout)
 		}
 		answer(w, v, err)

@@ -79,16 +79,17 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	log.Printf("databases on %s: %s (created: %s)", redact(cfg.DatabaseURL), strings.Join(names, ", "), listOrNone(created))
 
 	brokers := cfg.KafkaBrokers
+	var embedded *brokerControl // the control API stops and starts it
 	if brokers == "" {
-		b, err := StartBroker(cfg.BrokerAddr, cfg.DataDir)
+		embedded, err = startBrokerControl(cfg.BrokerAddr, cfg.DataDir, log)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			b.Close()
+			embedded.close()
 			log.Printf("embedded broker closed")
 		}()
-		brokers = strings.Join(b.Addrs(), ",")
+		brokers = strings.Join(embedded.Addrs(), ",")
 		log.Printf("embedded broker on %s (data in %s)", brokers, filepath.Join(cfg.DataDir, "broker"))
 	} else {
 		log.Printf("using the brokers at KAFKA_BROKERS=%s", brokers)
@@ -98,13 +99,13 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	if err != nil {
 		return err
 	}
-	err = runServices(ctx, cfg, sup, brokers, log)
+	err = runServices(ctx, cfg, sup, brokers, embedded, log)
 	log.Printf("stopping the services")
 	return errors.Join(err, sup.Stop())
 }
 
 // runServices starts the services and waits until ctx ends or one exits.
-func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, brokers string, log *prefixed) error {
+func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, brokers string, embedded *brokerControl, log *prefixed) error {
 	binDir := cfg.BinDir
 	if !filepath.IsAbs(binDir) {
 		binDir = filepath.Join(cfg.Dir, binDir)
@@ -135,14 +136,14 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	}
 	Walkthrough(log.out, cfg.Services, brokers)
 
-	ctl := newControl(sup, cfg, log)
+	ctl := newControl(sup, embedded, cfg, log)
 	if cfg.ControlAddr != "" {
 		stop, err := serveControl(ctx, cfg.ControlAddr, ctl.handler())
 		if err != nil {
 			return err
 		}
 		defer stop()
-		log.Printf("control API on http://%s (POST /services/{name}/restart, GET /services/{name}/exit; see README.md (Drills))", cfg.ControlAddr)
+		log.Printf("control API on http://%s (POST /services/{name}/restart|stop, GET /services/{name}/exit, POST /broker/stop|start|faults; see README.md (Drills))", cfg.ControlAddr)
 	}
 
 	for {

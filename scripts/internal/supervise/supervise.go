@@ -231,6 +231,30 @@ func (s *Supervisor) RestartWith(name string, env []string) (int, error) {
 	return s.startLocked(p.parent, p.spec, env)
 }
 
+// StopChild stops the named child (SIGTERM, then SIGKILL after the grace
+// period) and waits for it. Its end is not reported on Exits, since it was
+// asked for, and it stays down until Restart or RestartWith starts it
+// again: an outage drill takes a service away this way. Stopping a child
+// that has already exited does nothing.
+func (s *Supervisor) StopChild(name string) error {
+	s.mu.Lock()
+	p, ok := s.procs[name]
+	stopped := s.stopped
+	s.mu.Unlock()
+	switch {
+	case stopped:
+		return ErrStopped
+	case !ok:
+		return fmt.Errorf("supervise: no child named %q", name)
+	}
+	p.cancel()
+	<-p.done
+	if p.killed {
+		return fmt.Errorf("supervise: %s did not stop within %s after SIGTERM and was killed", name, s.cfg.GracePeriod)
+	}
+	return nil
+}
+
 // Stop stops every child, concurrently, and waits for them. It reports the
 // children that had to be killed after the grace period. Start and Restart
 // fail after Stop; calling Stop again is harmless.

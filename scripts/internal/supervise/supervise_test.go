@@ -390,3 +390,43 @@ func TestRestartWithEnvironment(t *testing.T) {
 		t.Errorf("Code of a clean exit = %d, want 0", got)
 	}
 }
+
+// StopChild takes one child away without reporting an exit and leaves the
+// others running; Restart brings it back.
+func TestStopChild(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	ctx := context.Background()
+	for _, name := range []string{"alpha", "beta"} {
+		if err := sup.Start(ctx, sh(name, polite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(s string) int { return strings.Count(out.String(), s) }
+	waitUntil(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+
+	if err := sup.StopChild("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("alpha  | bye"); got != 1 {
+		t.Errorf("alpha stopped %d times, want 1 (gracefully)", got)
+	}
+	if err := sup.StopChild("alpha"); err != nil {
+		t.Errorf("stopping a stopped child again: %v", err)
+	}
+	if err := sup.StopChild("nope"); err == nil {
+		t.Error("StopChild of an unknown name succeeded")
+	}
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("a stop was reported as an exit: %v", e)
+	default:
+	}
+	if got := count("beta   | bye"); got != 0 {
+		t.Errorf("beta was stopped with alpha")
+	}
+	if err := sup.Restart("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+}

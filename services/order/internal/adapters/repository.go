@@ -224,6 +224,12 @@ func (r *Repository) OutboxEvent(ctx context.Context, eventID string) (outbox.St
 	return outbox.Lookup(ctx, r.db, eventID)
 }
 
+// OutboxRows returns the outbox rows of an order with what the relay did
+// to each (attempts, next attempt), oldest first.
+func (r *Repository) OutboxRows(ctx context.Context, orderID string) ([]outbox.Status, error) {
+	return outbox.ForAggregate(ctx, r.db, orderID)
+}
+
 // OutboxBacklog measures the relay's backlog.
 func (r *Repository) OutboxBacklog(ctx context.Context) (outbox.Backlog, error) {
 	return outbox.PendingBacklog(ctx, r.db)

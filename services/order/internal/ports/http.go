@@ -42,6 +42,7 @@ type Orders interface {
 	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
 	OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error)
 	OutboxBacklog(ctx context.Context) (outbox.Backlog, error)
+	OutboxRows(ctx context.Context, orderID string) ([]outbox.Status, error)
 }
 
 // Peers reads what the other services know about an order.
@@ -316,17 +317,28 @@ func (h *Handler) outboxEvent(c echo.Context) error {
 	return c.JSON(http.StatusOK, s)
 }
 
+// backlogView answers GET /admin/outbox as pkg/admin's OutboxBacklog does
+// for the payment service: the backlog, and with ?aggregateId= that
+// order's rows.
 type backlogView struct {
-	Pending                 int     `json:"pending"`
-	OldestPendingAgeSeconds float64 `json:"oldestPendingAgeSeconds"`
+	Pending                 int             `json:"pending"`
+	OldestPendingAgeSeconds float64         `json:"oldestPendingAgeSeconds"`
+	Events                  []outbox.Status `json:"events,omitempty"`
 }
 
 func (h *Handler) backlog(c echo.Context) error {
-	b, err := h.orders.OutboxBacklog(c.Request().Context())
+	ctx := c.Request().Context()
+	b, err := h.orders.OutboxBacklog(ctx)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, backlogView{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()})
+	out := backlogView{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()}
+	if id := c.QueryParam("aggregateId"); id != "" {
+		if out.Events, err = h.orders.OutboxRows(ctx, id); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // traceContext continues the caller's W3C trace: the traceparent header,

@@ -546,7 +546,20 @@ func TestAdminOutbox(t *testing.T) {
 	}
 	expect(t, e.do(http.MethodGet, "/admin/outbox/E-404", "", auth), 404, "EVENT_NOT_FOUND")
 	a = e.do(http.MethodGet, "/admin/outbox", "", auth)
-	if a.Code != 200 || a.Body["pending"] != 1.0 {
+	if a.Code != 200 || a.Body["pending"] != 1.0 || a.Body["events"] != nil {
 		t.Fatalf("backlog %d %s", a.Code, a.Raw)
+	}
+	var orderID string
+	if err := e.db.Get(&orderID, `SELECT aggregate_id FROM outbox_events`); err != nil {
+		t.Fatal(err)
+	}
+	a = e.do(http.MethodGet, "/admin/outbox?aggregateId="+orderID, "", auth)
+	rows, _ := a.Body["events"].([]any)
+	if a.Code != 200 || len(rows) != 1 || rows[0].(map[string]any)["eventId"] != eventID || rows[0].(map[string]any)["nextAttemptAt"] == nil {
+		t.Fatalf("rows of %s: %d %s", orderID, a.Code, a.Raw)
+	}
+	a = e.do(http.MethodGet, "/admin/outbox?aggregateId=O-none", "", auth)
+	if a.Code != 200 || a.Body["events"] != nil {
+		t.Fatalf("rows of an unknown order: %d %s", a.Code, a.Raw)
 	}
 }
