@@ -147,7 +147,10 @@ func (r *Relay) lead(ctx context.Context, wake <-chan *pq.Notification) error {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, r.cfg.LockKey)
 	}()
 	for {
-		n, err := r.RunOnce(ctx)
+		// On the lock's own connection: under load the pool's connections
+		// are all busy serving requests, and a relay queueing behind them
+		// would let the outbox grow however fast it can publish.
+		n, err := r.runOnce(ctx, conn)
 		if err != nil {
 			return err
 		}
@@ -176,8 +179,18 @@ type pendingRow struct {
 // rows whose aggregate has an earlier row still backing off, so a failed
 // event is never overtaken by a later one of the same order.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	return r.runOnce(ctx, r.db)
+}
+
+// queryer is a pool or one connection of it.
+type queryer interface {
+	sqlx.QueryerContext
+	sqlx.ExecerContext
+}
+
+func (r *Relay) runOnce(ctx context.Context, db queryer) (int, error) {
 	var rows []pendingRow
-	if err := r.db.SelectContext(ctx, &rows, `
+	if err := sqlx.SelectContext(ctx, db, &rows, `
 		SELECT o.id, o.event_id, o.aggregate_id, o.aggregate_version, o.event_type, o.topic, o.payload, o.headers, o.attempts
 		FROM outbox_events o
 		WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()
@@ -213,7 +226,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			ids[i] = rows[i].ID
 		}
 		// By primary key: the cheapest look-up of the rows just read.
-		if _, err := r.db.ExecContext(ctx, `
+		if _, err := db.ExecContext(ctx, `
 			UPDATE outbox_events SET status = 'SENT', sent_at = now(), attempts = attempts + 1, last_error = NULL
 			WHERE id = ANY($1::bigint[])`, pq.Array(ids)); err != nil {
 			return 0, fmt.Errorf("mark sent: %w", err)
@@ -226,7 +239,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			"error", sendErr, "failed", len(rows)-sent, "sent", sent)
 		for _, row := range rows[sent:] {
 			next := time.Now().Add(Backoff(row.Attempts+1, r.cfg.BackoffInitial, r.cfg.BackoffMax))
-			if _, err := r.db.ExecContext(ctx, `
+			if _, err := db.ExecContext(ctx, `
 				UPDATE outbox_events SET attempts = attempts + 1, last_error = $2, next_attempt_at = $3
 				WHERE event_id = $1 AND status = 'PENDING'`, row.EventID, truncate(sendErr.Error(), 500), next); err != nil {
 				return 0, fmt.Errorf("record failed publish: %w", err)
