@@ -60,7 +60,8 @@ type serviceState struct {
 // ServiceView is the control API's answer about one service.
 type ServiceView struct {
 	Name string `json:"name"`
-	// State is "running", "restarting" or "exited".
+	// State is "running", "restarting" or "exited" ("starting": an extra
+	// instance not ready yet).
 	State string `json:"state"`
 	// Run counts the starts of the service: 1 for the runner's own.
 	Run int `json:"run"`
@@ -73,6 +74,13 @@ type ServiceView struct {
 	FailPoint bool `json:"failPoint,omitempty"`
 	// Exit describes the end of the process.
 	Exit string `json:"exit,omitempty"`
+	// Service, Instance, URL and PID say which process this is: instance
+	// 1 is the service's own, 2 … the extra ones of a scale request
+	// (named "inventory#2", …).
+	Service  string `json:"service,omitempty"`
+	Instance int    `json:"instance,omitempty"`
+	URL      string `json:"url,omitempty"`
+	PID      int    `json:"pid,omitempty"`
 }
 
 // control is the runner's view of its services for the control API: it
@@ -87,6 +95,9 @@ type control struct {
 
 	mu       sync.Mutex
 	services map[string]*serviceState
+	// scale runs the extra instances of the consumers (scale.go); nil
+	// until the runner has started the services.
+	scale *scaler
 }
 
 func newControl(sup restarter, cfg Config, log *prefixed) *control {
@@ -111,6 +122,9 @@ func newControl(sup restarter, cfg Config, log *prefixed) *control {
 // after which the service stays down until it is restarted. Any other exit
 // is a crash, and the runner stops everything as before.
 func (c *control) expected(e supervise.Exit) bool {
+	if c.scale != nil && c.scale.owns(e.Name) {
+		return c.scale.expected(e)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.services[e.Name]
@@ -216,24 +230,41 @@ func (c *control) waitExit(ctx context.Context, name string, timeout time.Durati
 }
 
 func (c *control) view(name string) (ServiceView, error) {
+	if c.scale != nil && c.scale.owns(name) {
+		if v, ok := c.scale.view(name); ok {
+			return v, nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.services[name]
 	if !ok {
 		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
 	}
-	return st.view(name), nil
+	return c.describe(st.view(name)), nil
 }
 
+// views are every process of the suite: the services' own and the extra
+// instances of a scale request, by name.
 func (c *control) views() []ServiceView {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make([]ServiceView, 0, len(c.services))
 	for name, st := range c.services {
-		out = append(out, st.view(name))
+		out = append(out, c.describe(st.view(name)))
+	}
+	c.mu.Unlock()
+	if c.scale != nil {
+		out = append(out, c.scale.views()...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+func (c *control) describe(v ServiceView) ServiceView {
+	if c.scale != nil {
+		c.scale.describe(&v)
+	}
+	return v
 }
 
 func (st *serviceState) view(name string) ServiceView {
@@ -264,6 +295,7 @@ type RestartRequest struct {
 //	GET  /services/{name}                 one service's state
 //	POST /services/{name}/restart         {"env":{...}}: restart, wait until ready
 //	GET  /services/{name}/exit?timeout=30s  wait until the current process ends
+//	POST /services/{name}/scale           {"instances":N}: run N processes of a consumer (scale.go)
 func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
@@ -308,6 +340,7 @@ func (c *control) handler() http.Handler {
 		}
 		answer(w, v, err)
 	})
+	mux.HandleFunc("POST /services/{name}/scale", c.serveScale)
 	return mux
 }
 

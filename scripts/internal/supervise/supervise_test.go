@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -388,5 +389,54 @@ func TestRestartWithEnvironment(t *testing.T) {
 	}
 	if got := (supervise.Exit{Name: "x"}).Code(); got != 0 {
 		t.Errorf("Code of a clean exit = %d, want 0", got)
+	}
+}
+
+// StopChild stops one child gracefully without reporting an exit, leaves
+// the others running, and frees the name for a new start; PID names the
+// running child's process.
+func TestStopChild(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	defer sup.Stop()
+	ctx := context.Background()
+	for _, name := range []string{"alpha", "beta"} {
+		if err := sup.Start(ctx, sh(name, polite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(s string) int { return strings.Count(out.String(), s) }
+	waitUntil(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+
+	pid, ok := sup.PID("alpha")
+	if !ok || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("PID(alpha) = %d, %v: want a live process", pid, ok)
+	}
+	if err := sup.StopChild("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("alpha  | bye"); got != 1 {
+		t.Errorf("alpha said bye %d times, want 1 (a graceful stop)", got)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("process %d still exists after StopChild", pid)
+	}
+	if _, ok := sup.PID("alpha"); ok {
+		t.Error("PID(alpha) still answers after StopChild")
+	}
+	if _, ok := sup.PID("beta"); !ok || count("beta   | bye") != 0 {
+		t.Error("stopping alpha touched beta")
+	}
+	if err := sup.StopChild("alpha"); err == nil {
+		t.Error("StopChild of a stopped name succeeded")
+	}
+	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
+		t.Fatalf("start again after StopChild: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("StopChild was reported as an exit: %v", e)
+	default:
 	}
 }
