@@ -51,8 +51,10 @@ func sh(name, script string) supervise.Spec {
 }
 
 // A child that stops cleanly on SIGTERM: it says so, and its sleeping child
-// (same process group) dies with it.
-const polite = `trap 'echo bye; exit 0' TERM; echo ready; sleep 1000 & wait`
+// (same process group) dies with it. It sleeps in short foreground steps:
+// with "sleep 1000 & wait", a SIGTERM arriving just before the shell enters
+// wait was only handled when the sleep ended, and the test saw a kill.
+const polite = `trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.1; done`
 
 func newSupervisor(t *testing.T, out *buffer, grace time.Duration) *supervise.Supervisor {
 	t.Helper()
