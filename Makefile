@@ -31,7 +31,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
-.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay dlq publish
+.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-backlog dlq publish
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -91,6 +91,15 @@ drill-poison: ## drill: poison messages and the retry bound reach the DLQ
 
 drill-replay: ## drill: replay a dead letter once, with its original eventId
 	@$(DRILL) $(DRILL_FLAGS) replay
+
+# The backlog drill (docs/backlog.md), also against `make run`: one instance
+# per consumer, 100 000 events, scale-out to 6 instances, samples until
+# drained, exactly-once checks; a table, and report.json + report.html under
+# .data/backlog/<run-id>/. BACKLOG_FLAGS="--count 20000 --run-id b1".
+BACKLOG_FLAGS ?=
+
+drill-backlog: ## drill: 100 000-event backlog, scale-out 1 → 6, exactly-once checks, charts
+	@$(GO) run ./scripts/backlog/run $(BACKLOG_FLAGS)
 
 # DLQ_ARGS="show --service inventory --id 3", or "replay --service inventory --id 3".
 dlq: ## list the consumers' dead letters (DLQ_ARGS for show / replay)

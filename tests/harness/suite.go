@@ -77,6 +77,10 @@ type Suite struct {
 	// dbByService names each service's database; handles opens lazily.
 	dbByService map[string]string
 	handles     map[string]*sqlx.DB
+	// extras are the extra instances of Scale, by service; guarded by mu.
+	extras map[string][]*extra
+	// scaling serialises the Scale calls of each consumer service.
+	scaling map[string]*sync.Mutex
 }
 
 var (
@@ -158,6 +162,11 @@ func Start(t testing.TB, opts Options) *Suite {
 		started:     time.Now(),
 		dbByService: map[string]string{},
 		handles:     map[string]*sqlx.DB{},
+		extras:      map[string][]*extra{},
+		scaling:     map[string]*sync.Mutex{},
+	}
+	for name := range Consumers {
+		s.scaling[name] = &sync.Mutex{}
 	}
 	partitions := opts.Partitions
 	if partitions == 0 {
@@ -227,18 +236,33 @@ func Start(t testing.TB, opts Options) *Suite {
 // startProcess starts a service with its environment plus extra.
 func (s *Suite) startProcess(name string, extra map[string]string) {
 	s.t.Helper()
-	logFile, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	env := slices.Clone(s.env[name])
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	cmd, done, err := s.spawn(name, name, env)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(s.binDir, name))
-	cmd.Env = slices.Clone(s.env[name])
-	for k, v := range extra {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	s.mu.Lock()
+	s.procs[name], s.exited[name] = cmd, done
+	s.mu.Unlock()
+}
+
+// spawn starts binary bin as process name with env, its output appended
+// to <name>.log; done is closed once it has exited. It touches none of the
+// suite's maps, so extra instances can be started from any goroutine.
+func (s *Suite) spawn(name, bin string, env []string) (*exec.Cmd, chan struct{}, error) {
+	logFile, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
 	}
+	cmd := exec.Command(filepath.Join(s.binDir, bin))
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start %s: %v", name, err)
+		logFile.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -246,9 +270,7 @@ func (s *Suite) startProcess(name string, extra map[string]string) {
 		logFile.Close()
 		close(done)
 	}()
-	s.mu.Lock()
-	s.procs[name], s.exited[name] = cmd, done
-	s.mu.Unlock()
+	return cmd, done, nil
 }
 
 func (s *Suite) waitReady(name string) {
@@ -358,6 +380,7 @@ func (s *Suite) StartBroker() {
 func (s *Suite) URL(name string) string { return s.urls[name] }
 
 func (s *Suite) stop() {
+	s.stopExtras()
 	for _, name := range Services {
 		if _, ok := s.procs[name]; ok {
 			s.Stop(name)
@@ -367,6 +390,7 @@ func (s *Suite) stop() {
 		for _, name := range Services {
 			s.t.Logf("---- %s log (tail) ----\n%s", name, s.logTail(name))
 		}
+		s.logExtras()
 	}
 	for _, db := range s.handles {
 		db.Close()

@@ -119,6 +119,9 @@ func (c Config) Validate() error {
 		}
 		names[s.Name], ports[s.Port] = true, true
 	}
+	if err := CheckInstancePorts(c.Services, addrPorts(c.ControlAddr, c.BrokerAddr)...); err != nil {
+		errs = append(errs, fmt.Errorf("ports of scaled-out instances: %w", err))
+	}
 	if c.ReadyTimeout <= 0 || c.GracePeriod <= 0 {
 		errs = append(errs, errors.New("ready timeout and grace period must be positive"))
 	}

@@ -62,7 +62,8 @@ type serviceState struct {
 type ServiceView struct {
 	Name string `json:"name"`
 	// State is "running", "restarting", "exited" or "stopped" (by
-	// POST /services/{name}/stop).
+	// POST /services/{name}/stop); "starting" is an extra instance not
+	// ready yet.
 	State string `json:"state"`
 	// Run counts the starts of the service: 1 for the runner's own.
 	Run int `json:"run"`
@@ -75,6 +76,13 @@ type ServiceView struct {
 	FailPoint bool `json:"failPoint,omitempty"`
 	// Exit describes the end of the process.
 	Exit string `json:"exit,omitempty"`
+	// Service, Instance, URL and PID say which process this is: instance
+	// 1 is the service's own, 2 … the extra ones of a scale request
+	// (named "inventory#2", …).
+	Service  string `json:"service,omitempty"`
+	Instance int    `json:"instance,omitempty"`
+	URL      string `json:"url,omitempty"`
+	PID      int    `json:"pid,omitempty"`
 }
 
 // control is the runner's view of its services for the control API: it
@@ -91,6 +99,9 @@ type control struct {
 
 	mu       sync.Mutex
 	services map[string]*serviceState
+	// scale runs the extra instances of the consumers (scale.go); nil
+	// until the runner has started the services.
+	scale *scaler
 }
 
 func newControl(sup restarter, broker *brokerControl, cfg Config, log *prefixed) *control {
@@ -116,6 +127,9 @@ func newControl(sup restarter, broker *brokerControl, cfg Config, log *prefixed)
 // after which the service stays down until it is restarted. Any other exit
 // is a crash, and the runner stops everything as before.
 func (c *control) expected(e supervise.Exit) bool {
+	if c.scale != nil && c.scale.owns(e.Name) {
+		return c.scale.expected(e)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.services[e.Name]
@@ -221,24 +235,41 @@ func (c *control) waitExit(ctx context.Context, name string, timeout time.Durati
 }
 
 func (c *control) view(name string) (ServiceView, error) {
+	if c.scale != nil && c.scale.owns(name) {
+		if v, ok := c.scale.view(name); ok {
+			return v, nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.services[name]
 	if !ok {
 		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
 	}
-	return st.view(name), nil
+	return c.describe(st.view(name)), nil
 }
 
+// views are every process of the suite: the services' own and the extra
+// instances of a scale request, by name.
 func (c *control) views() []ServiceView {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make([]ServiceView, 0, len(c.services))
 	for name, st := range c.services {
-		out = append(out, st.view(name))
+		out = append(out, c.describe(st.view(name)))
+	}
+	c.mu.Unlock()
+	if c.scale != nil {
+		out = append(out, c.scale.views()...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+func (c *control) describe(v ServiceView) ServiceView {
+	if c.scale != nil {
+		c.scale.describe(&v)
+	}
+	return v
 }
 
 func (st *serviceState) view(name string) ServiceView {
@@ -272,6 +303,7 @@ type RestartRequest struct {
 //	POST /services/{name}/restart         {"env":{...}}: restart, wait until ready
 //	GET  /services/{name}/exit?timeout=30s  wait until the current process ends
 //	POST /services/{name}/stop            stop it; it stays down until a restart (stop.go)
+//	POST /services/{name}/scale           {"instances":N}: run N processes of a consumer (scale.go)
 //	GET  /broker, POST /broker/stop|start, POST|DELETE /broker/faults  the embedded broker (brokerctl.go)
 func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
@@ -319,6 +351,7 @@ func (c *control) handler() http.Handler {
 		}
 		answer(w, v, err)
 	})
+	mux.HandleFunc("POST /services/{name}/scale", c.serveScale)
 	return mux
 }
 

@@ -118,6 +118,7 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	if environ == nil {
 		environ = os.Environ()
 	}
+	specs := map[string]supervise.Spec{}
 	for _, s := range cfg.Services {
 		spec := supervise.Spec{
 			Name: s.Name,
@@ -128,6 +129,7 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 		if err := sup.Start(ctx, spec); err != nil {
 			return err
 		}
+		specs[s.Name] = spec
 	}
 
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -137,13 +139,14 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	Walkthrough(log.out, cfg.Services, brokers)
 
 	ctl := newControl(sup, embedded, cfg, log)
+	ctl.scale = newScaler(ctx, sup, cfg, specs, log)
 	if cfg.ControlAddr != "" {
 		stop, err := serveControl(ctx, cfg.ControlAddr, ctl.handler())
 		if err != nil {
 			return err
 		}
 		defer stop()
-		log.Printf("control API on http://%s (POST /services/{name}/restart|stop, GET /services/{name}/exit, POST /broker/stop|start|faults; see README.md (Drills))", cfg.ControlAddr)
+		log.Printf("control API on http://%s (POST /services/{name}/restart|stop|scale, GET /services/{name}/exit, POST /broker/stop|start|faults; see README.md (Drills))", cfg.ControlAddr)
 	}
 
 	for {

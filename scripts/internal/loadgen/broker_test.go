@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
@@ -68,11 +69,16 @@ func TestPublishViaBroker(t *testing.T) {
 	defer b.Close()
 	cfg := loadgen.Config{Via: loadgen.ViaBroker, Count: count, RunID: runID, SKUs: skus, Brokers: b.Addrs(),
 		Topic: topic, Concurrency: 4, Batch: 128, MaxErrors: 1}
+	var settled atomic.Int64
+	cfg.Progress = func(n int) { settled.Add(int64(n)) }
 
 	var stdout, stderr strings.Builder
 	res, err := loadgen.Run(context.Background(), cfg, &stdout, &stderr)
 	if err != nil || res.Published != count || res.Failed != 0 {
 		t.Fatalf("Run = %+v, %v; want %d published", res, err, count)
+	}
+	if got := settled.Load(); got != count {
+		t.Errorf("Progress was told of %d events, want %d", got, count)
 	}
 	for _, want := range []string{"events published  2000", "errors            0", "rate "} {
 		if !strings.Contains(stdout.String(), want) {

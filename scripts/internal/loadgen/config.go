@@ -53,6 +53,11 @@ type Config struct {
 	OrderURL     string
 	PaymentURL   string
 	InventoryURL string
+	// Progress, when set, is told how many events (orders) a batch
+	// settled, published or failed, as each batch ends: the backlog drill
+	// counts them into its own progress line. It is called from several
+	// goroutines at once.
+	Progress func(settled int)
 }
 
 // Limits of the flags.

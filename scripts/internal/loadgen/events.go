@@ -22,6 +22,8 @@ const (
 	UnitPrice = "10.00"
 	// PaidVersion is the order's aggregateVersion once paid (DESIGN §2).
 	PaidVersion = 3
+	// ItemQuantity is how many units of its SKU each order buys.
+	ItemQuantity = 1
 )
 
 // OrderID is the id of order i (1-based) of a run: O-<run>-000001.
@@ -46,7 +48,7 @@ func SKU(runID string, k int) string { return fmt.Sprintf("SKU-%s-%d", runID, k)
 func SKUFor(runID string, i, skus int) string { return SKU(runID, (i-1)%skus+1) }
 
 // OrderPaid builds the schema-valid OrderPaid v1 event of order i, paid at
-// occurredAt: one item of SKUFor, quantity 1, UnitPrice. Its trace id is
+// occurredAt: ItemQuantity of SKUFor at UnitPrice. Its trace id is
 // derived from the event id, so a re-run republishes it unchanged but for
 // occurredAt.
 func OrderPaid(runID string, i, skus int, occurredAt time.Time) (event.Envelope, error) {
@@ -67,7 +69,7 @@ func OrderPaid(runID string, i, skus int, occurredAt time.Time) (event.Envelope,
 		PaidAmount: amount,
 		Currency:   Currency,
 		CustomerID: CustomerID(runID, i),
-		Items:      []event.Item{{SKU: SKUFor(runID, i, skus), Quantity: 1}},
+		Items:      []event.Item{{SKU: SKUFor(runID, i, skus), Quantity: ItemQuantity}},
 	})
 	if err != nil {
 		return event.Envelope{}, fmt.Errorf("build OrderPaid of order %d: %w", i, err)

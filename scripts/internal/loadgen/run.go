@@ -168,6 +168,9 @@ func drive(ctx context.Context, cfg Config, pub publisher, bar *progressbar.Prog
 				}
 				okCount.Add(int64(n - failedHere))
 				_ = bar.Add(n)
+				if cfg.Progress != nil {
+					cfg.Progress(n)
+				}
 				if tooMany() {
 					return ErrTooManyErrors
 				}

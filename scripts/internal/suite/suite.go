@@ -22,6 +22,11 @@ const (
 	// flight: 64 gives the batch processor big batches with one instance and
 	// still several partitions each with six (docs/decisions.md, Batching).
 	Partitions = 64
+	// MaxInstances bounds the processes one consumer service is scaled to
+	// (make run's scale-out, the backlog drill). Three consumers of twelve
+	// processes, each with a few database connections (DB_MAX_CONNS), is
+	// what a local Postgres's 100 connections hold.
+	MaxInstances = 12
 	// DefaultKafkaBrokers is where the embedded broker listens (KAFKA_BROKERS).
 	DefaultKafkaBrokers = "127.0.0.1:9092"
 	// DefaultDatabaseURL is the Postgres server of a developer machine

@@ -139,7 +139,8 @@ type Supervisor struct {
 
 type process struct {
 	spec   Spec
-	run    int             // which start of spec.Name this is
+	run    int // which start of spec.Name this is
+	pid    int
 	parent context.Context // what Start was given; Restart reuses it
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the process has been waited for
@@ -285,6 +286,45 @@ func (s *Supervisor) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Remove stops one child as Stop stops them all — SIGTERM, then SIGKILL
+// after the grace period — waits for it and forgets it, so its name can be
+// started again with Start (a scale-down; StopChild keeps the child for a
+// Restart). The exit is asked for, so it is not reported on Exits. It
+// reports a child that had to be killed; a child that has already exited
+// is just forgotten.
+func (s *Supervisor) Remove(name string) error {
+	s.mu.Lock()
+	p, ok := s.procs[name]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("supervise: no child named %q", name)
+	}
+	p.cancel()
+	<-p.done
+
+	s.mu.Lock()
+	if s.procs[name] == p {
+		delete(s.procs, name)
+	}
+	s.mu.Unlock()
+	if p.killed {
+		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", name, s.cfg.GracePeriod)
+	}
+	return nil
+}
+
+// PID is the process id of the named child while it runs; false when no
+// child of that name is running.
+func (s *Supervisor) PID(name string) (int, bool) {
+	s.mu.Lock()
+	p, ok := s.procs[name]
+	s.mu.Unlock()
+	if !ok || p.exited() {
+		return 0, false
+	}
+	return p.pid, true
+}
+
 func (s *Supervisor) startLocked(parent context.Context, spec Spec, extra []string) (int, error) {
 	prefix := s.prefixLocked(spec.Name)
 	stdout := newLineWriter(s.out, prefix)
@@ -312,7 +352,7 @@ func (s *Supervisor) startLocked(parent context.Context, spec Spec, extra []stri
 
 	s.runs[spec.Name]++
 	ctx, cancel := context.WithCancel(parent)
-	p := &process{spec: spec, run: s.runs[spec.Name], parent: parent, cancel: cancel, done: make(chan struct{})}
+	p := &process{spec: spec, run: s.runs[spec.Name], pid: cmd.Process.Pid, parent: parent, cancel: cancel, done: make(chan struct{})}
 	s.procs[spec.Name] = p
 	s.wg.Add(1)
 	go s.watch(ctx, p, cmd, stdout, stderr)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,8 +51,10 @@ func sh(name, script string) supervise.Spec {
 }
 
 // A child that stops cleanly on SIGTERM: it says so, and its sleeping child
-// (same process group) dies with it.
-const polite = `trap 'echo bye; exit 0' TERM; echo ready; sleep 1000 & wait`
+// (same process group) dies with it. It sleeps in short foreground steps:
+// with "sleep 1000 & wait", a SIGTERM arriving just before the shell enters
+// wait was only handled when the sleep ended, and the test saw a kill.
+const polite = `trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.1; done`
 
 func newSupervisor(t *testing.T, out *buffer, grace time.Duration) *supervise.Supervisor {
 	t.Helper()
@@ -429,4 +432,53 @@ func TestStopChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+}
+
+// Remove stops one child gracefully without reporting an exit, leaves the
+// others running, and frees the name for a new start; PID names the
+// running child's process.
+func TestRemove(t *testing.T) {
+	out := &buffer{}
+	sup := newSupervisor(t, out, 10*time.Second)
+	defer sup.Stop()
+	ctx := context.Background()
+	for _, name := range []string{"alpha", "beta"} {
+		if err := sup.Start(ctx, sh(name, polite)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(s string) int { return strings.Count(out.String(), s) }
+	waitUntil(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+
+	pid, ok := sup.PID("alpha")
+	if !ok || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("PID(alpha) = %d, %v: want a live process", pid, ok)
+	}
+	if err := sup.Remove("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("alpha  | bye"); got != 1 {
+		t.Errorf("alpha said bye %d times, want 1 (a graceful stop)", got)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("process %d still exists after Remove", pid)
+	}
+	if _, ok := sup.PID("alpha"); ok {
+		t.Error("PID(alpha) still answers after Remove")
+	}
+	if _, ok := sup.PID("beta"); !ok || count("beta   | bye") != 0 {
+		t.Error("stopping alpha touched beta")
+	}
+	if err := sup.Remove("alpha"); err == nil {
+		t.Error("Remove of a removed name succeeded")
+	}
+	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
+		t.Fatalf("start again after Remove: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+	select {
+	case e := <-sup.Exits():
+		t.Fatalf("Remove was reported as an exit: %v", e)
+	default:
+	}
 }

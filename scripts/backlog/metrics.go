@@ -1,0 +1,144 @@
+package backlog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// metricValues are the figures the drill reads from one process's /metrics
+// (pkg/messaging's consumer metrics and the Go client's process metrics).
+type metricValues struct {
+	// consumed counts consumer_messages_total{outcome="ok"|"rejected"}: the
+	// messages the handler finished, applied or refused for good.
+	consumed    float64
+	retries     float64
+	deadLetters float64
+	// rss is process_resident_memory_bytes.
+	rss float64
+	// handlerBuckets are consumer_handler_duration_seconds' cumulative
+	// bucket counts by upper bound, +Inf included.
+	handlerBuckets map[float64]float64
+	// batchSum and batchCount are consumer_batch_size's, when exported.
+	batchSum, batchCount float64
+}
+
+// metrics scrapes the /metrics of the process at baseURL for group's
+// consumer.
+func (d *drill) metrics(ctx context.Context, baseURL, group string) (metricValues, error) {
+	body, err := d.get(ctx, baseURL+"/metrics")
+	if err != nil {
+		return metricValues{}, err
+	}
+	return parseMetrics(bytes.NewReader(body), group)
+}
+
+// parseMetrics reads a Prometheus text exposition, keeping the series of
+// consumer (their "consumer" label) and the process's own.
+func parseMetrics(r io.Reader, consumer string) (metricValues, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return metricValues{}, fmt.Errorf("parse metrics: %w", err)
+	}
+	v := metricValues{handlerBuckets: map[float64]float64{}}
+	mine := func(m *dto.Metric) bool {
+		c, ok := label(m, "consumer")
+		return !ok || c == consumer
+	}
+	for _, m := range metricsOf(families, "consumer_messages_total") {
+		if o, _ := label(m, "outcome"); mine(m) && (o == "ok" || o == "rejected") {
+			v.consumed += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range metricsOf(families, "consumer_retries_total") {
+		if mine(m) {
+			v.retries += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range metricsOf(families, "consumer_dead_letters_total") {
+		if mine(m) {
+			v.deadLetters += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range metricsOf(families, "process_resident_memory_bytes") {
+		v.rss = m.GetGauge().GetValue()
+	}
+	for _, m := range metricsOf(families, "consumer_handler_duration_seconds") {
+		if !mine(m) {
+			continue
+		}
+		h := m.GetHistogram()
+		for _, b := range h.GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) { // the count below stands for it
+				v.handlerBuckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+		v.handlerBuckets[math.Inf(1)] += float64(h.GetSampleCount())
+	}
+	for _, m := range metricsOf(families, "consumer_batch_size") {
+		if mine(m) {
+			v.batchSum += m.GetHistogram().GetSampleSum()
+			v.batchCount += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return v, nil
+}
+
+func metricsOf(families map[string]*dto.MetricFamily, name string) []*dto.Metric {
+	if f, ok := families[name]; ok {
+		return f.GetMetric()
+	}
+	return nil
+}
+
+func label(m *dto.Metric, name string) (string, bool) {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// quantile estimates the q-quantile of a histogram given as cumulative
+// counts by upper bound, interpolating linearly inside the bucket, as
+// Prometheus' histogram_quantile does. It is 0 for an empty histogram, and
+// the highest finite bound when the quantile falls in the +Inf bucket.
+func quantile(q float64, cumulative map[float64]float64) float64 {
+	bounds := make([]float64, 0, len(cumulative))
+	for le := range cumulative {
+		bounds = append(bounds, le)
+	}
+	sort.Float64s(bounds)
+	if len(bounds) == 0 {
+		return 0
+	}
+	total := cumulative[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return 0
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, le := range bounds {
+		n := cumulative[le]
+		if n >= rank {
+			if math.IsInf(le, 1) {
+				return lower
+			}
+			if n == below {
+				return le
+			}
+			return lower + (le-lower)*(rank-below)/(n-below)
+		}
+		lower, below = le, n
+	}
+	return lower
+}

@@ -1,0 +1,382 @@
+package backlog
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the drill's result: the figures the tutorial asks for, the
+// checks and the verdict. Moments are in seconds since the publish started.
+type Report struct {
+	RunID     string    `json:"runId"`
+	StartedAt time.Time `json:"startedAt"`
+	Count     int       `json:"count"`
+	SKUs      int       `json:"skus"`
+	// Services were scaled from 1 to Instances after ScaleAfterSeconds.
+	Services          []string `json:"services"`
+	Instances         int      `json:"instances"`
+	ScaleAfterSeconds float64  `json:"scaleAfterSeconds"`
+	IntervalSeconds   float64  `json:"intervalSeconds"`
+
+	Published      int      `json:"published"`
+	PublishSeconds *float64 `json:"publishSeconds,omitempty"`
+	PublishRate    float64  `json:"publishRate"`
+	// ScaleRequested: the scale-out was asked for; ScaleReady: every new
+	// instance answered /readyz; Rebalanced: every scaled group had one
+	// member per instance, each with partitions; Drained: no lag in any
+	// group and every event of the run recorded (or dead-lettered) by every
+	// verified service — the time to drain.
+	ScaleRequested *float64 `json:"scaleRequestedSeconds,omitempty"`
+	ScaleReady     *float64 `json:"scaleReadySeconds,omitempty"`
+	Rebalanced     *float64 `json:"rebalancedSeconds,omitempty"`
+	Drained        *float64 `json:"drainedSeconds,omitempty"`
+	TimedOut       bool     `json:"timedOut,omitempty"`
+	ScaleError     string   `json:"scaleError,omitempty"`
+
+	Groups      []GroupReport      `json:"groups"`
+	Connections []ConnectionReport `json:"connections"`
+	// PeakServerConnections is the most client connections the Postgres
+	// server had at once, anyone's; MaxConnections its max_connections.
+	PeakServerConnections int `json:"peakServerConnections"`
+	MaxConnections        int `json:"maxConnections"`
+	// SampleErrors counts the samples in which something could not be
+	// measured; FirstErrors are a few of the messages.
+	SampleErrors int      `json:"sampleErrors"`
+	FirstErrors  []string `json:"firstErrors,omitempty"`
+
+	Checks []Check `json:"checks"`
+	Pass   bool    `json:"pass"`
+}
+
+// GroupReport is one consumer group's figures over the run.
+type GroupReport struct {
+	Service string `json:"service"`
+	Group   string `json:"group"`
+	Scaled  bool   `json:"scaled"`
+	// PeakLag is the highest total lag, at PeakLagAt.
+	PeakLag   int64   `json:"peakLag"`
+	PeakLagAt float64 `json:"peakLagAtSeconds"`
+	// PeakOldestAge is the highest oldest-unprocessed-message age, seconds.
+	PeakOldestAge float64 `json:"peakOldestAgeSeconds"`
+	// Before is the mean consumed/s from the publish start to the
+	// scale-out, After from the scaled group settling (or the instances
+	// being ready) to the drain; Peak the highest one-interval rate.
+	Before float64 `json:"consumedPerSecondBefore"`
+	After  float64 `json:"consumedPerSecondAfter"`
+	Peak   float64 `json:"consumedPerSecondPeak"`
+	// Consumed, Retries and DeadLetters count over the run, from the
+	// consumers' counters.
+	Consumed    float64 `json:"consumed"`
+	Retries     float64 `json:"retries"`
+	DeadLetters float64 `json:"deadLetters"`
+	// HandlerP99Max is the highest one-interval p99 handler duration.
+	HandlerP99Max float64 `json:"handlerP99MaxSeconds"`
+	// PeakRSS is the highest resident memory of one of its processes, and
+	// which one.
+	PeakRSS         float64 `json:"peakRssBytes"`
+	PeakRSSInstance string  `json:"peakRssInstance"`
+	// PeakInstances is the most processes seen at once.
+	PeakInstances int `json:"peakInstances"`
+	// Assignment is the group's partition assignment at the end.
+	Assignment []Member `json:"assignment"`
+}
+
+// ConnectionReport is one database's peak connections.
+type ConnectionReport struct {
+	Database  string `json:"database"`
+	PeakOpen  int    `json:"peakOpen"`
+	PeakInUse int    `json:"peakInUse"`
+}
+
+// buildReport computes the figures from the timeline and adds the checks
+// that need no database: published, drained, scaled out, one owner per
+// partition.
+func buildReport(cfg Config, t Target, tl *timeline) *Report {
+	r := &Report{
+		RunID: cfg.RunID, StartedAt: tl.start.UTC(), Count: cfg.Count, SKUs: cfg.SKUs,
+		Services: cfg.Services, Instances: cfg.Instances,
+		ScaleAfterSeconds: cfg.ScaleAfter.Seconds(), IntervalSeconds: cfg.Interval.Seconds(),
+		Published: tl.publish.Published, PublishSeconds: tl.publishEnd, PublishRate: tl.publish.Rate(),
+		ScaleRequested: tl.scaleRequested, ScaleReady: tl.scaleReady, Rebalanced: tl.rebalanced,
+		Drained: tl.drained, TimedOut: tl.timedOut,
+	}
+	if tl.scaleErr != nil {
+		r.ScaleError = tl.scaleErr.Error()
+	}
+	if len(tl.samples) == 0 {
+		return r
+	}
+	last := tl.samples[len(tl.samples)-1]
+	for gi, g := range last.Groups {
+		gr := GroupReport{Service: g.Service, Group: g.Group, Scaled: slices.Contains(cfg.Services, g.Service),
+			Consumed: g.Consumed, Retries: g.Retries, DeadLetters: g.DeadLetters, Assignment: g.Members}
+		for _, s := range tl.samples {
+			if gi >= len(s.Groups) {
+				continue
+			}
+			sg := s.Groups[gi]
+			if sg.Lag > gr.PeakLag {
+				gr.PeakLag, gr.PeakLagAt = sg.Lag, s.Elapsed
+			}
+			gr.PeakOldestAge = max(gr.PeakOldestAge, sg.OldestAge)
+			gr.Peak = max(gr.Peak, sg.ConsumedPerSecond)
+			gr.HandlerP99Max = max(gr.HandlerP99Max, sg.HandlerP99)
+			gr.PeakInstances = max(gr.PeakInstances, len(sg.Instances))
+			for _, in := range sg.Instances {
+				if in.RSS > gr.PeakRSS {
+					gr.PeakRSS, gr.PeakRSSInstance = in.RSS, in.Name
+				}
+			}
+		}
+		if tl.scaleRequested != nil {
+			gr.Before = rate(tl.samples, gi, 0, *tl.scaleRequested)
+		}
+		if from := firstOf(tl.rebalanced, tl.scaleReady); from != nil && tl.drained != nil && *tl.drained > *from {
+			gr.After = rate(tl.samples, gi, *from, *tl.drained)
+		}
+		r.Groups = append(r.Groups, gr)
+	}
+	peak := map[string]*ConnectionReport{}
+	var order []string
+	r.MaxConnections = tl.maxConnections
+	for _, s := range tl.samples {
+		r.PeakServerConnections = max(r.PeakServerConnections, s.ServerConnections)
+		for _, c := range s.Connections {
+			p, ok := peak[c.Database]
+			if !ok {
+				p = &ConnectionReport{Database: c.Database}
+				peak[c.Database] = p
+				order = append(order, c.Database)
+			}
+			p.PeakOpen, p.PeakInUse = max(p.PeakOpen, c.Open), max(p.PeakInUse, c.InUse)
+		}
+		if len(s.Errors) > 0 {
+			r.SampleErrors++
+			for _, e := range s.Errors {
+				if len(r.FirstErrors) < 5 && !slices.Contains(r.FirstErrors, e) {
+					r.FirstErrors = append(r.FirstErrors, e)
+				}
+			}
+		}
+	}
+	for _, db := range order {
+		r.Connections = append(r.Connections, *peak[db])
+	}
+
+	r.Checks = append(r.Checks, Check{Name: "published", Pass: tl.publishErr == nil && tl.publish.Published == cfg.Count,
+		Want: fmt.Sprintf("%d events acknowledged", cfg.Count), Got: fmt.Sprintf("%d acknowledged, %d failed", tl.publish.Published, tl.publish.Failed)})
+	got := "not drained"
+	switch {
+	case tl.drained != nil:
+		got = fmt.Sprintf("drained %.1fs after the publish started", *tl.drained)
+	case tl.timedOut:
+		got = fmt.Sprintf("not drained within %s; accounted %v", cfg.Timeout, tl.accounted)
+	}
+	r.Checks = append(r.Checks, Check{Name: "drained", Pass: tl.drained != nil,
+		Want: "no lag in any group, every event recorded by every service", Got: got})
+	got = "scale-out not requested"
+	switch {
+	case tl.scaleErr != nil:
+		got = tl.scaleErr.Error()
+	case tl.rebalanced != nil:
+		got = fmt.Sprintf("settled %.1fs after the publish started", *tl.rebalanced)
+	case tl.scaleReady != nil:
+		got = "the groups did not settle with every instance owning partitions"
+	}
+	r.Checks = append(r.Checks, Check{Name: "scaled out", Pass: tl.scaleErr == nil && tl.rebalanced != nil,
+		Want: fmt.Sprintf("%d members in each scaled group, each owning partitions", cfg.Instances), Got: got})
+	got = fmt.Sprintf("one owner per partition in all %d samples", len(tl.samples))
+	pass := true
+	for _, s := range tl.samples {
+		if why, ok := exclusive(s); !ok {
+			got, pass = why, false
+			break
+		}
+	}
+	r.Checks = append(r.Checks, Check{Name: "one owner per partition", Pass: pass,
+		Want: "no partition assigned to two members of a group at once", Got: got})
+	return r
+}
+
+func firstOf(vs ...*float64) *float64 {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// rate is group gi's mean consumed/s between the samples nearest to from
+// and to.
+func rate(samples []Sample, gi int, from, to float64) float64 {
+	a, b := nearest(samples, from), nearest(samples, to)
+	if b.Elapsed <= a.Elapsed || gi >= len(a.Groups) || gi >= len(b.Groups) {
+		return 0
+	}
+	return (b.Groups[gi].Consumed - a.Groups[gi].Consumed) / (b.Elapsed - a.Elapsed)
+}
+
+func nearest(samples []Sample, at float64) Sample {
+	i := sort.Search(len(samples), func(i int) bool { return samples[i].Elapsed >= at })
+	switch {
+	case i == len(samples):
+		return samples[len(samples)-1]
+	case i > 0 && at-samples[i-1].Elapsed < samples[i].Elapsed-at:
+		return samples[i-1]
+	}
+	return samples[i]
+}
+
+// WriteTable writes the report as aligned tables: the moments, one column
+// per consumer group, the database connections, the partition assignment,
+// the checks and the verdict.
+func WriteTable(w io.Writer, r *Report) error {
+	fmt.Fprintf(w, "\nbacklog drill %s: %d events, %s scaled 1 → %d after %s\n\n", r.RunID, r.Count,
+		strings.Join(r.Services, ", "), r.Instances, seconds(r.ScaleAfterSeconds))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "time to drain\t%s\n", moment(r.Drained))
+	fmt.Fprintf(tw, "publish\t%d events acknowledged by %s (%s events/s while publishing)\n", r.Published, moment(r.PublishSeconds), count(r.PublishRate))
+	fmt.Fprintf(tw, "scale-out\trequested at %s, instances ready at %s, groups settled at %s\n",
+		moment(r.ScaleRequested), moment(r.ScaleReady), moment(r.Rebalanced))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, cell func(GroupReport) string) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, g := range r.Groups {
+			fmt.Fprintf(tw, "%s\t", cell(g))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("", func(g GroupReport) string { return g.Service })
+	row("peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) })
+	row("peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) })
+	row("consumed/s before scaling", func(g GroupReport) string { return count(g.Before) })
+	row("consumed/s after scaling", func(g GroupReport) string { return count(g.After) })
+	row("consumed/s peak", func(g GroupReport) string { return count(g.Peak) })
+	row("consumed", func(g GroupReport) string { return count(g.Consumed) })
+	row("retries", func(g GroupReport) string { return count(g.Retries) })
+	row("dead letters", func(g GroupReport) string { return count(g.DeadLetters) })
+	row("handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) })
+	row("instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) })
+	row("peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\ndatabase connections (peak open / peak in use):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.Connections {
+		fmt.Fprintf(tw, "  %s\t%d / %d\n", c.Database, c.PeakOpen, c.PeakInUse)
+	}
+	fmt.Fprintf(tw, "  the whole server\t%d of max_connections %d\n", r.PeakServerConnections, r.MaxConnections)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\npartition assignment at the end (instance: partitions):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, g := range r.Groups {
+		fmt.Fprintf(tw, "  %s\t%s\n", g.Group, assignment(g.Assignment))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.SampleErrors > 0 {
+		fmt.Fprintf(w, "\n%d samples missed a measurement, e.g. %s\n", r.SampleErrors, strings.Join(r.FirstErrors, "; "))
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESULT\tCHECK\tWANT\tGOT")
+	for _, c := range r.Checks {
+		verdict := "PASS"
+		if !c.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", verdict, c.Name, c.Want, c.Got)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	verdict := "PASS: every event of the run applied exactly once, in order, nothing dead-lettered"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	_, err := fmt.Fprintf(w, "\nverdict: %s\n", verdict)
+	return err
+}
+
+// assignment writes members as "inventory#2: 0,1,2  inventory: 3,4".
+func assignment(members []Member) string {
+	if len(members) == 0 {
+		return "(no members)"
+	}
+	parts := make([]string, 0, len(members))
+	for _, m := range members {
+		who := m.Instance
+		if who == "" {
+			who = "member at " + m.ClientHost
+		}
+		ps := make([]string, len(m.Partitions))
+		for i, p := range m.Partitions {
+			ps[i] = fmt.Sprint(p)
+		}
+		if len(ps) == 0 {
+			ps = []string{"none"}
+		}
+		parts = append(parts, who+": "+strings.Join(ps, ","))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func moment(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return seconds(*v)
+}
+
+func seconds(s float64) string {
+	switch {
+	case s == 0:
+		return "0"
+	case s < 1:
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return fmt.Sprintf("%.1fs", s)
+}
+
+// count writes a figure with thin grouping: 100 000.
+func count(v float64) string {
+	n := int64(math.Round(v))
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func mib(bytes float64) string {
+	if bytes == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", bytes/(1<<20))
+}

@@ -1,0 +1,190 @@
+// Command run is `make drill-backlog` (docs/backlog.md): the tutorial's
+// backlog drill against a suite started by `make run`. It scales
+// inventory, points and notification to one instance, publishes N
+// OrderPaid events with a run id, scales them out after a delay, samples
+// lag, oldest age, throughput, retries, dead letters, memory, database
+// connections and partition assignment every second, and once drained
+// verifies that every event was applied exactly once. It prints a table,
+// and writes report.json (every sample) and report.html (charts) under
+// --out.
+//
+//	go run ./scripts/backlog/run --count 20000 --run-id b1
+//
+// It exits with status 1 when a check fails or the drill could not finish,
+// and 2 on a usage error (bad flags, a run id used before).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/reliable-orders/fulfillment/scripts/backlog"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitPass  = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// errFailed is a drill that ran to the end with a failed check.
+var errFailed = errors.New("a check failed")
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, target, err := parse(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	control := backlog.NewControlClient(controlURL(getenv))
+	target.Scaler, target.Lister = control, control
+	out := backlog.Output{Table: stdout, Progress: stderr, Live: isTerminal(stderr)}
+	rep, err := backlog.Run(ctx, cfg, target, out)
+	if err != nil {
+		return err
+	}
+	if cfg.Out != "" {
+		fmt.Fprintf(stdout, "\nfiles: %s, %s\n", filepath.Join(cfg.Out, backlog.JSONFile), filepath.Join(cfg.Out, backlog.HTMLFile))
+	}
+	if !rep.Pass {
+		return errFailed
+	}
+	return nil
+}
+
+// parse reads the flags, with defaults from the environment as the suite
+// reads it (README.md (Configuration)).
+func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog.Config, backlog.Target, error) {
+	fs := flag.NewFlagSet("drill-backlog", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./scripts/backlog/run [flags]   (make drill-backlog BACKLOG_FLAGS=\"...\")")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "The backlog drill against make run: one instance per consumer, N OrderPaid events,")
+		fmt.Fprintln(stderr, "scale-out after a delay, sampling until drained, then exactly-once checks (docs/backlog.md).")
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	var cfg backlog.Config
+	fs.IntVar(&cfg.Count, "count", backlog.DefaultCount, "how many OrderPaid events to publish")
+	fs.StringVar(&cfg.RunID, "run-id", "", "names the run; ids and SKUs derive from it; must be new (default backlog-<date>-<time>)")
+	fs.IntVar(&cfg.SKUs, "skus", backlog.DefaultSKUs, "spread the orders over this many SKUs of the run (small = hot rows)")
+	fs.IntVar(&cfg.Instances, "instances", backlog.DefaultInstances, "processes of each scaled service after the scale-out")
+	fs.DurationVar(&cfg.ScaleAfter, "scale-after", backlog.DefaultScaleAfter, "delay from the start of the publish to the scale-out")
+	fs.DurationVar(&cfg.Interval, "interval", backlog.DefaultInterval, "sampling period")
+	services := fs.String("services", strings.Join(backlog.DefaultServices(), ","), "the services scaled and verified, comma-separated")
+	fs.DurationVar(&cfg.Timeout, "timeout", backlog.DefaultTimeout, "give up when the backlog has not drained this long after the publish started")
+	out := fs.String("out", "", "directory for report.json and report.html (default .data/backlog/<run-id>; \"none\": no files)")
+	fs.BoolVar(&cfg.KeepInstances, "keep-instances", false, "leave the services scaled out at the end")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "publish at most this many events per second; 0 = unlimited")
+	fs.IntVar(&cfg.Concurrency, "concurrency", backlog.DefaultConcurrency, "produce calls in flight")
+	fs.IntVar(&cfg.Batch, "batch", backlog.DefaultBatch, "records per produce call")
+	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), suite.DefaultKafkaBrokers), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	topic := fs.String("topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), suite.OrderEventsTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
+	dbURL := fs.String("database-url", orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL), "the services' Postgres server, read only (DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, backlog.Target{}, err
+		}
+		return cfg, backlog.Target{}, fmt.Errorf("%w: %w", backlog.ErrUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, backlog.Target{}, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", backlog.ErrUsage, fs.Arg(0))
+	}
+	// The library reads a zero as "the default"; on the command line it is
+	// a mistake.
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--count", cfg.Count}, {"--skus", cfg.SKUs}, {"--instances", cfg.Instances}, {"--concurrency", cfg.Concurrency}, {"--batch", cfg.Batch}} {
+		if f.v < 1 {
+			return cfg, backlog.Target{}, fmt.Errorf("%w: %s %d: want at least 1", backlog.ErrUsage, f.name, f.v)
+		}
+	}
+	cfg.Services = splitList(*services)
+	if cfg.RunID == "" {
+		cfg.RunID = backlog.NewRunID()
+	}
+	switch *out {
+	case "":
+		cfg.Out = backlog.DefaultOut(cfg.RunID)
+	case "none":
+	default:
+		cfg.Out = *out
+	}
+	target := backlog.Target{
+		Brokers:     splitList(*brokers),
+		Topic:       *topic,
+		AdminToken:  getenv("ADMIN_TOKEN"),
+		DatabaseURL: *dbURL,
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, target, fmt.Errorf("%w: %w", backlog.ErrUsage, err)
+	}
+	return cfg, target, nil
+}
+
+func controlURL(getenv func(string) string) string {
+	return "http://" + orDefault(getenv("CONTROL_ADDR"), "127.0.0.1:8090")
+}
+
+// isTerminal reports whether w is a terminal, where the live line can be
+// redrawn in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// exitCode reports err on stderr and maps it to the exit status.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitPass
+	case errors.Is(err, backlog.ErrUsage):
+		fmt.Fprintln(stderr, "drill-backlog:", err)
+		fmt.Fprintln(stderr, "run `go run ./scripts/backlog/run -h` for the flags")
+		return exitUsage
+	case errors.Is(err, errFailed):
+		return exitFail
+	default:
+		fmt.Fprintln(stderr, "drill-backlog:", err)
+		return exitFail
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}
