@@ -148,7 +148,7 @@ func TestRun(t *testing.T) {
 			go func() { done <- devrun.Run(ctx, cfg, out) }()
 
 			if tt.crash == "" {
-				waitUntil(t, 2*time.Minute, "the suite to be ready", func() bool { return strings.Contains(out.String(), "The suite is ready") })
+				waitReady(t, out, done)
 				for _, want := range []string{
 					fmt.Sprintf("alpha | db=%s group=alpha-service http=:%d\n", alphaDB, cfg.Services[0].Port),
 					fmt.Sprintf("beta  | db=%s group= http=:%d\n", betaDB, cfg.Services[1].Port),
@@ -260,5 +260,24 @@ func TestRunInterruptedBeforeStartReturnsNil(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopped") {
 		t.Errorf("output does not say it stopped:\n%s", out.String())
+	}
+}
+
+// waitReady waits until the runner says the suite is ready; on a timeout or
+// an early return it fails with what the runner printed, which says why.
+func waitReady(t *testing.T, out *buffer, done <-chan error) {
+	t.Helper()
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(out.String(), "The suite is ready") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before the suite was ready: %v\n%s", err, out.String())
+		case <-deadline.C:
+			t.Fatalf("the suite was not ready after 2m; the runner printed:\n%s", out.String())
+		case <-tick.C:
+		}
 	}
 }
