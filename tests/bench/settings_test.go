@@ -22,10 +22,12 @@ type settings struct {
 	// ConsumerEvents is the backlog each consumer mode drains
 	// (BENCH_CONSUMER_EVENTS).
 	ConsumerEvents int
+	// BacklogEvents is the backlog drill's size (BENCH_BACKLOG_EVENTS).
+	BacklogEvents int
 }
 
 func defaultSettings() settings {
-	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000}
+	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000, BacklogEvents: 100_000}
 }
 
 // Validate reports unusable settings, naming their variables.
@@ -36,6 +38,9 @@ func (s settings) Validate() error {
 	}
 	if s.APIOrders < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_API_ORDERS=%d: want at least 1", s.APIOrders))
+	}
+	if s.BacklogEvents < 1 {
+		errs = append(errs, fmt.Errorf("BENCH_BACKLOG_EVENTS=%d: want at least 1", s.BacklogEvents))
 	}
 	if s.ConsumerEvents < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_CONSUMER_EVENTS=%d: want at least 1", s.ConsumerEvents))
@@ -55,6 +60,7 @@ func loadSettings(b *testing.B) settings {
 	s.APIOrders = r.Int("BENCH_API_ORDERS", s.APIOrders)
 	s.APIRate = r.Int("BENCH_API_RATE", s.APIRate)
 	s.ConsumerEvents = r.Int("BENCH_CONSUMER_EVENTS", s.ConsumerEvents)
+	s.BacklogEvents = r.Int("BENCH_BACKLOG_EVENTS", s.BacklogEvents)
 	if err := errors.Join(r.Err(), s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}

@@ -14,19 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
-// fleet is the harness as the backlog drill's Scaler and Lister.
-type fleet struct{ s *harness.Suite }
-
-func (f fleet) Scale(_ context.Context, service string, n int) error { return f.s.Scale(service, n) }
-
-func (f fleet) Instances(_ context.Context, service string) ([]backlog.Instance, error) {
-	var out []backlog.Instance
-	for _, in := range f.s.Instances(service) {
-		out = append(out, backlog.Instance{Name: in.Name, URL: in.URL, PID: in.PID})
-	}
-	return out, nil
-}
-
 // logWriter shows the drill's progress lines in the test log, with the
 // time since the test started.
 type logWriter struct {
@@ -47,15 +34,7 @@ func TestBacklogDrill(t *testing.T) {
 	const count, instances = 2000, 2
 	start := time.Now()
 	s := harness.Start(t, harness.Options{Env: map[string]string{"LOG_LEVEL": "info"}})
-	groups, dbs := map[string]string{}, map[string]string{}
-	for service, group := range harness.Consumers {
-		groups[service], dbs[service] = group, s.DatabaseName(service)
-	}
-	target := backlog.Target{
-		Scaler: fleet{s}, Lister: fleet{s},
-		Brokers: s.Broker.Addrs(), Topic: s.Topic, AdminToken: s.AdminToken,
-		DatabaseURL: s.ServerURL(), Databases: dbs, Groups: groups,
-	}
+	target := s.BacklogTarget()
 	out := t.TempDir()
 	cfg := backlog.Config{
 		RunID: "t" + drill.NewRunID(), Count: count, SKUs: 20, Instances: instances,
