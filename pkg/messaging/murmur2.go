@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash"
 
 	"github.com/IBM/sarama"
@@ -16,6 +17,17 @@ import (
 // unexported; Sarama's WithAbsFirst supplies Java's toPositive.
 func murmur2Partitioner() sarama.PartitionerConstructor {
 	return sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(newMurmur2))
+}
+
+// KeyPartition is the partition among n that the services' publisher puts
+// key on — and so the Java client and franz-go's default partitioner. The
+// drills check other clients against it.
+func KeyPartition(key string, n int32) (int32, error) {
+	p, err := murmur2Partitioner()("").Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, n)
+	if err != nil {
+		return 0, fmt.Errorf("partition of %q among %d: %w", key, n, err)
+	}
+	return p, nil
 }
 
 // murmur2 is Kafka's 32-bit murmur2 (seed 0x9747b28c) as a hash.Hash32. It

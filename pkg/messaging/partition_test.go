@@ -74,6 +74,9 @@ func TestPartitioningMatchesTheJavaClient(t *testing.T) {
 		if !sok || !fok || s != f {
 			t.Fatalf("key %s: services partition %d (%v), franz-go partition %d (%v)", key, s, sok, f, fok)
 		}
+		if p, err := messaging.KeyPartition(key, partitions); err != nil || p != s {
+			t.Fatalf("KeyPartition(%s) = %d, %v; the publisher used %d", key, p, err, s)
+		}
 	}
 	if len(used) < partitions/2 {
 		t.Fatalf("%d keys used only %d of %d partitions", keys, len(used), partitions)

@@ -114,6 +114,11 @@ type Target struct {
 	// partition (RetryBound).
 	RetryInitialInterval time.Duration
 	RetryMaxInterval     time.Duration
+	// ParkDeadline is how long the consumers keep an event parked for a
+	// missing predecessor before they dead-letter it (PARK_DEADLINE; 0: the
+	// default, 5 min). reorder/gap-deadline waits that long, so it runs
+	// only when the deadline is at most MaxParkDeadline.
+	ParkDeadline time.Duration
 	// Controller restarts services; without one the crash drills are
 	// skipped. The broker and outage drills also need it to be a
 	// BrokerController or a ServiceStopper.
@@ -140,6 +145,10 @@ const (
 	DefaultRetryMax         = 30 * time.Second
 	DefaultTimeout          = 60 * time.Second
 	DefaultOutage           = 30 * time.Second
+	DefaultParkDeadline     = 5 * time.Minute
+	// MaxParkDeadline is the longest PARK_DEADLINE reorder/gap-deadline
+	// waits out; with a longer one it is skipped.
+	MaxParkDeadline = time.Minute
 )
 
 // LocalURLs are the services' URLs under `make run`.
@@ -185,6 +194,9 @@ func (t Target) withDefaults() Target {
 	if t.Outage == 0 {
 		t.Outage = DefaultOutage
 	}
+	if t.ParkDeadline == 0 {
+		t.ParkDeadline = DefaultParkDeadline
+	}
 	if t.HTTPClient == nil {
 		t.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -213,6 +225,9 @@ func (t Target) Validate() error {
 	}
 	if t.Outage < 0 {
 		errs = append(errs, fmt.Errorf("negative outage %s", t.Outage))
+	}
+	if t.ParkDeadline < 0 {
+		errs = append(errs, fmt.Errorf("negative park deadline %s", t.ParkDeadline))
 	}
 	return errors.Join(errs...)
 }

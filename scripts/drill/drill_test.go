@@ -327,3 +327,21 @@ func TestControlClientExternalBroker(t *testing.T) {
 		t.Errorf("a 409 on a service route = %v, want a plain error", err)
 	}
 }
+
+// reorder/gap-deadline waits out PARK_DEADLINE: with the default (5 min),
+// or any deadline over drill.MaxParkDeadline, it is skipped with the reason
+// before it touches the suite (the target here has nothing listening).
+func TestGapDeadlineSkipsALongParkDeadline(t *testing.T) {
+	cases, err := drill.Select("reorder/gap-deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, deadline := range []time.Duration{0, drill.MaxParkDeadline + time.Second} {
+		tg := target()
+		tg.ParkDeadline = deadline
+		r := cases[0].Run(context.Background(), tg)
+		if !r.Skipped || !strings.Contains(r.Seen, "PARK_DEADLINE") {
+			t.Errorf("park deadline %s: %+v, want a skip naming PARK_DEADLINE", deadline, r)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +22,18 @@ func poisonCases() []Case {
 		newCase("poison", "invalid-json",
 			"invalid JSON: dead-lettered at once (PERMANENT, attempts 1) by every consumer; the next order on its partition converges",
 			false, poisonInvalidJSON),
+		newCase("poison", "schema-violation",
+			"OrderPaid without its paymentId: dead-lettered at once (PERMANENT SCHEMA_VIOLATION, attempts 1, retries +0) by every consumer; the next order on its partition converges",
+			false, poisonSchemaViolation),
+		newCase("poison", "unknown-version",
+			"OrderPaid with eventVersion 99: dead-lettered at once (PERMANENT UNKNOWN_EVENT_VERSION, attempts 1, retries +0) by every consumer; the next order on its partition converges",
+			false, poisonUnknownVersion),
+		newCase("poison", "insufficient-stock",
+			"a payment for more than the stock: inventory records REJECTED (stock untouched) with no retry and no dead letter",
+			false, poisonInsufficientStock),
+		newCase("poison", "refund-above-payment",
+			"a refund above what was paid: payment rejects it with no retry and no dead letter; the order is back to PAID (v5, OrderRefundRejected), stock untouched",
+			false, poisonRefundAbovePayment),
 		newCase("poison", "retries-exhausted",
 			"inventory fails past the bound: DLQ after exactly RETRY_MAX_ATTEMPTS with the metadata; the next order on its partition converges",
 			false, poisonRetriesExhausted),
@@ -215,4 +228,128 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	return fmt.Sprintf("DLQ after %d attempts (retries +%v), partition held %s (allowed %s = backoff bound + %s for the runs): RETRYABLE %s, firstFailedAt %s, originalTopic %s; stock untouched; next order on partition %d converged",
 		dl.Attempts, retriesAfter-retriesBefore, held.Round(10*time.Millisecond), bound+handlerSlack, handlerSlack, reasonCode(dl.FailureReason),
 		dl.FirstFailedAt.UTC().Format(time.RFC3339), dl.OriginalTopic, partition), nil
+}
+
+// retriesNow reads consumer_retries_total of every service in services.
+func (s *session) retriesNow(services ...string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, svc := range services {
+		n, err := s.metric(svc, "consumer_retries_total", nil)
+		if err != nil {
+			return nil, err
+		}
+		out[svc] = n
+	}
+	return out, nil
+}
+
+// noRetries checks no service in before has retried since.
+func (s *session) noRetries(before map[string]float64) error {
+	for svc, n := range before {
+		now, err := s.metric(svc, "consumer_retries_total", nil)
+		if err != nil {
+			return err
+		}
+		if now != n {
+			return fmt.Errorf("%s retried %v times, want none", svc, now-n)
+		}
+	}
+	return nil
+}
+
+// mutatedPaid is a valid OrderPaid of a fresh order, as the relay would
+// publish it, with change applied to its JSON (and header) before it is
+// sent.
+func mutatedPaid(s *session, orderID string, change func(m map[string]any, rec *kgo.Record)) (*kgo.Record, string, error) {
+	ev, err := newOrderEvents(orderID, s.sku(""), 1, "10.00")
+	if err != nil {
+		return nil, "", err
+	}
+	paid, err := ev.paid()
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err := record(s.t.Topic, paid)
+	if err != nil {
+		return nil, "", err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(rec.Value, &m); err != nil {
+		return nil, "", fmt.Errorf("decode %s: %w", paid.EventID, err)
+	}
+	change(m, rec)
+	if rec.Value, err = json.Marshal(m); err != nil {
+		return nil, "", fmt.Errorf("encode %s: %w", paid.EventID, err)
+	}
+	return rec, paid.EventID, nil
+}
+
+func poisonSchemaViolation(s *session) (string, error) {
+	orderID := s.orderID("")
+	rec, eventID, err := mutatedPaid(s, orderID, func(m map[string]any, _ *kgo.Record) {
+		if data, ok := m["data"].(map[string]any); ok {
+			delete(data, "paymentId")
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	return deadLetteredAtOnce(s, orderID, eventID, rec, event.ReasonSchemaViolation)
+}
+
+func poisonUnknownVersion(s *session) (string, error) {
+	orderID := s.orderID("")
+	rec, eventID, err := mutatedPaid(s, orderID, func(m map[string]any, rec *kgo.Record) {
+		m["eventVersion"] = 99
+		for i := range rec.Headers {
+			if rec.Headers[i].Key == outbox.HeaderEventVersion {
+				rec.Headers[i].Value = []byte("99")
+			}
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	return deadLetteredAtOnce(s, orderID, eventID, rec, event.ReasonUnknownVersion)
+}
+
+// deadLetteredAtOnce publishes a message no consumer can ever handle and
+// checks every consumer dead-letters it on the first attempt with reason,
+// without a retry, while the next order on its partition converges.
+func deadLetteredAtOnce(s *session, orderID, eventID string, rec *kgo.Record, reason string) (string, error) {
+	before, err := s.retriesNow(consumers...)
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	placed, err := s.produce(rec)
+	if err != nil {
+		return "", err
+	}
+	partition := placed[0].Partition
+	nextID, _, _, err := nextOnPartition(s, partition)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range consumers {
+		dl, _, err := s.waitDeadLetter(c, orderID)
+		if err != nil {
+			return "", err
+		}
+		if err := checkMetadata(s, c, dl, eventID, "PERMANENT", 1); err != nil {
+			return "", err
+		}
+		if got := reasonCode(dl.FailureReason); got != reason {
+			return "", fmt.Errorf("%s's dead letter: failureReason %q, want %s", c, dl.FailureReason, reason)
+		}
+	}
+	if _, err := s.waitEffects(nextID, "DEDUCTED", 1, 1); err != nil {
+		return "", fmt.Errorf("the next order on partition %d: %w", partition, err)
+	}
+	s.converged = time.Since(start)
+	if err := s.noRetries(before); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("dead-lettered at once by %s: PERMANENT %s, attempts 1, retries +0; next order on partition %d converged",
+		strings.Join(consumers, ", "), reason, partition), nil
 }

@@ -2,7 +2,13 @@ package drill
 
 import (
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
 // Tutorial: "打乱事件顺序，阻止状态倒退" (shuffle the events, stop the state
@@ -15,6 +21,16 @@ func reorderCases() []Case {
 		newCase("reorder", "late-created",
 			"CREATED v1, and a second PAID v3 with a new eventId, after PAID v3: read and ignored, state stays DEDUCTED",
 			false, reorderLateCreated),
+		newCase("reorder", "orders-in-parallel",
+			"PAID v3 then REFUNDED v5 of 2 orders per partition, all published at once: every order RESTOCKED with its v3 applied before its v5 "+
+				"and none parked (WAITING_FOR_GAP +0) — one order at a time — while the orders of every partition converged; a drill sees final state and outcome counts, not the concurrency itself",
+			false, reorderOrdersInParallel),
+		newCase("reorder", "cross-client-partition",
+			"OrderPaid of 8 orders from franz-go's default partitioner: each on the partition the services' murmur2 partitioner (pkg/messaging.KeyPartition) computes, and applied by every consumer",
+			false, reorderCrossClientPartition),
+		newCase("reorder", "gap-deadline",
+			"REFUNDED v5 whose PAID v3 never comes: parked, then dead-lettered after PARK_DEADLINE by every consumer (PERMANENT WAITING_FOR_GAP, consumer_gap_timeouts_total +1), no effect",
+			false, reorderGapDeadline),
 	}
 }
 
@@ -154,4 +170,286 @@ func reorderLateCreated(s *session) (string, error) {
 	}
 	return fmt.Sprintf("v1 and a stale v3 read by each consumer, no effect: inventory DEDUCTED, stock %d/%d, ledger 1, notifications 1",
 		st.Available, st.Deducted), nil
+}
+
+// outcomesNow reads consumer_event_outcomes_total{outcome} of every consumer.
+func (s *session) outcomesNow(outcome string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, c := range consumers {
+		n, err := s.outcomes(c, outcome)
+		if err != nil {
+			return nil, err
+		}
+		out[c] = n
+	}
+	return out, nil
+}
+
+// DESIGN §5: "one order's events are handled one at a time and in order;
+// different orders in parallel" (pkg/messaging
+// TestRouterHandlesAnOrderAtATimeAndOrdersInParallel proves the concurrency
+// itself). From outside, an order handled out of turn shows as a REFUNDED
+// v5 parked for its PAID v3.
+func reorderOrdersInParallel(s *session) (string, error) {
+	const perPartition, quantity, amount, points = 2, 1, "10.00", 10
+	n, err := s.partitions()
+	if err != nil {
+		return "", err
+	}
+	sku := s.sku("")
+	stockOf := perPartition * n * quantity
+	if err := s.seedStock(sku, stockOf); err != nil {
+		return "", err
+	}
+	var (
+		orders []string
+		recs   []*kgo.Record
+		paid   = map[string]string{}
+		refund = map[string]string{}
+	)
+	for p := range int32(n) {
+		for i := range perPartition {
+			id, err := s.sameKeyPartition(s.orderID("-p"+strconv.Itoa(int(p))+"-"+strconv.Itoa(i)+"-"), p, n)
+			if err != nil {
+				return "", err
+			}
+			ev, err := newOrderEvents(id, sku, quantity, amount)
+			if err != nil {
+				return "", err
+			}
+			v3, err := ev.paid()
+			if err != nil {
+				return "", err
+			}
+			v5, err := ev.refunded()
+			if err != nil {
+				return "", err
+			}
+			for _, env := range []event.Envelope{v3, v5} {
+				r, err := record(s.t.Topic, env)
+				if err != nil {
+					return "", err
+				}
+				recs = append(recs, r)
+			}
+			orders = append(orders, id)
+			paid[id], refund[id] = v3.EventID, v5.EventID
+		}
+	}
+	parkedBefore, err := s.outcomesNow("WAITING_FOR_GAP")
+	if err != nil {
+		return "", err
+	}
+	appliedBefore, err := s.outcomesNow("APPLIED")
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	placed, err := s.produce(recs...)
+	if err != nil {
+		return "", err
+	}
+	used := map[int32]bool{}
+	for _, r := range placed {
+		used[r.Partition] = true
+	}
+	for _, id := range orders {
+		if _, err := s.waitEffects(id, "RESTOCKED", 2, 2); err != nil {
+			return "", err
+		}
+	}
+	s.converged = time.Since(start)
+	for _, id := range orders {
+		eff, err := s.effects(id)
+		if err != nil {
+			return "", err
+		}
+		if eff.Ledger[0].Points != points || eff.Ledger[1].Points != -points {
+			return "", fmt.Errorf("%s: ledger %+v, want +%d then -%d", id, eff.Ledger, points, points)
+		}
+		if eff.Notifications[0].EventID != paid[id] || eff.Notifications[1].EventID != refund[id] {
+			return "", fmt.Errorf("%s: notifications %+v, want the payment's before the refund's", id, eff.Notifications)
+		}
+	}
+	parkedAfter, err := s.outcomesNow("WAITING_FOR_GAP")
+	if err != nil {
+		return "", err
+	}
+	appliedAfter, err := s.outcomesNow("APPLIED")
+	if err != nil {
+		return "", err
+	}
+	for _, c := range consumers {
+		if d := parkedAfter[c] - parkedBefore[c]; d != 0 {
+			return "", fmt.Errorf("%s parked %v events waiting for a predecessor: an order's REFUNDED v5 was handled before its PAID v3", c, d)
+		}
+		if d := appliedAfter[c] - appliedBefore[c]; d < float64(2*len(orders)) {
+			return "", fmt.Errorf("%s applied %v events, want %d", c, d, 2*len(orders))
+		}
+	}
+	st, err := s.stock(sku)
+	if err != nil {
+		return "", err
+	}
+	if st.Available != stockOf || st.Deducted != 0 {
+		return "", fmt.Errorf("stock not conserved: %d/%d, want %d/0", st.Available, st.Deducted, stockOf)
+	}
+	return fmt.Sprintf("%d orders on %d of %d partitions, %d events at once: all RESTOCKED, ledger + then -, notifications paid then refunded; "+
+		"each consumer applied %d, parked 0; stock %d/0",
+		len(orders), len(used), n, len(recs), 2*len(orders), st.Available), nil
+}
+
+// Tutorial: the same key must land on the same partition whichever client
+// publishes it. The relay publishes with Sarama and pkg/messaging's murmur2
+// partitioner; another service, or a learner's script, uses franz-go's
+// default (or the Java client's) — they must agree, or one order's events
+// from two producers could be read out of order.
+func reorderCrossClientPartition(s *session) (string, error) {
+	const orders, quantity = 8, 1
+	n, err := s.partitions()
+	if err != nil {
+		return "", err
+	}
+	sku := s.sku("")
+	if err := s.seedStock(sku, orders*quantity); err != nil {
+		return "", err
+	}
+	ids := make([]string, orders)
+	recs := make([]*kgo.Record, orders)
+	for i := range ids {
+		ids[i] = s.orderID("-" + strconv.Itoa(i))
+		ev, err := newOrderEvents(ids[i], sku, quantity, "10.00")
+		if err != nil {
+			return "", err
+		}
+		paid, err := ev.paid()
+		if err != nil {
+			return "", err
+		}
+		if recs[i], err = record(s.t.Topic, paid); err != nil {
+			return "", err
+		}
+	}
+	start := time.Now()
+	// The session's producer is a plain kgo client: its default partitioner
+	// hashes keys with Kafka's murmur2.
+	placed, err := s.produce(recs...)
+	if err != nil {
+		return "", err
+	}
+	// ProduceSync answers in completion order, not the records' order: the
+	// record itself says which order it was.
+	used := map[int32]bool{}
+	for _, r := range placed {
+		key := string(r.Key)
+		want, err := messaging.KeyPartition(key, int32(n))
+		if err != nil {
+			return "", err
+		}
+		if r.Partition != want {
+			return "", fmt.Errorf("%s: franz-go put it on partition %d, the services' partitioner on %d", key, r.Partition, want)
+		}
+		used[r.Partition] = true
+	}
+	for _, id := range ids {
+		if _, err := s.waitEffects(id, "DEDUCTED", 1, 1); err != nil {
+			return "", err
+		}
+	}
+	s.converged = time.Since(start)
+	return fmt.Sprintf("%d orders on %d of %d partitions, each where pkg/messaging's murmur2 puts its key; all DEDUCTED, ledger 1, notifications 1",
+		orders, len(used), n), nil
+}
+
+// DESIGN §5: a gap that never fills is dead-lettered after PARK_DEADLINE
+// and counted (consumer_gap_timeouts_total).
+func reorderGapDeadline(s *session) (string, error) {
+	if s.t.ParkDeadline > MaxParkDeadline {
+		return "", skip(fmt.Sprintf("PARK_DEADLINE is %s, longer than the %s this drill waits: run the suite and the drill with a short one (e.g. PARK_DEADLINE=10s)",
+			s.t.ParkDeadline, MaxParkDeadline))
+	}
+	const quantity = 2
+	orderID, sku := s.orderID(""), s.sku("")
+	if err := s.seedStock(sku, reorderStock); err != nil {
+		return "", err
+	}
+	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
+	if err != nil {
+		return "", err
+	}
+	refunded, err := ev.refunded()
+	if err != nil {
+		return "", err
+	}
+	timeouts := func() (map[string]float64, error) {
+		out := map[string]float64{}
+		for _, c := range consumers {
+			n, err := s.metric(c, "consumer_gap_timeouts_total", nil)
+			if err != nil {
+				return nil, err
+			}
+			out[c] = n
+		}
+		return out, nil
+	}
+	before, err := timeouts()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if err := s.publish(refunded); err != nil {
+		return "", err
+	}
+	// The sweep runs every PARK_SWEEP_INTERVAL (10 s by default) after the
+	// deadline has passed.
+	wait := s.t.Timeout + 2*s.t.ParkDeadline
+	var held time.Duration
+	for _, c := range consumers {
+		var dl []deadLetter
+		if _, err := s.waitFor(wait, c+" dead-letters the parked "+orderID, func() (bool, error) {
+			var err error
+			dl, err = s.deadLetters(c, orderID)
+			return len(dl) > 0, err
+		}); err != nil {
+			return "", err
+		}
+		if len(dl) != 1 {
+			return "", fmt.Errorf("%s holds %d dead letters for %s, want 1", c, len(dl), orderID)
+		}
+		if err := checkMetadata(s, c, dl[0], refunded.EventID, "PERMANENT", 1); err != nil {
+			return "", err
+		}
+		if code := reasonCode(dl[0].FailureReason); code != "WAITING_FOR_GAP" {
+			return "", fmt.Errorf("%s's dead letter: failureReason %q, want WAITING_FOR_GAP", c, dl[0].FailureReason)
+		}
+		// firstFailedAt is when it was parked; both times are the suite's.
+		h := dl[0].DeadLetteredAt.Sub(dl[0].FirstFailedAt)
+		if h < s.t.ParkDeadline {
+			return "", fmt.Errorf("%s dead-lettered it %s after parking it, before the %s deadline", c, h.Round(time.Millisecond), s.t.ParkDeadline)
+		}
+		held = max(held, h)
+	}
+	s.converged = time.Since(start)
+	after, err := timeouts()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range consumers {
+		if d := after[c] - before[c]; d < 1 {
+			return "", fmt.Errorf("%s: consumer_gap_timeouts_total +%v, want +1", c, d)
+		}
+	}
+	st, err := s.stock(sku)
+	if err != nil {
+		return "", err
+	}
+	eff, err := s.effects(orderID)
+	if err != nil {
+		return "", err
+	}
+	if st.Available != reorderStock || st.Deducted != 0 || eff.Inventory != "NONE" || len(eff.Ledger) != 0 || len(eff.Notifications) != 0 {
+		return "", fmt.Errorf("a refund without its payment had an effect: stock %d/%d, %s", st.Available, st.Deducted, eff)
+	}
+	return fmt.Sprintf("v5 parked, then dead-lettered by %d consumers after at most %s (PARK_DEADLINE %s): PERMANENT WAITING_FOR_GAP, attempts 1, gap timeouts +1 each; stock %d/0, no effect",
+		len(consumers), held.Round(10*time.Millisecond), s.t.ParkDeadline, st.Available), nil
 }

@@ -3,6 +3,7 @@ package drill
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -12,10 +13,10 @@ import (
 func replayCases() []Case {
 	return []Case{
 		newCase("replay", "after-fix",
-			"dead-lettered payment, cause fixed, replayed: REPLAYED with the original eventId, applied once",
+			"dead-lettered payment, cause fixed, replayed: REPLAYED with the original eventId, applied once; GET /admin/dlq/{id} audits who, when and the outcome",
 			false, replayAfterFix),
 		newCase("replay", "twice",
-			"a second replay of the same dead letter: ALREADY_REPLAYED, nothing changes",
+			"a second replay of the same dead letter: ALREADY_REPLAYED, nothing changes; both requests audited in order",
 			false, replayTwice),
 	}
 }
@@ -60,7 +61,7 @@ func deadLetteredPayment(s *session) (orderID, sku string, dl deadLetter, err er
 // applied once.
 func replayAndApply(s *session, orderID, sku string, dl deadLetter) (string, error) {
 	start := time.Now()
-	res, err := s.replay(Inventory, dl.ID)
+	res, err := s.replay(Inventory, dl.ID, requester(s))
 	if err != nil {
 		return "", err
 	}
@@ -90,8 +91,12 @@ func replayAfterFix(s *session) (string, error) {
 	if len(after) != 1 || after[0].Status != "REPLAYED" {
 		return "", fmt.Errorf("dead letters after the replay %+v, want one marked REPLAYED", after)
 	}
-	return fmt.Sprintf("DLQ after %d attempts; fixed; replay %d REPLAYED with the original %s; %s",
-		dl.Attempts, dl.ID, dl.EventID, effectsOnce), nil
+	audit, err := checkAudit(s, dl, "REPLAYED")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("DLQ after %d attempts; fixed; replay %d REPLAYED with the original %s; %s; audit: %s",
+		dl.Attempts, dl.ID, dl.EventID, effectsOnce, audit), nil
 }
 
 func replayTwice(s *session) (string, error) {
@@ -110,7 +115,7 @@ func replayTwice(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	res, err := s.replay(Inventory, dl.ID)
+	res, err := s.replay(Inventory, dl.ID, requester(s))
 	if err != nil {
 		return "", err
 	}
@@ -131,6 +136,46 @@ func replayTwice(s *session) (string, error) {
 	if err := s.processedOnce(dl.EventID); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("first replay REPLAYED and applied; second ALREADY_REPLAYED: stock %d/%d, dedup rows, ledger and notifications unchanged",
-		stockAfter.Available, stockAfter.Deducted), nil
+	audit, err := checkAudit(s, dl, "REPLAYED", "ALREADY_REPLAYED")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("first replay REPLAYED and applied; second ALREADY_REPLAYED: stock %d/%d, dedup rows, ledger and notifications unchanged; audit: %s",
+		stockAfter.Available, stockAfter.Deducted, audit), nil
+}
+
+// requester is who the case's replays are audited as: unique to the run
+// and case, so the audit row is provably this drill's.
+func requester(s *session) string { return "drill-" + s.t.RunID + "-" + s.slug }
+
+// checkAudit reads the dead letter back (GET /admin/dlq/{id}) and checks its
+// status is REPLAYED and its audit holds one row per replay request, in
+// order, with the drill as requester, a time no earlier than the dead
+// letter and the outcome answered. It returns the audit as a line.
+func checkAudit(s *session, dl deadLetter, outcomes ...string) (string, error) {
+	rec, audit, err := s.inspect(Inventory, dl.ID)
+	if err != nil {
+		return "", err
+	}
+	if rec.Status != "REPLAYED" || rec.EventID != dl.EventID {
+		return "", fmt.Errorf("dead letter %d reads %s for %s, want REPLAYED for %s", dl.ID, rec.Status, rec.EventID, dl.EventID)
+	}
+	if len(audit) != len(outcomes) {
+		return "", fmt.Errorf("dead letter %d has %d audit rows %+v, want %d (one per replay request)", dl.ID, len(audit), audit, len(outcomes))
+	}
+	var rows []string
+	for i, a := range audit {
+		at, err := time.Parse(time.RFC3339Nano, a.RequestedAt)
+		if err != nil {
+			return "", fmt.Errorf("audit row %d: requestedAt %q: %w", i+1, a.RequestedAt, err)
+		}
+		// Both times come from the suite's database clock; the dead
+		// letter's is rounded to the millisecond in the audit.
+		if a.RequestedBy != requester(s) || a.Outcome != outcomes[i] || at.Before(dl.DeadLetteredAt.Truncate(time.Millisecond)) {
+			return "", fmt.Errorf("audit row %d: %s at %s, %s; want %s, after the dead letter (%s), %s",
+				i+1, a.RequestedBy, a.RequestedAt, a.Outcome, requester(s), dl.DeadLetteredAt.UTC().Format(time.RFC3339Nano), outcomes[i])
+		}
+		rows = append(rows, a.Outcome+" by "+a.RequestedBy+" at "+a.RequestedAt)
+	}
+	return strings.Join(rows, ", "), nil
 }

@@ -81,6 +81,11 @@ func (s *session) call(service, method, path string, body, out any) error {
 // callStatus is call that also accepts the statuses in ok and returns the
 // status it got.
 func (s *session) callStatus(service, method, path string, body, out any, ok []int) (int, error) {
+	return s.do(service, method, path, nil, body, out, ok)
+}
+
+// do is callStatus with extra request headers.
+func (s *session) do(service, method, path string, header http.Header, body, out any, ok []int) (int, error) {
 	u := strings.TrimRight(s.t.URLs[service], "/") + path
 	var r io.Reader
 	if body != nil {
@@ -96,6 +101,9 @@ func (s *session) callStatus(service, method, path string, body, out any, ok []i
 	req, err := http.NewRequestWithContext(s.ctx, method, u, r)
 	if err != nil {
 		return 0, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -326,10 +334,31 @@ func (s *session) waitDeadLetter(service, aggregateID string) (deadLetter, time.
 	return dl[0], took, nil
 }
 
-func (s *session) replay(service string, id int64) (replayResult, error) {
+// replay replays a dead letter in the name of requestedBy, who the audit
+// records (X-Requested-By, pkg/admin).
+func (s *session) replay(service string, id int64, requestedBy string) (replayResult, error) {
 	var out replayResult
-	err := s.call(service, "POST", "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay", nil, &out)
+	_, err := s.do(service, "POST", "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay",
+		http.Header{"X-Requested-By": {requestedBy}}, nil, &out, nil)
 	return out, err
+}
+
+// replayAudit is one audited replay request of a dead letter.
+type replayAudit struct {
+	RequestedBy string `json:"requestedBy"`
+	RequestedAt string `json:"requestedAt"`
+	Outcome     string `json:"outcome"`
+}
+
+// inspect reads a dead letter and the audit of its replays
+// (GET /admin/dlq/{id}), oldest first.
+func (s *session) inspect(service string, id int64) (deadLetter, []replayAudit, error) {
+	var out struct {
+		deadLetter
+		Replays []replayAudit `json:"replays"`
+	}
+	err := s.call(service, "GET", "/admin/dlq/"+strconv.FormatInt(id, 10), nil, &out)
+	return out.deadLetter, out.Replays, err
 }
 
 // armFailPoint arms a fail point of a service at run time; times 0 fires
@@ -445,7 +474,8 @@ func (s *session) publish(envs ...event.Envelope) error {
 	return err
 }
 
-// produce writes records and returns them as the broker placed them.
+// produce writes records and returns them as the broker placed them, in
+// the order the broker acknowledged them (not necessarily recs' order).
 func (s *session) produce(recs ...*kgo.Record) ([]*kgo.Record, error) {
 	cl, err := s.producer()
 	if err != nil {

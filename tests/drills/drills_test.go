@@ -36,6 +36,14 @@ const (
 // tutorial's 30 s.
 const outage = 5 * time.Second
 
+// parkDeadline is short, so reorder/gap-deadline runs here (it skips a
+// deadline over a minute); long enough that reorder/refund-before-payment's
+// parked REFUNDED still meets its PAID. The sweep checks often.
+const (
+	parkDeadline      = 5 * time.Second
+	parkSweepInterval = 250 * time.Millisecond
+)
+
 // controller is the harness as a drill.Controller, BrokerController and
 // ServiceStopper. The harness fails the test itself when a service does not
 // restart or exit in time, or the broker does not start again.
@@ -119,6 +127,8 @@ func TestDrills(t *testing.T) {
 		"RETRY_MAX_ATTEMPTS":     strconv.Itoa(retryMaxAttempts),
 		"RETRY_INITIAL_INTERVAL": retryInitial.String(),
 		"RETRY_MAX_INTERVAL":     retryMax.String(),
+		"PARK_DEADLINE":          parkDeadline.String(),
+		"PARK_SWEEP_INTERVAL":    parkSweepInterval.String(),
 	}})
 	urls := map[string]string{}
 	for _, name := range drill.Services() {
@@ -134,6 +144,7 @@ func TestDrills(t *testing.T) {
 		RetryMaxAttempts:     retryMaxAttempts,
 		RetryInitialInterval: retryInitial,
 		RetryMaxInterval:     retryMax,
+		ParkDeadline:         parkDeadline,
 		Controller:           &controller{s: s, timeout: 30 * time.Second},
 		Outage:               outage,
 		RunID:                "t" + drill.NewRunID(),

@@ -10,7 +10,7 @@
 // drills use to restart a service with a fail point armed, and the broker
 // and outage drills to stop and fault the broker or stop the order service,
 // on 127.0.0.1:8090. --outage sets how long an outage lasts (30 s). ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
-// RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, KAFKA_BROKERS,
+// RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE, KAFKA_BROKERS,
 // ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read as the suite
 // reads them (README.md (Configuration)).
 package main
@@ -141,6 +141,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, err
 	}
+	parkDeadline, err := envDuration(getenv, "PARK_DEADLINE", drill.DefaultParkDeadline)
+	if err != nil {
+		return options{}, err
+	}
 	urls := drill.LocalURLs()
 	if *targets != "" {
 		for _, pair := range strings.Split(*targets, ",") {
@@ -169,6 +173,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			RetryMaxAttempts:     retry,
 			RetryInitialInterval: initial,
 			RetryMaxInterval:     maxInterval,
+			ParkDeadline:         parkDeadline,
 			RunID:                *runID,
 			Timeout:              *timeout,
 			Outage:               *outage,

@@ -23,6 +23,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown service", []string{"--target", "shipping=http://x", "all"}, nil, exitUsage, "--target"},
 		{"bad retry bound", []string{"all"}, map[string]string{"RETRY_MAX_ATTEMPTS": "many"}, exitUsage, "RETRY_MAX_ATTEMPTS"},
 		{"bad retry interval", []string{"all"}, map[string]string{"RETRY_INITIAL_INTERVAL": "soon"}, exitUsage, "RETRY_INITIAL_INTERVAL"},
+		{"bad park deadline", []string{"all"}, map[string]string{"PARK_DEADLINE": "never"}, exitUsage, "PARK_DEADLINE"},
 		{"bad timeout", []string{"--timeout", "0s", "all"}, nil, exitUsage, "--timeout"},
 		{"bad outage", []string{"--outage", "-1s", "all"}, nil, exitUsage, "--outage"},
 		{"unknown flag", []string{"--nope", "all"}, nil, exitUsage, "flag provided but not defined"},
