@@ -95,6 +95,13 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 	cfg.Consumer.Group.Session.Timeout = 10 * time.Second
 	cfg.Consumer.Group.Heartbeat.Interval = time.Second
 	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	// A consumer handles one message per partition at a time (it acks after
+	// its commit), so deep read-ahead only costs memory: Sarama's defaults
+	// (1 MiB per partition per fetch, 256 messages buffered per partition)
+	// held well over 100 MiB per process with 64 partitions in a backlog.
+	// 64 KiB and 32 messages keep every partition several batches ahead.
+	cfg.Consumer.Fetch.Default = 64 << 10
+	cfg.ChannelBufferSize = 32
 	return kafka.NewSubscriber(kafka.SubscriberConfig{
 		Brokers:               brokers,
 		Unmarshaler:           marshaler(),
