@@ -55,7 +55,7 @@ const notifyChannel = "outbox_events"
 // DefaultRelayConfig returns the defaults documented in README.md (Configuration).
 func DefaultRelayConfig() RelayConfig {
 	return RelayConfig{
-		BatchSize:      500,
+		BatchSize:      2000,
 		PollInterval:   100 * time.Millisecond,
 		BackoffInitial: time.Second,
 		BackoffMax:     30 * time.Second,

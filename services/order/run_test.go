@@ -31,7 +31,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if cfg.HTTPAddr != ":8081" || cfg.DBName != "orders" || cfg.OrderEventsTopic != "order-events" ||
 		cfg.Brokers[0] != "127.0.0.1:9092" || cfg.CallbackSecret != "dev-callback-secret" ||
 		cfg.Peers.Payment != "http://127.0.0.1:8082" || cfg.Peers.Notification != "http://127.0.0.1:8085" ||
-		cfg.Relay.BatchSize != 500 || cfg.Relay.PollInterval != 100*time.Millisecond ||
+		cfg.Relay.BatchSize != 2000 || cfg.Relay.PollInterval != 100*time.Millisecond ||
 		cfg.Relay.BackoffInitial != time.Second || cfg.Relay.BackoffMax != 30*time.Second ||
 		cfg.DatabaseURL != postgres.DefaultServerURL || cfg.AdminToken != "" || cfg.LogLevel != "info" {
 		t.Fatalf("defaults %+v", cfg)

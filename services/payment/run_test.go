@@ -214,7 +214,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		cfg.Consumer.ConsumerGroup, cfg.OrderURL, cfg.CallbackSecret, cfg.Consumer.Retry.MaxAttempts,
 		cfg.Consumer.Retry.InitialInterval, cfg.Relay.BatchSize, cfg.Relay.PollInterval)
 	want := "payments :8082 postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable [127.0.0.1:9092] order-events " +
-		"order-events.dlq payment-service http://127.0.0.1:8081 dev-callback-secret 5 1s 500 100ms"
+		"order-events.dlq payment-service http://127.0.0.1:8081 dev-callback-secret 5 1s 2000 100ms"
 	if got != want {
 		t.Fatalf("defaults\n got %s\nwant %s", got, want)
 	}
