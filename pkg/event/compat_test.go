@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -67,6 +68,7 @@ func TestCompatibilityCheckCatchesBreakingChanges(t *testing.T) {
 }
 
 type schemaNode struct {
+	Ref        string                 `json:"$ref"`
 	Type       any                    `json:"type"`
 	Const      any                    `json:"const"`
 	Required   []string               `json:"required"`
@@ -83,10 +85,57 @@ func compatibility(t *testing.T, published, current []byte) []string {
 	if err := json.Unmarshal(current, &cur); err != nil {
 		t.Fatal(err)
 	}
-	return compareNodes("$", &old, &cur)
+	return compareNodes("$", &old, &cur, ruleDefs(t))
 }
 
-func compareNodes(path string, old, cur *schemaNode) []string {
+// ruleDefs are the definitions of rules.json, which schema fields reference
+// ("rules.json#/$defs/id"): a field's shape is its own plus its rule's.
+func ruleDefs(t *testing.T) map[string]*schemaNode {
+	t.Helper()
+	raw, err := event.Schemas.ReadFile("schemas/rules.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Defs map[string]*schemaNode `json:"$defs"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Defs
+}
+
+// resolved returns n with the fields of the rule it references filled in
+// where n leaves them out.
+func resolved(n *schemaNode, defs map[string]*schemaNode) *schemaNode {
+	if n == nil || n.Ref == "" {
+		return n
+	}
+	name := n.Ref[strings.LastIndex(n.Ref, "/")+1:]
+	def, ok := defs[name]
+	if !ok {
+		return n
+	}
+	def = resolved(def, defs)
+	out := *n
+	out.Ref = ""
+	if out.Type == nil {
+		out.Type = def.Type
+	}
+	if out.Required == nil {
+		out.Required = def.Required
+	}
+	if out.Properties == nil {
+		out.Properties = def.Properties
+	}
+	if out.Items == nil {
+		out.Items = def.Items
+	}
+	return &out
+}
+
+func compareNodes(path string, old, cur *schemaNode, defs map[string]*schemaNode) []string {
+	old, cur = resolved(old, defs), resolved(cur, defs)
 	var problems []string
 	if fmt.Sprint(old.Type) != fmt.Sprint(cur.Type) {
 		problems = append(problems, fmt.Sprintf("%s: type changed from %v to %v", path, old.Type, cur.Type))
@@ -106,13 +155,13 @@ func compareNodes(path string, old, cur *schemaNode) []string {
 			problems = append(problems, fmt.Sprintf("%s.%s: field removed", path, name))
 			continue
 		}
-		problems = append(problems, compareNodes(path+"."+name, o, c)...)
+		problems = append(problems, compareNodes(path+"."+name, o, c, defs)...)
 	}
 	if old.Items != nil {
 		if cur.Items == nil {
 			problems = append(problems, path+"[]: item schema removed")
 		} else {
-			problems = append(problems, compareNodes(path+"[]", old.Items, cur.Items)...)
+			problems = append(problems, compareNodes(path+"[]", old.Items, cur.Items, defs)...)
 		}
 	}
 	return problems

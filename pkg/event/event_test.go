@@ -53,6 +53,18 @@ func TestParseRejects(t *testing.T) {
 			m["data"].(map[string]any)["items"] = []any{map[string]any{"sku": "S", "quantity": 0}}
 		}), event.ReasonSchemaViolation},
 		{"missing data field", mutate(func(m map[string]any) { delete(m["data"].(map[string]any), "paymentId") }), event.ReasonSchemaViolation},
+		// The value rules (rules.json) hold on every field that carries them.
+		{"sku with a space", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["items"] = []any{map[string]any{"sku": "SKU 1", "quantity": 1}}
+		}), event.ReasonSchemaViolation},
+		{"quantity above the maximum", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["items"] = []any{map[string]any{"sku": "S", "quantity": 1000001}}
+		}), event.ReasonSchemaViolation},
+		{"zero paid amount", mutate(func(m map[string]any) { m["data"].(map[string]any)["paidAmount"] = "0.00" }), event.ReasonSchemaViolation},
+		{"three decimal places", mutate(func(m map[string]any) { m["data"].(map[string]any)["paidAmount"] = "1.005" }), event.ReasonSchemaViolation},
+		{"amount above the maximum", mutate(func(m map[string]any) { m["data"].(map[string]any)["paidAmount"] = "10000000000000000" }), event.ReasonSchemaViolation},
+		{"aggregate id with a slash", mutate(func(m map[string]any) { m["aggregateId"] = "O/1" }), event.ReasonSchemaViolation},
+		{"customer id with a space", mutate(func(m map[string]any) { m["data"].(map[string]any)["customerId"] = "C 1" }), event.ReasonSchemaViolation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

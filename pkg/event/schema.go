@@ -15,7 +15,8 @@ import (
 )
 
 // Schemas holds one JSON Schema per (eventType, eventVersion), named
-// "<EventType>.v<N>.json", plus the shared envelope.json.
+// "<EventType>.v<N>.json", plus the shared envelope.json and rules.json
+// (the value rules, rules.go).
 //
 //go:embed schemas/*.json
 var Schemas embed.FS
@@ -48,40 +49,58 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // time, so a lazily initialised read-only table is safe to share.
 var compiled = sync.OnceValues(compileSchemas)
 
-func compileSchemas() (map[string]*jsonschema.Schema, error) {
+// schemaSet is every compiled schema: the event schemas by SchemaName and
+// the value rules of rules.json by definition name.
+type schemaSet struct {
+	events map[string]*jsonschema.Schema
+	rules  map[string]*jsonschema.Schema
+}
+
+func compileSchemas() (schemaSet, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	names, err := fs.Glob(Schemas, "schemas/*.json")
 	if err != nil {
-		return nil, err
+		return schemaSet{}, err
 	}
 	for _, name := range names {
 		raw, err := Schemas.ReadFile(name)
 		if err != nil {
-			return nil, err
+			return schemaSet{}, err
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		if err != nil {
-			return nil, fmt.Errorf("schema %s: %w", name, err)
+			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
 		if err := c.AddResource(schemaBase+path.Base(name), doc); err != nil {
-			return nil, fmt.Errorf("schema %s: %w", name, err)
+			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
 	}
-	out := make(map[string]*jsonschema.Schema)
+	set := schemaSet{events: map[string]*jsonschema.Schema{}, rules: map[string]*jsonschema.Schema{}}
 	for _, name := range names {
 		base := path.Base(name)
-		if base == "envelope.json" {
+		if !isEventSchema(base) {
 			continue
 		}
 		s, err := c.Compile(schemaBase + base)
 		if err != nil {
-			return nil, fmt.Errorf("compile %s: %w", base, err)
+			return schemaSet{}, fmt.Errorf("compile %s: %w", base, err)
 		}
-		out[strings.TrimSuffix(base, ".json")] = s
+		set.events[strings.TrimSuffix(base, ".json")] = s
 	}
-	return out, nil
+	for _, def := range ruleNames() {
+		s, err := c.Compile(schemaBase + rulesFile + "#/$defs/" + def)
+		if err != nil {
+			return schemaSet{}, fmt.Errorf("compile rule %s: %w", def, err)
+		}
+		set.rules[def] = s
+	}
+	return set, nil
 }
+
+// isEventSchema tells an event schema ("OrderPaid.v1.json") from the files
+// the event schemas reference (envelope.json, rules.json).
+func isEventSchema(name string) bool { return strings.Contains(name, ".v") }
 
 // SchemaName is the file name (without .json) of the schema for t and v.
 func SchemaName(t Type, version int) string {
@@ -90,7 +109,7 @@ func SchemaName(t Type, version int) string {
 
 // Validate checks raw against the schema its eventType and eventVersion name.
 func Validate(raw []byte) error {
-	schemas, err := compiled()
+	set, err := compiled()
 	if err != nil {
 		return fmt.Errorf("load event schemas: %w", err)
 	}
@@ -105,7 +124,7 @@ func Validate(raw []byte) error {
 	if err != nil {
 		return &InvalidError{Reason: ReasonInvalidJSON, Err: err}
 	}
-	s, ok := schemas[SchemaName(head.EventType, head.EventVersion)]
+	s, ok := set.events[SchemaName(head.EventType, head.EventVersion)]
 	if !ok {
 		return &InvalidError{Reason: ReasonUnknownVersion,
 			Err: fmt.Errorf("%w: %q v%d", ErrUnknownVersion, head.EventType, head.EventVersion)}

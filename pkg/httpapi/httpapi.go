@@ -1,6 +1,6 @@
 // Package httpapi builds the Echo server every service uses: JSON errors of
 // the form {"businessCode": "...", "message": "..."} mapped from errors in
-// one place, a 1 MiB body limit (413 above it), bearer-token admin routes,
+// one place (a value breaking a rule of pkg/event is a 400 everywhere), a 1 MiB body limit (413 above it), bearer-token admin routes,
 // health, readiness and Prometheus metrics, and a graceful shutdown.
 package httpapi
 
@@ -20,6 +20,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -158,8 +160,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	var apiErr *Error
 	var httpErr *echo.HTTPError
+	var ruleErr *event.RuleError
 	switch {
 	case errors.As(err, &apiErr):
+	case errors.As(err, &ruleErr):
+		// A value that breaks a rule of the contract is the client's to
+		// fix, in every service alike.
+		apiErr = BadRequest("%s", ruleErr.Error())
 	case s.cfg.MapError != nil && s.cfg.MapError(err) != nil:
 		apiErr = s.cfg.MapError(err)
 	case errors.As(err, &httpErr):

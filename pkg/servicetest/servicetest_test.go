@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/shopspring/decimal"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -58,7 +59,8 @@ func TestStartFillsTheEnvironmentAndPublishes(t *testing.T) {
 	}
 
 	env, err := event.New(event.OrderCreated, event.Meta{AggregateID: "O-1", AggregateVersion: 1, Producer: "test"},
-		event.OrderCreatedData{CustomerID: "C-1", Currency: "CNY", Items: []event.PricedItem{{SKU: "S", Quantity: 1}}})
+		event.OrderCreatedData{CustomerID: "C-1", Currency: "CNY", Amount: event.NewMoney(decimal.NewFromInt(1)),
+			Items: []event.PricedItem{{SKU: "S", Quantity: 1, UnitPrice: event.NewMoney(decimal.NewFromInt(1))}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,9 +117,11 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		switch p.Env.EventType {
 		case event.OrderPaid:
 			ch, err = order.Pay(lines[i], available)
-			if errors.Is(err, inventory.ErrInvalidQuantity) || errors.Is(err, inventory.ErrInvalidSKU) {
-				// Lines the schema let through but the stock range cannot
-				// hold fail the same way on every delivery.
+			var ruleErr *event.RuleError
+			if errors.As(err, &ruleErr) || errors.Is(err, inventory.ErrInvalidQuantity) {
+				// Lines that break a rule (which Parse already refuses) or
+				// that the stock range cannot hold fail the same way on
+				// every delivery.
 				return nil, messaging.PermanentError("INVALID_ITEMS", err)
 			}
 		case event.OrderRefunded:

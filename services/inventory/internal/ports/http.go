@@ -134,7 +134,7 @@ func MapError(err error) *httpapi.Error {
 	switch {
 	case errors.Is(err, inventory.ErrSKUNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: "SKU_NOT_FOUND", Message: err.Error()}
-	case errors.Is(err, inventory.ErrInvalidSKU), errors.Is(err, inventory.ErrInvalidAvailable):
+	case errors.Is(err, inventory.ErrInvalidAvailable):
 		return httpapi.BadRequest("%v", err)
 	}
 	return nil

@@ -64,12 +64,10 @@ func rejectionCode(err error) (string, bool) {
 
 // MapError is the one place the order service's errors become HTTP
 // answers (httpapi.Config.MapError). It returns nil for errors it does not
-// know, which httpapi answers as 500.
+// know: httpapi answers a broken value rule (*event.RuleError) with 400 and
+// anything else with 500.
 func MapError(err error) *httpapi.Error {
-	var verr *order.ValidationError
 	switch {
-	case errors.As(err, &verr):
-		return &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: httpapi.CodeInvalidRequest, Message: verr.Error()}
 	case errors.Is(err, order.ErrNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
 	case errors.Is(err, order.ErrExists):

@@ -174,9 +174,9 @@ func TestCreateOrder(t *testing.T) {
 		t.Fatalf("items %s", got.Raw)
 	}
 
-	generated := e.post("/orders", `{"customerId":"C-2","currency":"USD","items":[{"sku":"A","quantity":1,"unitPrice":"0"}]}`)
+	generated := e.post("/orders", `{"customerId":"C-2","currency":"USD","items":[{"sku":"A","quantity":1,"unitPrice":"0.01"}]}`)
 	expect(t, generated, 200, "SUCCESS")
-	if id, _ := generated.Body["orderId"].(string); !strings.HasPrefix(id, "O-") || len(id) < 10 || generated.Body["amount"] != "0.00" {
+	if id, _ := generated.Body["orderId"].(string); !strings.HasPrefix(id, "O-") || len(id) < 10 || generated.Body["amount"] != "0.01" {
 		t.Fatalf("generated %s", generated.Raw)
 	}
 }
@@ -222,6 +222,15 @@ func TestBadInput(t *testing.T) {
 		{"exponent", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"1e3"}`), "items[0].unitPrice"},
 		{"float unitPrice", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":40.0}`), "unitPrice"},
 		{"duplicate SKUs", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"1"},{"sku":"B","quantity":1,"unitPrice":"1"},{"sku":"A","quantity":1,"unitPrice":"1"}`), "items[2].sku"},
+		// An order nobody could pay (the payment service refuses amount 0).
+		{"zero unitPrice", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"0"}`), "items[0].unitPrice"},
+		{"zero unitPrice with places", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"0.00"}`), "items[0].unitPrice"},
+		// SKUs inventory could never stock.
+		{"sku with a space", "/orders", order(`{"sku":"SKU 1","quantity":1,"unitPrice":"1.00"}`), "items[0].sku"},
+		{"sku too long", "/orders", order(`{"sku":"` + strings.Repeat("S", 129) + `","quantity":1,"unitPrice":"1.00"}`), "items[0].sku"},
+		{"quantity above the maximum", "/orders", order(`{"sku":"A","quantity":1000001,"unitPrice":"1.00"}`), "items[0].quantity"},
+		{"customerId with a space", "/orders", `{"customerId":"C 1","currency":"CNY","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "customerId"},
+		{"unitPrice above the maximum", "/orders", order(`{"sku":"A","quantity":1,"unitPrice":"10000000000000000"}`), "items[0].unitPrice"},
 		{"bad orderId", "/orders", `{"orderId":"O 1/2","customerId":"C-1","currency":"CNY","items":[{"sku":"A","quantity":1,"unitPrice":"1.00"}]}`, "orderId"},
 		{"refund malformed JSON", "/orders/O-1001/refunds", `{"amount":`, "malformed JSON"},
 		{"refund missing amount", "/orders/O-1001/refunds", `{}`, "amount"},

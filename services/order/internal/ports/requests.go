@@ -2,50 +2,20 @@ package ports
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
-// isMoneyText reports whether s is a non-negative decimal string with at
-// most two places and no sign, exponent or leading zero: "80", "80.5",
-// "80.00". It allows at most 16 integer digits, what NUMERIC(18,2) holds.
-func isMoneyText(s string) bool {
-	whole, frac, hasFrac := strings.Cut(s, ".")
-	if whole == "" || len(whole) > 16 || len(whole) > 1 && whole[0] == '0' || !allDigits(whole) {
-		return false
-	}
-	return !hasFrac || frac != "" && len(frac) <= 2 && allDigits(frac)
-}
-
-func allDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// parseMoney parses an amount of a request: isMoneyText fixes the accepted
-// spelling, event.ParseMoney makes the value.
+// parseMoney parses an amount of a request by the contract's rule for a
+// positive amount.
 func parseMoney(field string, s *string) (decimal.Decimal, error) {
-	if s == nil || *s == "" {
-		return decimal.Decimal{}, httpapi.BadRequest("%s is required", field)
+	if s == nil {
+		return decimal.Decimal{}, event.Invalid(field, "is required")
 	}
-	if !isMoneyText(*s) {
-		return decimal.Decimal{}, httpapi.BadRequest(
-			`%s must be a non-negative decimal string with at most 2 decimal places, like "80.00" (got %q)`, field, *s)
-	}
-	m, err := event.ParseMoney(*s)
-	if err != nil {
-		return decimal.Decimal{}, httpapi.BadRequest("%s: %v", field, err)
-	}
-	return m.Decimal, nil
+	return event.ParsePositiveAmount(field, *s)
 }
 
 // createRequest is the body of POST /orders.
@@ -66,10 +36,10 @@ type itemRequest struct {
 // checks the order's invariants.
 func (r createRequest) order(newID func() string) (*order.Order, error) {
 	if r.Items == nil {
-		return nil, httpapi.BadRequest("items is required")
+		return nil, event.Invalid("items", "is required")
 	}
-	if len(r.Items) > order.MaxItems {
-		return nil, httpapi.BadRequest("items has %d entries; at most %d are allowed", len(r.Items), order.MaxItems)
+	if len(r.Items) > event.MaxItems {
+		return nil, event.Invalid("items", "has %d entries; at most %d are allowed", len(r.Items), event.MaxItems)
 	}
 	items := make([]order.Item, len(r.Items))
 	for i, it := range r.Items {

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -143,11 +144,11 @@ func paid(c echo.Context, p payment.Payment, req payment.Request) error {
 // amountText unwraps the JSON string of amount.
 func amountText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 {
-		return "", &payment.InvalidFieldError{Field: "amount", Reason: "is required"}
+		return "", event.Invalid("amount", "is required")
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &payment.InvalidFieldError{Field: "amount", Reason: `must be a decimal string such as "80.00", not a number`}
+		return "", event.Invalid("amount", `must be a decimal string such as "80.00", not a number`)
 	}
 	return s, nil
 }
@@ -183,10 +184,7 @@ func RegisterAdmin(g *echo.Group, q sqlx.QueryerContext) {
 // a 400, unknown ids a 404, business rejections a 200 with their code, a
 // failed order look-up a 503; anything else is left to httpapi (500).
 func MapError(err error) *httpapi.Error {
-	var invalid *payment.InvalidFieldError
 	switch {
-	case errors.As(err, &invalid):
-		return httpapi.BadRequest("%s", invalid.Error())
 	case errors.Is(err, payment.ErrOrderNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
 	case errors.Is(err, payment.ErrPaymentNotFound):

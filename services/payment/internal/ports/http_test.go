@@ -145,6 +145,10 @@ func TestPayRejectsMalformedInput(t *testing.T) {
 		{"missing orderId", `{"amount":"80.00","currency":"CNY"}`, "orderId"},
 		{"empty orderId", `{"orderId":"","amount":"80.00","currency":"CNY"}`, "orderId"},
 		{"orderId a number", `{"orderId":1,"amount":"80.00","currency":"CNY"}`, "orderId"},
+		// Only an id the order service could have accepted is looked up.
+		{"orderId with a space", `{"orderId":"O 1","amount":"80.00","currency":"CNY"}`, "orderId"},
+		{"orderId with a slash", `{"orderId":"O/1","amount":"80.00","currency":"CNY"}`, "orderId"},
+		{"orderId too long", `{"orderId":"` + strings.Repeat("O", 129) + `","amount":"80.00","currency":"CNY"}`, "orderId"},
 		{"missing amount", `{"orderId":"O-1","currency":"CNY"}`, "amount"},
 		{"amount a number", `{"orderId":"O-1","amount":80.00,"currency":"CNY"}`, "amount"},
 		{"amount null", `{"orderId":"O-1","amount":null,"currency":"CNY"}`, "amount"},

@@ -25,7 +25,7 @@ const FailPoint = "points.apply"
 // Store is the storage the consumer needs, all inside the inbox transaction
 // and each one statement whatever the number of orders.
 type Store interface {
-	OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int, error)
+	OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int64, error)
 	Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error
 }
 
@@ -77,7 +77,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			refunded = append(refunded, p.Env.AggregateID)
 		}
 	}
-	var earned map[string]int
+	var earned map[string]int64
 	if len(refunded) > 0 {
 		var err error
 		if earned, err = c.store.OrderPoints(ctx, tx, refunded); err != nil {
@@ -89,8 +89,10 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	for i, p := range batch {
 		order := points.Order{ID: p.Env.AggregateID, State: points.State(p.State), Points: earned[p.Env.AggregateID]}
 		ch, customer, err := decide(p.Env, order)
-		if errors.Is(err, points.ErrInvalidAmount) {
-			// An amount the ledger cannot hold fails the same way on every delivery.
+		var ruleErr *event.RuleError
+		if errors.As(err, &ruleErr) {
+			// An amount that breaks the contract's rule (which Parse
+			// already refuses) fails the same way on every delivery.
 			return nil, messaging.PermanentError("INVALID_AMOUNT", err)
 		}
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -190,14 +189,14 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	}
 }
 
-func TestAmountBeyondTheLedgerIsPermanent(t *testing.T) {
+// TestLargestAmountEarnsItsPoints pays the largest amount the order
+// service accepts: the ledger holds its points instead of dead-lettering
+// the payment.
+func TestLargestAmountEarnsItsPoints(t *testing.T) {
 	f := newFixture(t)
-	_, err := f.proc.Process(context.Background(), paid(t, "O-1", "99999999999.00"))
-	if class, _ := messaging.Classify(err); class != messaging.Permanent {
-		t.Fatalf("error %v is %s, want PERMANENT", err, class)
-	}
-	if got := f.entries(t, "O-1"); len(got) != 0 {
-		t.Fatalf("entries = %v, want none", got)
+	f.process(t, paid(t, "O-1", event.MaxAmount().String()))
+	if got, want := f.entries(t, "O-1"), []string{"EARN 9999999999999999 9999999999999999.99"}; !equal(got, want) {
+		t.Fatalf("entries = %v, want %v", got, want)
 	}
 }
 

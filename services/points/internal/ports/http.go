@@ -24,7 +24,7 @@ type Store interface {
 type Entry struct {
 	EventID   string    `json:"eventId"`
 	Type      string    `json:"type"`
-	Points    int       `json:"points"`
+	Points    int64     `json:"points"`
 	Amount    string    `json:"amount"`
 	CreatedAt time.Time `json:"createdAt"`
 }

@@ -31,24 +31,24 @@ type entryRow struct {
 	CustomerID string          `db:"customer_id"`
 	EventID    string          `db:"event_id"`
 	EntryType  string          `db:"entry_type"`
-	Points     int             `db:"points"`
+	Points     int64           `db:"points"`
 	Amount     decimal.Decimal `db:"amount"`
 	CreatedAt  time.Time       `db:"created_at"`
 }
 
 // OrderPoints returns what each order's ledger entries add up to, inside
 // tx; an order without entries has zero.
-func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int, error) {
+func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int64, error) {
 	var rows []struct {
 		OrderID string `db:"order_id"`
-		Points  int    `db:"points"`
+		Points  int64  `db:"points"`
 	}
 	if err := tx.SelectContext(ctx, &rows, `
 		SELECT order_id, sum(points) AS points FROM points_ledger
 		WHERE order_id = ANY($1) GROUP BY order_id`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("sum points of %d orders: %w", len(orderIDs), err)
 	}
-	out := make(map[string]int, len(rows))
+	out := make(map[string]int64, len(rows))
 	for _, row := range rows {
 		out[row.OrderID] = row.Points
 	}
@@ -67,12 +67,12 @@ func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, entries []points.Ledg
 		customers = append(customers, e.CustomerID)
 		events = append(events, e.EventID)
 		types = append(types, string(e.Type))
-		pts = append(pts, int64(e.Points))
+		pts = append(pts, e.Points)
 		amounts = append(amounts, e.Amount.String())
 	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO points_ledger (order_id, customer_id, event_id, entry_type, points, amount)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[])`,
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::numeric[])`,
 		pq.Array(orders), pq.Array(customers), pq.Array(events), pq.Array(types), pq.Array(pts), pq.Array(amounts)); err != nil {
 		return fmt.Errorf("add %d ledger entries (first: %s for order %s): %w", len(entries), entries[0].Type, entries[0].OrderID, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // Status is inventory's view of one order.
@@ -45,24 +47,19 @@ const (
 	KindRestock MovementKind = "RESTOCK"
 )
 
-// MaxQuantity is the largest stock figure a SKU can hold: the database
+// MaxStock is the largest stock figure a SKU can hold: the database
 // stores stock as a 32-bit integer, so larger values are refused up front
 // rather than failing inside a transaction.
-const MaxQuantity = math.MaxInt32
-
-// maxSKULength matches the event schema's limit on a SKU.
-const maxSKULength = 128
+const MaxStock = math.MaxInt32
 
 var (
 	// ErrSKUNotFound means no stock row exists for the SKU.
 	ErrSKUNotFound = errors.New("sku not found")
-	// ErrInvalidSKU means the SKU is empty, too long or contains spaces.
-	ErrInvalidSKU = errors.New("sku must be 1-128 characters without whitespace")
-	// ErrInvalidAvailable means a stock level outside 0..MaxQuantity.
-	ErrInvalidAvailable = fmt.Errorf("available must be an integer between 0 and %d", MaxQuantity)
-	// ErrInvalidQuantity means an order line whose quantity is not positive
-	// or does not fit a stock figure.
-	ErrInvalidQuantity = errors.New("quantity must be a positive integer within the stock range")
+	// ErrInvalidAvailable means a stock level outside 0..MaxStock.
+	ErrInvalidAvailable = fmt.Errorf("available must be an integer between 0 and %d", MaxStock)
+	// ErrInvalidQuantity means order lines whose quantities of one SKU add
+	// up beyond a stock figure.
+	ErrInvalidQuantity = errors.New("quantities of one SKU exceed the stock range")
 	// ErrIllegalTransition means an event arrived in a state its rule does
 	// not cover; the version guard should have prevented it.
 	ErrIllegalTransition = errors.New("illegal inventory transition")
@@ -130,19 +127,13 @@ type EventChange struct {
 	Change  Change
 }
 
-// ValidateSKU checks a SKU given by a client.
-func ValidateSKU(sku string) error {
-	if sku == "" || len(sku) > maxSKULength || strings.ContainsFunc(sku, isSpace) {
-		return ErrInvalidSKU
-	}
-	return nil
-}
-
-func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+// ValidateSKU checks a SKU given by a client by the contract's id rule,
+// the one the order service applies to the SKUs it accepts.
+func ValidateSKU(sku string) error { return event.ValidateID("sku", sku) }
 
 // ValidateAvailable checks a stock level set by an operator.
 func ValidateAvailable(n int) error {
-	if n < 0 || n > MaxQuantity {
+	if n < 0 || n > MaxStock {
 		return ErrInvalidAvailable
 	}
 	return nil
@@ -155,9 +146,12 @@ func Aggregate(lines []Line) ([]Line, error) {
 	sums := make(map[string]int, len(lines))
 	for _, l := range lines {
 		if err := ValidateSKU(l.SKU); err != nil {
-			return nil, fmt.Errorf("sku %q: %w", l.SKU, err)
+			return nil, err
 		}
-		if l.Quantity < 1 || l.Quantity > MaxQuantity-sums[l.SKU] {
+		if err := event.ValidateQuantity("quantity of "+l.SKU, l.Quantity); err != nil {
+			return nil, err
+		}
+		if l.Quantity > MaxStock-sums[l.SKU] {
 			return nil, fmt.Errorf("sku %s quantity %d: %w", l.SKU, l.Quantity, ErrInvalidQuantity)
 		}
 		sums[l.SKU] += l.Quantity

@@ -18,19 +18,6 @@ var ErrExists = errors.New("order already exists with different content")
 // silently overwriting the other writer.
 var ErrConcurrentUpdate = errors.New("order was changed concurrently")
 
-// ValidationError names the field of a request that breaks an invariant of
-// the order, so the caller can say exactly what to fix.
-type ValidationError struct {
-	Field   string
-	Message string
-}
-
-func (e *ValidationError) Error() string { return e.Field + " " + e.Message }
-
-func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
 // Action names what was asked of an order, so a refused transition says
 // both where the order was and what could not happen from there.
 type Action string

@@ -1,6 +1,10 @@
 package order
 
-import "github.com/shopspring/decimal"
+import (
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+)
 
 // EventType names the event a state change emits; the values are the
 // eventType names of the order-events contract.
@@ -60,8 +64,8 @@ func (o *Order) Checkout() ([]Event, error) {
 // Cancel cancels an order nobody has paid for. Cancelling a cancelled order
 // is a repeat and changes nothing.
 func (o *Order) Cancel(reason string) ([]Event, error) {
-	if len(reason) > MaxReasonBytes {
-		return nil, invalid("reason", "must be at most %d bytes", MaxReasonBytes)
+	if err := event.ValidateReason("reason", reason); err != nil {
+		return nil, err
 	}
 	switch o.Status {
 	case StatusCreated, StatusPendingPayment:
@@ -76,10 +80,10 @@ func (o *Order) Cancel(reason string) ([]Event, error) {
 // checked against the payment here: the payment service owns what was paid
 // and rejects a refund above it, which brings the order back to PAID.
 func (o *Order) RequestRefund(refundID string, amount decimal.Decimal) ([]Event, error) {
-	if err := ValidateID("refundId", refundID); err != nil {
+	if err := event.ValidateID("refundId", refundID); err != nil {
 		return nil, err
 	}
-	if err := ValidateMoney("amount", amount, true); err != nil {
+	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
 		return nil, err
 	}
 	if o.Status != StatusPaid {
@@ -117,40 +121,37 @@ type Callback struct {
 // Validate checks the callback's fields, so a malformed callback is
 // refused before it touches an order.
 func (cb Callback) Validate() error {
-	if err := ValidateID("callbackId", cb.ID); err != nil {
+	if err := event.ValidateID("callbackId", cb.ID); err != nil {
 		return err
 	}
 	switch cb.Type {
 	case CallbackPaymentSucceeded, CallbackRefundSucceeded, CallbackRefundRejected:
 	case "":
-		return invalid("type", "is required")
+		return event.Invalid("type", "is required")
 	default:
-		return invalid("type", "must be %s, %s or %s, got %q",
+		return event.Invalid("type", "must be %s, %s or %s, got %q",
 			CallbackPaymentSucceeded, CallbackRefundSucceeded, CallbackRefundRejected, cb.Type)
 	}
-	if err := ValidateID("orderId", cb.OrderID); err != nil {
+	if err := event.ValidateID("orderId", cb.OrderID); err != nil {
 		return err
 	}
 	if cb.Type == CallbackPaymentSucceeded || cb.PaymentID != "" {
-		if err := ValidateID("paymentId", cb.PaymentID); err != nil {
+		if err := event.ValidateID("paymentId", cb.PaymentID); err != nil {
 			return err
 		}
 	}
 	if cb.Type != CallbackPaymentSucceeded {
-		if err := ValidateID("refundId", cb.RefundID); err != nil {
+		if err := event.ValidateID("refundId", cb.RefundID); err != nil {
 			return err
 		}
 	}
-	if err := ValidateMoney("amount", cb.Amount, false); err != nil {
+	if err := event.ValidatePositiveAmount("amount", cb.Amount); err != nil {
 		return err
 	}
-	if err := ValidateCurrency("currency", cb.Currency); err != nil {
+	if err := event.ValidateCurrency("currency", cb.Currency); err != nil {
 		return err
 	}
-	if len(cb.Reason) > MaxReasonBytes {
-		return invalid("reason", "must be at most %d bytes", MaxReasonBytes)
-	}
-	return nil
+	return event.ValidateReason("reason", cb.Reason)
 }
 
 // ApplyCallback applies a payment service callback. A callback for a
@@ -221,4 +222,4 @@ func (o *Order) rejectRefund(cb Callback) ([]Event, error) {
 	return o.change(StatusPaid, Event{Type: EventRefundRejected, RefundID: o.RefundID, Amount: o.RefundAmount, Reason: cb.Reason}), nil
 }
 
-func money(d decimal.Decimal) string { return d.StringFixed(moneyPlaces) }
+func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }

@@ -7,9 +7,10 @@ package order
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // Status is where an order is in its lifecycle (DESIGN §2).
@@ -24,20 +25,6 @@ const (
 	StatusRefunded       Status = "REFUNDED"
 	StatusCancelled      Status = "CANCELLED"
 )
-
-// Limits of a new order. They keep a request from producing an order the
-// event contract or the NUMERIC(18,2) columns cannot hold.
-const (
-	MaxItems       = 100
-	MaxQuantity    = 1_000_000
-	MaxIDLength    = 128
-	MaxReasonBytes = 500
-	moneyPlaces    = 2
-)
-
-// MaxAmount returns the largest order or refund amount: what a
-// NUMERIC(18,2) column holds, 9999999999999999.99.
-func MaxAmount() decimal.Decimal { return decimal.New(999_999_999_999_999_999, -moneyPlaces) }
 
 // Item is one order line.
 type Item struct {
@@ -67,15 +54,17 @@ type Order struct {
 }
 
 // New validates a new order and returns it in status CREATED, version 1.
-// The caller emits EventCreated with it.
+// The caller emits EventCreated with it. Every value is checked by the
+// contract's rules (pkg/event), the same the consumers enforce, so nothing
+// accepted here is refused downstream; a failure is an *event.RuleError.
 func New(id, customerID, currency string, items []Item) (*Order, error) {
-	if err := ValidateID("orderId", id); err != nil {
+	if err := event.ValidateID("orderId", id); err != nil {
 		return nil, err
 	}
-	if err := validateText("customerId", customerID, MaxIDLength); err != nil {
+	if err := event.ValidateID("customerId", customerID); err != nil {
 		return nil, err
 	}
-	if err := ValidateCurrency("currency", currency); err != nil {
+	if err := event.ValidateCurrency("currency", currency); err != nil {
 		return nil, err
 	}
 	amount, err := validateItems(items)
@@ -93,93 +82,39 @@ func New(id, customerID, currency string, items []Item) (*Order, error) {
 	}, nil
 }
 
+// validateItems checks the lines and returns the order's total. Every unit
+// price is positive, so every order, and every refund of its goods, has
+// something to pay.
 func validateItems(items []Item) (decimal.Decimal, error) {
 	if len(items) == 0 {
-		return decimal.Decimal{}, invalid("items", "must contain at least one item")
+		return decimal.Decimal{}, event.Invalid("items", "must contain at least one item")
 	}
-	if len(items) > MaxItems {
-		return decimal.Decimal{}, invalid("items", "has %d entries; at most %d are allowed", len(items), MaxItems)
+	if len(items) > event.MaxItems {
+		return decimal.Decimal{}, event.Invalid("items", "has %d entries; at most %d are allowed", len(items), event.MaxItems)
 	}
 	seen := make(map[string]int, len(items))
 	amount := decimal.Zero
 	for i, it := range items {
 		field := func(name string) string { return "items[" + strconv.Itoa(i) + "]." + name }
-		if err := validateText(field("sku"), it.SKU, MaxIDLength); err != nil {
+		if err := event.ValidateID(field("sku"), it.SKU); err != nil {
 			return decimal.Decimal{}, err
 		}
 		if first, dup := seen[it.SKU]; dup {
-			return decimal.Decimal{}, invalid(field("sku"), "%q duplicates items[%d].sku; list each SKU once", it.SKU, first)
+			return decimal.Decimal{}, event.Invalid(field("sku"), "%q duplicates items[%d].sku; list each SKU once", it.SKU, first)
 		}
 		seen[it.SKU] = i
-		if it.Quantity < 1 || it.Quantity > MaxQuantity {
-			return decimal.Decimal{}, invalid(field("quantity"), "must be between 1 and %d, got %d", MaxQuantity, it.Quantity)
+		if err := event.ValidateQuantity(field("quantity"), it.Quantity); err != nil {
+			return decimal.Decimal{}, err
 		}
-		if err := ValidateMoney(field("unitPrice"), it.UnitPrice, false); err != nil {
+		if err := event.ValidatePositiveAmount(field("unitPrice"), it.UnitPrice); err != nil {
 			return decimal.Decimal{}, err
 		}
 		amount = amount.Add(it.UnitPrice.Mul(decimal.NewFromInt(int64(it.Quantity))))
 	}
-	if amount.GreaterThan(MaxAmount()) {
-		return decimal.Decimal{}, invalid("items", "total amount %s exceeds the maximum %s", amount.StringFixed(moneyPlaces), MaxAmount())
+	if amount.GreaterThan(event.MaxAmount()) {
+		return decimal.Decimal{}, event.Invalid("items", "total amount %s exceeds the maximum %s", amount.StringFixed(event.MoneyPlaces), event.MaxAmount())
 	}
 	return amount, nil
-}
-
-// ValidateMoney checks that d is a usable amount: not negative (positive
-// when positive is set), at most two decimal places, and not above
-// MaxAmount.
-func ValidateMoney(field string, d decimal.Decimal, positive bool) error {
-	switch {
-	case positive && !d.IsPositive():
-		return invalid(field, "must be greater than zero, got %s", d)
-	case d.IsNegative():
-		return invalid(field, "must not be negative, got %s", d)
-	case !d.Equal(d.Truncate(moneyPlaces)):
-		return invalid(field, "must have at most %d decimal places, got %s", moneyPlaces, d)
-	case d.GreaterThan(MaxAmount()):
-		return invalid(field, "must not exceed %s, got %s", MaxAmount(), d)
-	}
-	return nil
-}
-
-// ValidateID checks an opaque id that appears in URLs and events: 1 to
-// MaxIDLength letters, digits or the characters - _ . :
-func ValidateID(field, id string) error {
-	if id == "" {
-		return invalid(field, "is required")
-	}
-	if len(id) > MaxIDLength {
-		return invalid(field, "must be at most %d characters", MaxIDLength)
-	}
-	for _, r := range id {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)
-		if !ok {
-			return invalid(field, "may contain only letters, digits and - _ . : (got %q)", id)
-		}
-	}
-	return nil
-}
-
-// ValidateCurrency checks an ISO 4217 code: three upper-case letters.
-func ValidateCurrency(field, currency string) error {
-	if currency == "" {
-		return invalid(field, "is required")
-	}
-	if len(currency) != 3 || strings.ToUpper(currency) != currency ||
-		strings.IndexFunc(currency, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
-		return invalid(field, "must be 3 upper-case letters (ISO 4217), got %q", currency)
-	}
-	return nil
-}
-
-func validateText(field, s string, maxLen int) error {
-	if strings.TrimSpace(s) == "" {
-		return invalid(field, "is required")
-	}
-	if len(s) > maxLen {
-		return invalid(field, "must be at most %d characters", maxLen)
-	}
-	return nil
 }
 
 // SameContent reports whether other asks for the same order as o: same

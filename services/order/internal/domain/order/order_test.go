@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -56,9 +57,14 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 		{"lower-case currency", "O-1", "C-1", "cny", valid, "currency"},
 		{"four-letter currency", "O-1", "C-1", "CNYY", valid, "currency"},
 		{"digit currency", "O-1", "C-1", "CN1", valid, "currency"},
+		{"customer with a space", "O-1", "C 1", "CNY", valid, "customerId"},
+		{"customer as an e-mail address", "O-1", "a@b.c", "CNY", valid, "customerId"},
 		{"no items", "O-1", "C-1", "CNY", nil, "items"},
 		{"too many items", "O-1", "C-1", "CNY", items(101), "items"},
 		{"missing sku", "O-1", "C-1", "CNY", []order.Item{{Quantity: 1, UnitPrice: dec("1")}}, "items[0].sku"},
+		{"sku with a space, refused by inventory", "O-1", "C-1", "CNY", []order.Item{{SKU: "SKU 1", Quantity: 1, UnitPrice: dec("1")}}, "items[0].sku"},
+		{"quantity above the maximum", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: event.MaxQuantity + 1, UnitPrice: dec("1")}}, "items[0].quantity"},
+		{"zero price, an order nobody can pay", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0")}}, "items[0].unitPrice"},
 		{"zero quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 0, UnitPrice: dec("1")}}, "items[0].quantity"},
 		{"negative quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: -1, UnitPrice: dec("1")}}, "items[0].quantity"},
 		{"negative price", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("-1")}}, "items[0].unitPrice"},
@@ -72,9 +78,9 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := order.New(tt.id, tt.customerID, tt.currency, tt.items)
-			var verr *order.ValidationError
+			var verr *event.RuleError
 			if !errors.As(err, &verr) {
-				t.Fatalf("got %v, want a ValidationError", err)
+				t.Fatalf("got %v, want a *event.RuleError", err)
 			}
 			if verr.Field != tt.wantField {
 				t.Fatalf("field %q, want %q (%v)", verr.Field, tt.wantField, err)
@@ -84,11 +90,15 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 }
 
 func TestNewAcceptsLimits(t *testing.T) {
-	if _, err := order.New("O-1", "C-1", "CNY", items(order.MaxItems)); err != nil {
-		t.Fatalf("%d items: %v", order.MaxItems, err)
+	if _, err := order.New("O-1", "C-1", "CNY", items(event.MaxItems)); err != nil {
+		t.Fatalf("%d items: %v", event.MaxItems, err)
 	}
-	if _, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0")}}); err != nil {
-		t.Fatalf("free item: %v", err)
+	if _, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0.01")}}); err != nil {
+		t.Fatalf("cheapest item: %v", err)
+	}
+	max := []order.Item{{SKU: strings.Repeat("S", event.MaxIDLength), Quantity: event.MaxQuantity, UnitPrice: dec("9999999999.99")}}
+	if _, err := order.New(strings.Repeat("O", event.MaxIDLength), strings.Repeat("C", event.MaxIDLength), "CNY", max); err != nil {
+		t.Fatalf("largest values: %v", err)
 	}
 }
 
@@ -129,7 +139,7 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 	t.Helper()
 	var terr *order.TransitionError
 	var merr *order.MismatchError
-	var verr *order.ValidationError
+	var verr *event.RuleError
 	switch want {
 	case applied:
 		if err != nil {
@@ -155,7 +165,7 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 		}
 	case validation:
 		if !errors.As(err, &verr) {
-			t.Fatalf("got %v, want a ValidationError", err)
+			t.Fatalf("got %v, want a *event.RuleError", err)
 		}
 	}
 	if want != applied {

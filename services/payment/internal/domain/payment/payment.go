@@ -7,11 +7,12 @@ package payment
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // Status is the state of a payment as GET /payments/orders/{orderId} shows it.
@@ -50,50 +51,6 @@ var (
 	ErrPaymentNotFound = errors.New("payment not found")
 )
 
-// maxIntegerDigits keeps amounts inside NUMERIC(18,2).
-const maxIntegerDigits = 16
-
-var (
-	amountPattern   = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,2})?$`)
-	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-)
-
-// InvalidFieldError names the request field that is malformed, so a client
-// learns exactly what to fix.
-type InvalidFieldError struct {
-	Field  string
-	Reason string
-}
-
-// Error names the field first, so the message tells the client what to fix.
-func (e *InvalidFieldError) Error() string { return e.Field + " " + e.Reason }
-
-// ParseAmount accepts a positive decimal string with at most two decimal
-// places ("80", "80.5", "80.00"): money never arrives as a float or with
-// fractions of a cent the ledger cannot hold.
-func ParseAmount(s string) (decimal.Decimal, error) {
-	invalid := &InvalidFieldError{Field: "amount", Reason: `must be a positive decimal string with at most 2 decimal places, e.g. "80.00"`}
-	if !amountPattern.MatchString(s) {
-		return decimal.Decimal{}, invalid
-	}
-	d, err := decimal.NewFromString(s)
-	if err != nil || !d.IsPositive() {
-		return decimal.Decimal{}, invalid
-	}
-	if len(d.Truncate(0).Abs().String()) > maxIntegerDigits {
-		return decimal.Decimal{}, &InvalidFieldError{Field: "amount", Reason: fmt.Sprintf("must have at most %d integer digits", maxIntegerDigits)}
-	}
-	return d, nil
-}
-
-// ValidateCurrency accepts an ISO 4217 style code: three upper-case letters.
-func ValidateCurrency(s string) error {
-	if !currencyPattern.MatchString(s) {
-		return &InvalidFieldError{Field: "currency", Reason: `must be 3 upper-case letters, e.g. "CNY"`}
-	}
-	return nil
-}
-
 // Request is a validated payment request.
 type Request struct {
 	OrderID  string
@@ -101,17 +58,19 @@ type Request struct {
 	Currency string
 }
 
-// NewRequest validates the raw fields of a payment request and reports the
-// first malformed one.
+// NewRequest validates the raw fields of a payment request by the
+// contract's rules (pkg/event), the ones the order service applied when it
+// accepted the order, and reports the first one broken as an
+// *event.RuleError.
 func NewRequest(orderID, amount, currency string) (Request, error) {
-	if orderID == "" {
-		return Request{}, &InvalidFieldError{Field: "orderId", Reason: "is required"}
+	if err := event.ValidateID("orderId", orderID); err != nil {
+		return Request{}, err
 	}
-	d, err := ParseAmount(amount)
+	d, err := event.ParsePositiveAmount("amount", amount)
 	if err != nil {
 		return Request{}, err
 	}
-	if err := ValidateCurrency(currency); err != nil {
+	if err := event.ValidateCurrency("currency", currency); err != nil {
 		return Request{}, err
 	}
 	return Request{OrderID: orderID, Amount: d, Currency: currency}, nil
@@ -193,9 +152,8 @@ func (e *RefundError) Error() string { return "refund rejected: " + e.Reason + "
 // returns a *RefundError, leaving p unchanged, when the refund is not
 // possible.
 func (p *Payment) Refund(amount decimal.Decimal, currency string) error {
-	if !amount.IsPositive() || !amount.Equal(amount.Round(2)) {
-		return &RefundError{Reason: ReasonInvalidRefundAmount,
-			Detail: fmt.Sprintf("amount %s must be positive with at most 2 decimal places", amount)}
+	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
+		return &RefundError{Reason: ReasonInvalidRefundAmount, Detail: err.Error()}
 	}
 	if currency != p.Currency {
 		return &RefundError{Reason: ReasonCurrencyMismatch,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -25,6 +26,11 @@ func TestNewRequest(t *testing.T) {
 		{"valid integer", "O-1", "80", "CNY", "", "80"},
 		{"valid one place", "O-1", "0.5", "USD", "", "0.5"},
 		{"missing order id", "", "80.00", "CNY", "orderId", ""},
+		// The order service's rule for an order id, which is all a payment
+		// can be for.
+		{"order id with a space", "O 1", "80.00", "CNY", "orderId", ""},
+		{"order id too long", strings.Repeat("O", 129), "80.00", "CNY", "orderId", ""},
+		{"leading zero", "O-1", "080.00", "CNY", "amount", ""},
 		{"empty amount", "O-1", "", "CNY", "amount", ""},
 		{"zero amount", "O-1", "0.00", "CNY", "amount", ""},
 		{"negative amount", "O-1", "-1.00", "CNY", "amount", ""},
@@ -51,9 +57,9 @@ func TestNewRequest(t *testing.T) {
 				}
 				return
 			}
-			var fe *payment.InvalidFieldError
+			var fe *event.RuleError
 			if !errors.As(err, &fe) {
-				t.Fatalf("error = %v, want *InvalidFieldError", err)
+				t.Fatalf("error = %v, want *event.RuleError", err)
 			}
 			if fe.Field != tt.wantField || !strings.HasPrefix(fe.Error(), tt.wantField) {
 				t.Fatalf("field = %s (%v), want %s", fe.Field, fe, tt.wantField)

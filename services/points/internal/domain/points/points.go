@@ -8,11 +8,12 @@ package points
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // State is the points service's view of one order.
@@ -47,15 +48,7 @@ const (
 // leave the order with negative points.
 const ReasonBelowZero = "REVERSAL_BELOW_ZERO"
 
-// MaxPoints is the largest number of points one entry can carry: the ledger
-// stores points as a 32-bit integer, so larger amounts are refused up front
-// rather than failing inside a transaction.
-const MaxPoints = math.MaxInt32
-
 var (
-	// ErrInvalidAmount means an amount that is negative or earns more than
-	// MaxPoints.
-	ErrInvalidAmount = fmt.Errorf("amount must be between 0 and %d", MaxPoints)
 	// ErrIllegalTransition means an event arrived in a state its rule does
 	// not cover; the version guard should have prevented it.
 	ErrIllegalTransition = errors.New("illegal points transition")
@@ -65,7 +58,7 @@ var (
 // reversed (negative) and the money amount they were computed from.
 type Entry struct {
 	Type   EntryType
-	Points int
+	Points int64
 	Amount decimal.Decimal
 }
 
@@ -84,7 +77,7 @@ type LedgerEntry struct {
 type Order struct {
 	ID     string
 	State  State
-	Points int
+	Points int64
 }
 
 // Change is what one event does: the order's new state and the ledger
@@ -98,12 +91,14 @@ type Change struct {
 }
 
 // PointsFor returns the points an amount is worth: one per whole unit,
-// rounded down ("80.99" is 80 points).
-func PointsFor(amount decimal.Decimal) (int, error) {
-	if amount.IsNegative() || amount.GreaterThanOrEqual(decimal.NewFromInt(MaxPoints+1)) {
-		return 0, fmt.Errorf("%s: %w", amount, ErrInvalidAmount)
+// rounded down ("80.99" is 80 points). The contract's largest amount,
+// 9999999999999999.99, is worth 9999999999999999 points, which the ledger's
+// BIGINT holds.
+func PointsFor(amount decimal.Decimal) (int64, error) {
+	if err := event.ValidateAmount("amount", amount); err != nil {
+		return 0, err
 	}
-	return int(amount.Floor().IntPart()), nil
+	return amount.Floor().IntPart(), nil
 }
 
 // Pay decides an OrderPaid: one EARN entry of floor(paid) points.

@@ -1,0 +1,168 @@
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/shopspring/decimal"
+)
+
+// The value rules. Each is a definition in schemas/rules.json: the event
+// schemas reference it, so a consumer's Parse enforces it, and the functions
+// below evaluate the same definition, so the service that accepts a value
+// from a client enforces it too. A value the order service accepts can
+// therefore never be dead-lettered downstream for breaking a rule.
+const (
+	RuleID             = "id"
+	RuleAmount         = "amount"
+	RulePositiveAmount = "positiveAmount"
+	RuleQuantity       = "quantity"
+	RuleCurrency       = "currency"
+	RuleReason         = "reason"
+	RuleItems          = "items"
+	RulePricedItems    = "pricedItems"
+)
+
+// rulesFile holds the definitions.
+const rulesFile = "rules.json"
+
+func ruleNames() []string {
+	return []string{RuleID, RuleAmount, RulePositiveAmount, RuleQuantity, RuleCurrency, RuleReason, RuleItems, RulePricedItems}
+}
+
+// Limits the rules set, for callers that must check a size before they can
+// build the value (a request's item count) and for documentation. A test
+// keeps them equal to rules.json.
+const (
+	MaxIDLength   = 128
+	MaxQuantity   = 1_000_000
+	MaxItems      = 100
+	MaxReasonRune = 500
+	MoneyPlaces   = 2
+)
+
+// MaxAmount returns the largest amount the amount rules allow,
+// 9999999999999999.99: what a NUMERIC(18,2) column holds.
+func MaxAmount() decimal.Decimal { return decimal.New(999_999_999_999_999_999, -MoneyPlaces) }
+
+// RuleError says which field breaks which rule, in words a client can act
+// on. Every service answers it with 400 and businessCode INVALID_REQUEST.
+type RuleError struct {
+	Field string
+	// Rule names the definition of rules.json; empty for an invariant of
+	// a whole request (duplicate SKUs, say) rather than of one value.
+	Rule    string
+	Message string
+}
+
+// Error names the field first, so the message says what to fix.
+func (e *RuleError) Error() string { return e.Field + " " + e.Message }
+
+// Invalid returns a RuleError for an invariant that no single value rule
+// covers.
+func Invalid(field, format string, args ...any) *RuleError {
+	return &RuleError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// message says rule in words.
+func message(rule string) string {
+	switch rule {
+	case RuleID:
+		return "must be 1 to 128 letters, digits or - _ . :"
+	case RuleAmount:
+		return `must be a decimal string of at most 16 integer digits and 2 decimal places, like "80.00"`
+	case RulePositiveAmount:
+		return `must be greater than zero: a decimal string of at most 16 integer digits and 2 decimal places, like "80.00"`
+	case RuleQuantity:
+		return fmt.Sprintf("must be a whole number from 1 to %d", MaxQuantity)
+	case RuleCurrency:
+		return "must be 3 upper-case letters (ISO 4217)"
+	case RuleReason:
+		return fmt.Sprintf("must be at most %d characters", MaxReasonRune)
+	}
+	return "breaks rule " + rule
+}
+
+// check evaluates definition rule against v, a value as JSON decodes it
+// (string, json.Number, ...). got is how the refused value is quoted back;
+// it is cut short so a huge value is not echoed.
+func check(field, rule string, v any, got string) error {
+	set, err := compiled()
+	if err != nil {
+		return fmt.Errorf("load value rules: %w", err)
+	}
+	if set.rules[rule].Validate(v) == nil {
+		return nil
+	}
+	const show = 64
+	if len(got) > show {
+		got = got[:show] + "…"
+	}
+	return &RuleError{Field: field, Rule: rule, Message: fmt.Sprintf("%s (got %s)", message(rule), got)}
+}
+
+// ValidateID checks an opaque id: an order, customer, SKU, payment, refund
+// or event id.
+func ValidateID(field, id string) error {
+	if id == "" {
+		return &RuleError{Field: field, Rule: RuleID, Message: "is required"}
+	}
+	return check(field, RuleID, id, strconv.Quote(id))
+}
+
+// ValidateQuantity checks the units of one order line.
+func ValidateQuantity(field string, n int) error {
+	return check(field, RuleQuantity, json.Number(strconv.Itoa(n)), strconv.Itoa(n))
+}
+
+// ValidateCurrency checks a currency code.
+func ValidateCurrency(field, currency string) error {
+	if currency == "" {
+		return &RuleError{Field: field, Rule: RuleCurrency, Message: "is required"}
+	}
+	return check(field, RuleCurrency, currency, strconv.Quote(currency))
+}
+
+// ValidateReason checks a reason text.
+func ValidateReason(field, reason string) error {
+	return check(field, RuleReason, reason, strconv.Quote(reason))
+}
+
+// ValidateAmount checks an amount that may be zero (what has been refunded,
+// say).
+func ValidateAmount(field string, d decimal.Decimal) error {
+	return check(field, RuleAmount, d.String(), d.String())
+}
+
+// ValidatePositiveAmount checks an amount that must be more than zero: a
+// price, an order's total, a payment, a refund.
+func ValidatePositiveAmount(field string, d decimal.Decimal) error {
+	return check(field, RulePositiveAmount, d.String(), d.String())
+}
+
+// ParseAmount reads an amount a client sent as text ("80", "80.5",
+// "80.00"); zero is allowed.
+func ParseAmount(field, s string) (decimal.Decimal, error) {
+	return parseAmount(field, RuleAmount, s)
+}
+
+// ParsePositiveAmount reads an amount a client sent as text that must be
+// more than zero.
+func ParsePositiveAmount(field, s string) (decimal.Decimal, error) {
+	return parseAmount(field, RulePositiveAmount, s)
+}
+
+func parseAmount(field, rule, s string) (decimal.Decimal, error) {
+	if s == "" {
+		return decimal.Decimal{}, &RuleError{Field: field, Rule: rule, Message: "is required"}
+	}
+	if err := check(field, rule, s, strconv.Quote(s)); err != nil {
+		return decimal.Decimal{}, err
+	}
+	d, err := decimal.NewFromString(s)
+	if err != nil { // the rule admits only what NewFromString reads
+		return decimal.Decimal{}, fmt.Errorf("%s: %w", field, err)
+	}
+	return d, nil
+}
