@@ -25,7 +25,24 @@ const (
 	OrderRefunded        Type = "OrderRefunded"
 	OrderRefundRejected  Type = "OrderRefundRejected"
 	OrderCancelled       Type = "OrderCancelled"
+	// OrderPaymentRejected: a payment succeeded for an order that cannot
+	// take it (cancelled before the payment arrived); the payment service
+	// returns it.
+	OrderPaymentRejected Type = "OrderPaymentRejected"
+	// OrderPaymentReturned: that payment has been returned in full.
+	OrderPaymentReturned Type = "OrderPaymentReturned"
 )
+
+// CurrentVersion is the eventVersion a producer writes for t. Consumers
+// read every version that has a schema: OrderRefunded v1 (one refund that
+// returned every item) as well as v2 (partial refunds, with the goods each
+// returns and the running totals).
+func CurrentVersion(t Type) int {
+	if t == OrderRefunded {
+		return 2
+	}
+	return 1
+}
 
 // Envelope is the value of every Kafka message (DESIGN §3). Field names are
 // part of the public contract.
@@ -50,10 +67,14 @@ type Meta struct {
 	TraceID string
 	// OccurredAt defaults to now.
 	OccurredAt time.Time
+	// EventVersion defaults to CurrentVersion; an older one lets a test
+	// produce what an earlier release wrote.
+	EventVersion int
 }
 
-// New builds a version-1 envelope with a fresh eventId and validates it
-// against its schema, so an invalid event never reaches the outbox.
+// New builds an envelope of t's current version (or meta's) with a fresh
+// eventId and validates it against its schema, so an invalid event never
+// reaches the outbox.
 func New(t Type, meta Meta, data any) (Envelope, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
@@ -67,10 +88,14 @@ func New(t Type, meta Meta, data any) (Envelope, error) {
 	if traceID == "" {
 		traceID = NewTraceID()
 	}
+	version := meta.EventVersion
+	if version == 0 {
+		version = CurrentVersion(t)
+	}
 	env := Envelope{
 		EventID:          NewEventID(),
 		EventType:        t,
-		EventVersion:     1,
+		EventVersion:     version,
 		OccurredAt:       occurred.UTC().Truncate(time.Millisecond),
 		AggregateID:      meta.AggregateID,
 		AggregateVersion: meta.AggregateVersion,

@@ -111,3 +111,56 @@ func TestNewRefusesAnInvalidEvent(t *testing.T) {
 		t.Fatal("an OrderPaid without payment id and items was accepted")
 	}
 }
+
+func TestRefundedDataReadsEveryVersion(t *testing.T) {
+	money := func(s string) event.Money { m, _ := event.ParseMoney(s); return m }
+	meta := event.Meta{AggregateID: "O-1", AggregateVersion: 5, Producer: "order-service"}
+	items := []event.Item{{SKU: "SKU-1", Quantity: 2}}
+	v1Meta := meta
+	v1Meta.EventVersion = 1
+	v1, err := event.New(event.OrderRefunded, v1Meta, event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1",
+		RefundedAmount: money("80"), Currency: "CNY", CustomerID: "C-1", Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := event.New(event.OrderRefunded, meta, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1",
+		RefundedAmount: money("0.01"), TotalRefundedAmount: money("10.01"), Currency: "CNY", CustomerID: "C-1",
+		Items: []event.Item{}, TotalReturnedItems: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.EventVersion != 1 || v2.EventVersion != event.CurrentVersion(event.OrderRefunded) || v2.EventVersion != 2 {
+		t.Fatalf("versions %d and %d", v1.EventVersion, v2.EventVersion)
+	}
+	tests := []struct {
+		name                string
+		env                 event.Envelope
+		amount, total       string
+		items, totalReturns int
+	}{
+		// v1: the order's only refund, which returned every item.
+		{"v1", v1, "80.00", "80.00", 1, 1},
+		// v2: a refund of money alone after an earlier one returned goods.
+		{"v2", v2, "0.01", "10.01", 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := tt.env.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env, err := event.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := env.RefundedData()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.RefundedAmount.String() != tt.amount || d.TotalRefundedAmount.String() != tt.total ||
+				len(d.Items) != tt.items || len(d.TotalReturnedItems) != tt.totalReturns {
+				t.Fatalf("decoded %+v", d)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ const (
 	RuleCurrency       = "currency"
 	RuleReason         = "reason"
 	RuleItems          = "items"
+	RuleReturnedItems  = "returnedItems"
 	RulePricedItems    = "pricedItems"
 )
 
@@ -28,7 +29,8 @@ const (
 const rulesFile = "rules.json"
 
 func ruleNames() []string {
-	return []string{RuleID, RuleAmount, RulePositiveAmount, RuleQuantity, RuleCurrency, RuleReason, RuleItems, RulePricedItems}
+	return []string{RuleID, RuleAmount, RulePositiveAmount, RuleQuantity, RuleCurrency, RuleReason,
+		RuleItems, RuleReturnedItems, RulePricedItems}
 }
 
 // Limits the rules set, for callers that must check a size before they can
@@ -165,4 +167,17 @@ func parseAmount(field, rule, s string) (decimal.Decimal, error) {
 		return decimal.Decimal{}, fmt.Errorf("%s: %w", field, err)
 	}
 	return d, nil
+}
+
+// PointsFor is the loyalty rule the points service applies and
+// reconciliation checks: an order is worth one point per whole currency
+// unit the customer paid and has not had back, rounded down, never below
+// zero. An order of 80.00 earns 80 points; after a refund of 0.01 it is
+// worth 79.
+func PointsFor(paid, refunded decimal.Decimal) int64 {
+	net := paid.Sub(refunded)
+	if !net.IsPositive() {
+		return 0
+	}
+	return net.Floor().IntPart()
 }

@@ -224,3 +224,24 @@ func TestEveryFieldUsesItsRule(t *testing.T) {
 		t.Fatalf("only %d fields checked: the walk missed the schemas", checked)
 	}
 }
+
+func TestPointsFor(t *testing.T) {
+	dec := decimal.RequireFromString
+	tests := []struct {
+		paid, refunded string
+		want           int64
+	}{
+		{"80.00", "0", 80},
+		{"80.99", "0", 80},
+		{"0.99", "0", 0},
+		{"20.00", "0.01", 19},
+		{"20.00", "20.00", 0},
+		{"20.00", "25.00", 0},
+		{"9999999999999999.99", "0", 9999999999999999},
+	}
+	for _, tt := range tests {
+		if got := event.PointsFor(dec(tt.paid), dec(tt.refunded)); got != tt.want {
+			t.Errorf("PointsFor(%s, %s) = %d, want %d", tt.paid, tt.refunded, got, tt.want)
+		}
+	}
+}

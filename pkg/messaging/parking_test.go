@@ -57,8 +57,8 @@ func orderRefunded(t *testing.T, orderID string) event.Envelope {
 	t.Helper()
 	amount, _ := event.ParseMoney("10.00")
 	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "test"},
-		event.OrderRefundedData{RefundID: "R", PaymentID: "P", RefundedAmount: amount, Currency: "CNY", CustomerID: "C",
-			Items: []event.Item{{SKU: "S", Quantity: 1}}})
+		event.OrderRefundedData{RefundID: "R", PaymentID: "P", RefundedAmount: amount, TotalRefundedAmount: amount,
+			Currency: "CNY", CustomerID: "C", Items: []event.Item{{SKU: "S", Quantity: 1}}, TotalReturnedItems: []event.Item{{SKU: "S", Quantity: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -562,8 +562,10 @@ func (o orderEvents) paid() (event.Envelope, error) {
 }
 
 func (o orderEvents) refunded() (event.Envelope, error) {
+	items := []event.Item{{SKU: o.sku, Quantity: o.quantity}}
 	return o.build(event.OrderRefunded, 5, event.OrderRefundedData{RefundID: "R-" + o.orderID, PaymentID: "P-" + o.orderID,
-		RefundedAmount: o.amount, Currency: "CNY", CustomerID: "C-drill", Items: []event.Item{{SKU: o.sku, Quantity: o.quantity}}})
+		RefundedAmount: o.amount, TotalRefundedAmount: o.amount, Currency: "CNY", CustomerID: "C-drill",
+		Items: items, TotalReturnedItems: items})
 }
 
 // placeOrder creates and checks out an order of quantity × sku at unitPrice

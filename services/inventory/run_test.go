@@ -92,8 +92,8 @@ func paidData(items ...event.Item) event.OrderPaidData {
 }
 
 func refundedData(items ...event.Item) event.OrderRefundedData {
-	return event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: amount("80.00"), Currency: "CNY",
-		CustomerID: "C-1", Items: items}
+	return event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: amount("80.00"),
+		TotalRefundedAmount: amount("80.00"), Currency: "CNY", CustomerID: "C-1", Items: items, TotalReturnedItems: items}
 }
 
 func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }

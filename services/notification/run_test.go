@@ -77,8 +77,8 @@ func paidData() event.OrderPaidData {
 }
 
 func refundedData() event.OrderRefundedData {
-	return event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: amount("80.00"), Currency: "CNY",
-		CustomerID: "C-1", Items: items()}
+	return event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: amount("80.00"),
+		TotalRefundedAmount: amount("80.00"), Currency: "CNY", CustomerID: "C-1", Items: items(), TotalReturnedItems: items()}
 }
 
 func refundRejectedData() event.OrderRefundRejectedData {

@@ -69,8 +69,8 @@ func TestRefundPath(t *testing.T) {
 
 	t.Run("full refund reverses stock and points", func(t *testing.T) {
 		placePaidOrder(t, s, "O-R1", "SKU-R")
-		out := s.JSON("order", "POST", "/orders/O-R1/refunds", map[string]any{"amount": "80.00"}, 200)
-		if out["businessCode"] != "SUCCESS" {
+		out := s.JSON("order", "POST", "/orders/O-R1/refunds", map[string]any{"items": []any{map[string]any{"sku": "SKU-R", "quantity": 2}}}, 200)
+		if out["businessCode"] != "SUCCESS" || out["amount"] != "80.00" {
 			t.Fatalf("refund: %v", out)
 		}
 		s.WaitSnapshot("O-R1", harness.Snapshot{Order: "REFUNDED", OrderVersion: 5, Payment: "REFUNDED",

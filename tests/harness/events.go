@@ -57,8 +57,11 @@ func (o OrderEvents) RefundRequested() event.Envelope {
 		PaymentID: "P-" + o.OrderID, Amount: o.money(), Currency: "CNY"})
 }
 
-// Refunded is OrderRefunded at version 5.
+// Refunded is OrderRefunded at version 5: the whole amount back, with
+// every item.
 func (o OrderEvents) Refunded() event.Envelope {
+	items := []event.Item{{SKU: o.SKU, Quantity: o.Quantity}}
 	return o.build(event.OrderRefunded, 5, event.OrderRefundedData{RefundID: "R-" + o.OrderID, PaymentID: "P-" + o.OrderID,
-		RefundedAmount: o.money(), Currency: "CNY", CustomerID: o.Customer, Items: []event.Item{{SKU: o.SKU, Quantity: o.Quantity}}})
+		RefundedAmount: o.money(), TotalRefundedAmount: o.money(), Currency: "CNY", CustomerID: o.Customer,
+		Items: items, TotalReturnedItems: items})
 }

@@ -81,15 +81,23 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			return nil, err
 		}
 		ids[i] = p.Env.AggregateID
-		if p.Env.EventType != event.OrderPaid {
-			continue
+		var items []event.Item
+		switch p.Env.EventType {
+		case event.OrderPaid:
+			var data event.OrderPaidData
+			if err := p.Env.DecodeData(&data); err != nil {
+				return nil, err
+			}
+			items = data.Items
+		case event.OrderRefunded:
+			data, err := p.Env.RefundedData()
+			if err != nil {
+				return nil, err
+			}
+			items = data.TotalReturnedItems
 		}
-		var data event.OrderPaidData
-		if err := p.Env.DecodeData(&data); err != nil {
-			return nil, err
-		}
-		lines[i] = make([]inventory.Line, len(data.Items))
-		for j, it := range data.Items {
+		lines[i] = make([]inventory.Line, len(items))
+		for j, it := range items {
 			lines[i][j] = inventory.Line{SKU: it.SKU, Quantity: it.Quantity}
 			skus = append(skus, it.SKU)
 		}
@@ -125,7 +133,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 				return nil, messaging.PermanentError("INVALID_ITEMS", err)
 			}
 		case event.OrderRefunded:
-			ch, err = order.Refund()
+			ch, err = order.Refund(lines[i])
 		default:
 			err = fmt.Errorf("%w: no inventory rule for %s", inventory.ErrIllegalTransition, p.Env.EventType)
 		}
@@ -155,16 +163,22 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 func (c *Consumer) Prepare(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) error {
 	var skus []string
 	for _, env := range envs {
-		var data struct {
-			Items []event.Item `json:"items"`
+		var items []event.Item
+		switch env.EventType {
+		case event.OrderPaid:
+			var data event.OrderPaidData
+			if err := env.DecodeData(&data); err != nil {
+				return err
+			}
+			items = data.Items
+		case event.OrderRefunded:
+			data, err := env.RefundedData()
+			if err != nil {
+				return err
+			}
+			items = data.TotalReturnedItems
 		}
-		if env.EventType != event.OrderPaid && env.EventType != event.OrderRefunded {
-			continue
-		}
-		if err := env.DecodeData(&data); err != nil {
-			return err
-		}
-		for _, it := range data.Items {
+		for _, it := range items {
 			skus = append(skus, it.SKU)
 		}
 	}

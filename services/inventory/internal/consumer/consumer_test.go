@@ -119,7 +119,7 @@ func refunded(t *testing.T, orderID string, its []event.Item) event.Envelope {
 	t.Helper()
 	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "order-service"},
 		event.OrderRefundedData{RefundID: "R-" + orderID, PaymentID: "P-" + orderID, RefundedAmount: money(t, "80.00"),
-			Currency: "CNY", CustomerID: "C-1", Items: its})
+			TotalRefundedAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: its, TotalReturnedItems: its})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,5 +346,95 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 		if s := f.stock(t, sku); s.Available != 0 || s.Deducted != stock {
 			t.Fatalf("stock %s = %+v, want 0 available, %d deducted", sku, s, stock)
 		}
+	}
+}
+
+// refund builds an OrderRefunded v2 at version: this refund's goods and the
+// order's running total of returned goods.
+func refund(t *testing.T, orderID string, version int64, amount, total string, its, returned []event.Item) event.Envelope {
+	t.Helper()
+	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"},
+		event.OrderRefundedData{RefundID: fmt.Sprintf("R-%s-%d", orderID, version), PaymentID: "P-" + orderID,
+			RefundedAmount: money(t, amount), TotalRefundedAmount: money(t, total), Currency: "CNY", CustomerID: "C-1",
+			Items: its, TotalReturnedItems: returned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestPartialRefundsRestockExactlyWhatCameBack is the refund model from
+// inventory's side: each refund restocks the goods it returned, a refund of
+// money alone restocks nothing, and the order is PARTIALLY_RESTOCKED until
+// every unit is back.
+func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10, "B": 10})
+	f.process(t, paid(t, "O-1", items("A", 3, "B", 1)))
+	steps := []struct {
+		env        event.Envelope
+		status     inventory.Status
+		availableA int
+		availableB int
+	}{
+		{refund(t, "O-1", 5, "40.00", "40.00", items("A", 1), items("A", 1)), inventory.StatusPartiallyRestocked, 8, 9},
+		{refund(t, "O-1", 7, "0.01", "40.01", []event.Item{}, items("A", 1)), inventory.StatusPartiallyRestocked, 8, 9},
+		{refund(t, "O-1", 9, "50.00", "90.01", items("A", 2, "B", 1), items("A", 3, "B", 1)), inventory.StatusRestocked, 10, 10},
+	}
+	for i, step := range steps {
+		if got := f.process(t, step.env); got != versionguard.Applied {
+			t.Fatalf("step %d: %s, want APPLIED", i, got)
+		}
+		if got := f.status(t, "O-1"); got != step.status {
+			t.Fatalf("step %d: status %s, want %s", i, got, step.status)
+		}
+		if a, b := f.stock(t, "A"), f.stock(t, "B"); a.Available != step.availableA || b.Available != step.availableB {
+			t.Fatalf("step %d: stock A=%+v B=%+v, want %d and %d available", i, a, b, step.availableA, step.availableB)
+		}
+	}
+	want := []string{"DEDUCT A -3", "DEDUCT B -1", "RESTOCK A 1", "RESTOCK A 2", "RESTOCK B 1"}
+	if got := f.movements(t, "O-1"); !equal(got, want) {
+		t.Fatalf("movements = %v, want %v", got, want)
+	}
+}
+
+// TestLatestRefundCoversAnEarlierOneNeverApplied: the first refund's event
+// was lost (or dead-lettered) and the second arrives: its running total
+// brings back both refunds' goods, and the late first one is stale.
+func TestLatestRefundCoversAnEarlierOneNeverApplied(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10})
+	f.process(t, paid(t, "O-1", items("A", 3)))
+	first := refund(t, "O-1", 5, "10.00", "10.00", items("A", 1), items("A", 1))
+	second := refund(t, "O-1", 7, "10.00", "20.00", items("A", 1), items("A", 2))
+	if got := f.process(t, second); got != versionguard.Applied {
+		t.Fatalf("second refund: %s", got)
+	}
+	if got := f.process(t, first); got != versionguard.IgnoredStale {
+		t.Fatalf("late first refund: %s, want IGNORED_STALE_EVENT", got)
+	}
+	if s := f.stock(t, "A"); s.Available != 9 || s.Deducted != 1 {
+		t.Fatalf("stock %+v, want 2 of 3 back: 9 available, 1 deducted", s)
+	}
+}
+
+// TestRefundOfTheFirstReleaseRestocksEverything reads OrderRefunded v1, from
+// before partial refunds: the order's one refund returned every item.
+func TestRefundOfTheFirstReleaseRestocksEverything(t *testing.T) {
+	f := newFixture(t)
+	f.setStock(t, map[string]int{"A": 10})
+	f.process(t, paid(t, "O-1", items("A", 3)))
+	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: "O-1", AggregateVersion: 5, Producer: "order-service", EventVersion: 1},
+		event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "30.00"), Currency: "CNY",
+			CustomerID: "C-1", Items: items("A", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.process(t, env)
+	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
+		t.Fatalf("status %s, want RESTOCKED", got)
+	}
+	if s := f.stock(t, "A"); s.Available != 10 || s.Deducted != 0 {
+		t.Fatalf("stock %+v, want all back", s)
 	}
 }

@@ -36,11 +36,14 @@ type SetStockRequest struct {
 	Available *int `json:"available"`
 }
 
-// OrderResponse answers GET /inventory/orders/{orderId}.
+// OrderResponse answers GET /inventory/orders/{orderId}: the order's
+// state, what it deducted and what refunds brought back.
 type OrderResponse struct {
-	OrderID string `json:"orderId"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason,omitempty"`
+	OrderID   string           `json:"orderId"`
+	Status    string           `json:"status"`
+	Reason    string           `json:"reason,omitempty"`
+	Items     []inventory.Line `json:"items"`
+	Restocked []inventory.Line `json:"restocked"`
 }
 
 // Movement is one stock movement in MovementsResponse.
@@ -113,7 +116,8 @@ func (h handlers) order(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, OrderResponse{OrderID: o.ID, Status: string(o.Status), Reason: o.Reason})
+	return c.JSON(http.StatusOK, OrderResponse{OrderID: o.ID, Status: string(o.Status), Reason: o.Reason,
+		Items: lines(o.Items), Restocked: lines(o.Restocked)})
 }
 
 func (h handlers) movements(c echo.Context) error {
@@ -127,6 +131,14 @@ func (h handlers) movements(c echo.Context) error {
 		out.Movements[i] = Movement{EventID: r.EventID, SKU: r.SKU, Delta: r.Delta, Kind: string(r.Kind), CreatedAt: r.CreatedAt.UTC()}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// lines answers no lines as [], never null.
+func lines(ls []inventory.Line) []inventory.Line {
+	if ls == nil {
+		return []inventory.Line{}
+	}
+	return ls
 }
 
 // MapError is the one place inventory errors become HTTP answers.

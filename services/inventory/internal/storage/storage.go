@@ -38,10 +38,12 @@ type movementRow struct {
 }
 
 type orderRow struct {
-	OrderID string `db:"order_id"`
-	Status  string `db:"status"`
-	Reason  string `db:"reason"`
-	Items   []byte `db:"items"`
+	OrderID   string    `db:"order_id"`
+	Status    string    `db:"status"`
+	Reason    string    `db:"reason"`
+	Items     []byte    `db:"items"`
+	Restocked []byte    `db:"restocked"`
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
 type stockRow struct {
@@ -55,7 +57,7 @@ type stockRow struct {
 func (r *Repository) LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error) {
 	var rows []orderRow
 	if err := tx.SelectContext(ctx, &rows,
-		`SELECT order_id, status, reason, items FROM inventory_orders WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
+		`SELECT order_id, status, reason, items, restocked, updated_at FROM inventory_orders WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("load inventory orders: %w", err)
 	}
 	out := make(map[string]inventory.Order, len(orderIDs))
@@ -81,7 +83,7 @@ func (r *Repository) Order(ctx context.Context, orderID string) (inventory.Order
 func getOrder(ctx context.Context, q sqlx.QueryerContext, orderID string) (inventory.Order, error) {
 	var row orderRow
 	err := sqlx.GetContext(ctx, q, &row,
-		`SELECT order_id, status, reason, items FROM inventory_orders WHERE order_id = $1`, orderID)
+		`SELECT order_id, status, reason, items, restocked, updated_at FROM inventory_orders WHERE order_id = $1`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inventory.Order{ID: orderID, Status: inventory.StatusNone}, nil
 	}
@@ -95,6 +97,9 @@ func (row orderRow) order() (inventory.Order, error) {
 	o := inventory.Order{ID: row.OrderID, Status: inventory.Status(row.Status), Reason: row.Reason}
 	if err := json.Unmarshal(row.Items, &o.Items); err != nil {
 		return inventory.Order{}, fmt.Errorf("decode items of order %s: %w", row.OrderID, err)
+	}
+	if err := json.Unmarshal(row.Restocked, &o.Restocked); err != nil {
+		return inventory.Order{}, fmt.Errorf("decode restocked items of order %s: %w", row.OrderID, err)
 	}
 	return o, nil
 }
@@ -151,29 +156,44 @@ func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []invento
 	for i, c := range changes {
 		last[c.Change.Order.ID] = i
 	}
-	var ids, statuses, reasons, items []string
+	var ids, statuses, reasons, items, restocked []string
 	for i, c := range changes {
 		if last[c.Change.Order.ID] != i {
 			continue
 		}
-		raw, err := json.Marshal(c.Change.Order.Items)
+		o := c.Change.Order
+		raw, err := json.Marshal(nonNil(o.Items))
 		if err != nil {
 			return fmt.Errorf("encode order items: %w", err)
 		}
-		ids = append(ids, c.Change.Order.ID)
-		statuses = append(statuses, string(c.Change.Order.Status))
-		reasons = append(reasons, c.Change.Order.Reason)
+		back, err := json.Marshal(nonNil(o.Restocked))
+		if err != nil {
+			return fmt.Errorf("encode restocked items: %w", err)
+		}
+		ids = append(ids, o.ID)
+		statuses = append(statuses, string(o.Status))
+		reasons = append(reasons, o.Reason)
 		items = append(items, string(raw))
+		restocked = append(restocked, string(back))
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO inventory_orders (order_id, status, reason, items)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
+		INSERT INTO inventory_orders (order_id, status, reason, items, restocked)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[])
 		ON CONFLICT (order_id) DO UPDATE
-		SET status = EXCLUDED.status, reason = EXCLUDED.reason, items = EXCLUDED.items, updated_at = now()`,
-		pq.Array(ids), pq.Array(statuses), pq.Array(reasons), pq.Array(items)); err != nil {
+		SET status = EXCLUDED.status, reason = EXCLUDED.reason, items = EXCLUDED.items,
+		    restocked = EXCLUDED.restocked, updated_at = now()`,
+		pq.Array(ids), pq.Array(statuses), pq.Array(reasons), pq.Array(items), pq.Array(restocked)); err != nil {
 		return fmt.Errorf("record inventory orders: %w", err)
 	}
 	return nil
+}
+
+// nonNil stores no lines as [], never null.
+func nonNil(lines []inventory.Line) []inventory.Line {
+	if lines == nil {
+		return []inventory.Line{}
+	}
+	return lines
 }
 
 // moveStock applies the summed delta of every SKU the changes move.

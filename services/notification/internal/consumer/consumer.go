@@ -1,5 +1,6 @@
 // Package consumer turns order events into customer notifications: one for
-// OrderPaid, OrderRefunded and OrderRefundRejected each. It runs inside the
+// each OrderPaid, OrderRefunded, OrderRefundRejected and
+// OrderPaymentReturned. It runs inside the
 // inbox transaction, behind the version guard, so each event is told once
 // and in order.
 package consumer
@@ -28,9 +29,10 @@ type FailPoints interface {
 // kinds maps the customer-facing events to their notification kind.
 func kinds() map[event.Type]notification.Kind {
 	return map[event.Type]notification.Kind{
-		event.OrderPaid:           notification.KindOrderPaid,
-		event.OrderRefunded:       notification.KindOrderRefunded,
-		event.OrderRefundRejected: notification.KindRefundRejected,
+		event.OrderPaid:            notification.KindOrderPaid,
+		event.OrderRefunded:        notification.KindOrderRefunded,
+		event.OrderRefundRejected:  notification.KindRefundRejected,
+		event.OrderPaymentReturned: notification.KindPaymentReturned,
 	}
 }
 
@@ -97,11 +99,17 @@ func factsOf(env event.Envelope) (notification.Facts, error) {
 		}
 		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.PaidAmount.String(), d.Currency
 	case event.OrderRefunded:
-		var d event.OrderRefundedData
-		if err := env.DecodeData(&d); err != nil {
+		d, err := env.RefundedData()
+		if err != nil {
 			return f, err
 		}
 		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.RefundedAmount.String(), d.Currency
+	case event.OrderPaymentReturned:
+		var d event.OrderPaymentReturnedData
+		if err := env.DecodeData(&d); err != nil {
+			return f, err
+		}
+		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.Amount.String(), d.Currency
 	case event.OrderRefundRejected:
 		var d event.OrderRefundRejectedData
 		if err := env.DecodeData(&d); err != nil {

@@ -98,11 +98,18 @@ func newEvent(t *testing.T, typ event.Type, orderID string, version int64) event
 	case event.OrderPaid:
 		data = event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items}
 	case event.OrderRefunded:
-		data = event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "80.00"), Currency: "CNY",
-			CustomerID: "C-1", Items: items}
+		data = event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "80.00"),
+			TotalRefundedAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items, TotalReturnedItems: items}
 	case event.OrderRefundRejected:
 		data = event.OrderRefundRejectedData{RefundID: "R-0", Amount: money(t, "500.00"), Currency: "CNY", CustomerID: "C-1",
 			Reason: notification.ReasonRefundExceedsPayment}
+	case event.OrderCancelled:
+		data = event.OrderCancelledData{CustomerID: "C-1", Reason: "changed my mind"}
+	case event.OrderPaymentRejected:
+		data = event.OrderPaymentRejectedData{PaymentID: "P-1", RefundID: "R-9", Amount: money(t, "80.00"), Currency: "CNY",
+			CustomerID: "C-1", Reason: "ORDER_CANCELLED"}
+	case event.OrderPaymentReturned:
+		data = event.OrderPaymentReturnedData{PaymentID: "P-1", RefundID: "R-9", Amount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1"}
 	}
 	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
 	if err != nil {
@@ -138,6 +145,16 @@ func TestApply(t *testing.T) {
 			name:      "refund before paid is told after it",
 			steps:     []step{{event.OrderRefunded, 5}, {event.OrderPaid, 3}},
 			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED"},
+		},
+		{
+			name:      "two partial refunds and a declined one between them",
+			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefunded, 5}, {event.OrderRefundRejected, 7}, {event.OrderRefunded, 9}},
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "REFUND_REJECTED", "ORDER_REFUNDED"},
+		},
+		{
+			name:      "a payment that reached a cancelled order is told once it is returned",
+			steps:     []step{{event.OrderCancelled, 2}, {event.OrderPaymentRejected, 3}, {event.OrderPaymentReturned, 4}},
+			wantState: "RETURN_NOTIFIED", want: []string{"PAYMENT_RETURNED"},
 		},
 		{
 			name:      "events the customer does not hear about",

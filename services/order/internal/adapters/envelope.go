@@ -29,7 +29,14 @@ func Envelope(o *order.Order, e order.Event, traceID string) (event.Envelope, er
 		data = event.OrderRefundRequestedData{RefundID: e.RefundID, PaymentID: o.PaymentID, Amount: event.NewMoney(e.Amount), Currency: o.Currency}
 	case order.EventRefunded:
 		data = event.OrderRefundedData{RefundID: e.RefundID, PaymentID: o.PaymentID, RefundedAmount: event.NewMoney(e.Amount),
-			Currency: o.Currency, CustomerID: o.CustomerID, Items: eventItems(o)}
+			TotalRefundedAmount: event.NewMoney(o.RefundedAmount()), Currency: o.Currency, CustomerID: o.CustomerID,
+			Items: lines(e.Items), TotalReturnedItems: lines(o.ReturnedItems())}
+	case order.EventPaymentRejected:
+		data = event.OrderPaymentRejectedData{PaymentID: e.PaymentID, RefundID: e.RefundID, Amount: event.NewMoney(e.Amount),
+			Currency: e.Currency, CustomerID: o.CustomerID, Reason: e.Reason}
+	case order.EventPaymentReturned:
+		data = event.OrderPaymentReturnedData{PaymentID: e.PaymentID, RefundID: e.RefundID, Amount: event.NewMoney(e.Amount),
+			Currency: e.Currency, CustomerID: o.CustomerID}
 	case order.EventRefundRejected:
 		data = event.OrderRefundRejectedData{RefundID: e.RefundID, Amount: event.NewMoney(e.Amount), Currency: o.Currency,
 			CustomerID: o.CustomerID, Reason: e.Reason}
@@ -48,6 +55,16 @@ func Envelope(o *order.Order, e order.Event, traceID string) (event.Envelope, er
 		return event.Envelope{}, fmt.Errorf("envelope of %s for order %s: %w", e.Type, o.ID, err)
 	}
 	return env, nil
+}
+
+// lines turns goods into the contract's items; none is an empty list,
+// never null.
+func lines(ls []order.Line) []event.Item {
+	out := make([]event.Item, len(ls))
+	for i, l := range ls {
+		out[i] = event.Item{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	return out
 }
 
 func eventItems(o *order.Order) []event.Item {

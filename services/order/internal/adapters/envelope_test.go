@@ -17,6 +17,23 @@ func TestEnvelopeOfEveryEvent(t *testing.T) {
 		o.Status, o.Version, o.PaymentID = order.StatusPaid, 3, "P-1"
 		return o
 	}
+	// refunded has had one unit of SKU-1 returned for 40.00, then 0.01
+	// back without goods.
+	refunded := func(t *testing.T) *order.Order {
+		o := paid(t)
+		o.Status, o.Version = order.StatusPartiallyRefunded, 7
+		o.Refunds = []order.Refund{
+			{ID: "R-1", Kind: order.KindRefund, PaymentID: "P-1", Amount: dec("40"), Currency: "CNY",
+				Items: []order.Line{{SKU: "SKU-1", Quantity: 1}}, Status: order.RefundSucceeded},
+			{ID: "R-2", Kind: order.KindRefund, PaymentID: "P-1", Amount: dec("0.01"), Currency: "CNY", Status: order.RefundSucceeded},
+		}
+		return o
+	}
+	cancelled := func(t *testing.T) *order.Order {
+		o := newOrder(t, "O-1")
+		o.Status, o.Version = order.StatusCancelled, 2
+		return o
+	}
 	tests := []struct {
 		name  string
 		order func(*testing.T) *order.Order
@@ -55,11 +72,32 @@ func TestEnvelopeOfEveryEvent(t *testing.T) {
 					t.Fatalf("%+v", d)
 				}
 			}},
-		{"refunded", paid, order.Event{Type: order.EventRefunded, Version: 5, RefundID: "R-1", Amount: dec("30")},
+		{"refunded", refunded, order.Event{Type: order.EventRefunded, Version: 7, RefundID: "R-2", Amount: dec("0.01")},
 			func(t *testing.T, env event.Envelope) {
-				var d event.OrderRefundedData
+				d, err := env.RefundedData()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if env.EventVersion != 2 || d.RefundID != "R-2" || d.RefundedAmount.String() != "0.01" || d.TotalRefundedAmount.String() != "40.01" ||
+					len(d.Items) != 0 || len(d.TotalReturnedItems) != 1 || d.TotalReturnedItems[0] != (event.Item{SKU: "SKU-1", Quantity: 1}) || d.CustomerID != "C-1" {
+					t.Fatalf("v%d %+v", env.EventVersion, d)
+				}
+			}},
+		{"payment rejected", cancelled, order.Event{Type: order.EventPaymentRejected, Version: 3, RefundID: "R-9", PaymentID: "P-9",
+			Amount: dec("80.50"), Currency: "CNY", Reason: order.ReasonOrderCancelled},
+			func(t *testing.T, env event.Envelope) {
+				var d event.OrderPaymentRejectedData
 				decode(t, env, &d)
-				if d.RefundID != "R-1" || d.RefundedAmount.String() != "30.00" || len(d.Items) != 2 || d.CustomerID != "C-1" {
+				if d.PaymentID != "P-9" || d.RefundID != "R-9" || d.Amount.String() != "80.50" || d.Reason != "ORDER_CANCELLED" || d.CustomerID != "C-1" {
+					t.Fatalf("%+v", d)
+				}
+			}},
+		{"payment returned", cancelled, order.Event{Type: order.EventPaymentReturned, Version: 4, RefundID: "R-9", PaymentID: "P-9",
+			Amount: dec("80.50"), Currency: "CNY"},
+			func(t *testing.T, env event.Envelope) {
+				var d event.OrderPaymentReturnedData
+				decode(t, env, &d)
+				if d.PaymentID != "P-9" || d.RefundID != "R-9" || d.Amount.String() != "80.50" || d.Currency != "CNY" {
 					t.Fatalf("%+v", d)
 				}
 			}},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -128,8 +129,8 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 				return nil // already processed
 			}
 		}
-		work := *o
-		events, err := change(&work)
+		work := o.Clone()
+		events, err := change(work)
 		if err != nil {
 			return err
 		}
@@ -141,11 +142,9 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE orders
-			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refund_id = NULLIF($6, ''),
-			    refund_amount = $7, refunded_amount = $8, updated_at = now()
+			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refunded_amount = $6, updated_at = now()
 			WHERE order_id = $1 AND version = $2`,
-			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundID,
-			decimal.NullDecimal{Decimal: work.RefundAmount, Valid: work.RefundID != ""}, work.RefundedAmount)
+			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundedAmount())
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", id, err)
 		}
@@ -154,13 +153,16 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 		} else if n != 1 {
 			return fmt.Errorf("%w: %s at version %d", order.ErrConcurrentUpdate, id, o.Version)
 		}
-		if err := r.emit(ctx, tx, &work, events); err != nil {
+		if err := saveRefunds(ctx, tx, work); err != nil {
+			return err
+		}
+		if err := r.emit(ctx, tx, work, events); err != nil {
 			return err
 		}
 		if err := r.failPoints.Inject(FailPointBeforeCommit); err != nil {
 			return err
 		}
-		changed = &work
+		changed = work
 		return nil
 	})
 	if err != nil {
@@ -236,17 +238,33 @@ func (r *Repository) OutboxBacklog(ctx context.Context) (outbox.Backlog, error) 
 }
 
 type orderRow struct {
-	OrderID        string              `db:"order_id"`
-	CustomerID     string              `db:"customer_id"`
-	Currency       string              `db:"currency"`
-	Amount         decimal.Decimal     `db:"amount"`
-	Status         string              `db:"status"`
-	Version        int64               `db:"version"`
-	Items          []byte              `db:"items"`
-	PaymentID      sql.NullString      `db:"payment_id"`
-	RefundID       sql.NullString      `db:"refund_id"`
-	RefundAmount   decimal.NullDecimal `db:"refund_amount"`
-	RefundedAmount decimal.Decimal     `db:"refunded_amount"`
+	OrderID    string          `db:"order_id"`
+	CustomerID string          `db:"customer_id"`
+	Currency   string          `db:"currency"`
+	Amount     decimal.Decimal `db:"amount"`
+	Status     string          `db:"status"`
+	Version    int64           `db:"version"`
+	Items      []byte          `db:"items"`
+	PaymentID  sql.NullString  `db:"payment_id"`
+	UpdatedAt  time.Time       `db:"updated_at"`
+}
+
+type refundRow struct {
+	RefundID  string          `db:"refund_id"`
+	OrderID   string          `db:"order_id"`
+	Kind      string          `db:"kind"`
+	PaymentID string          `db:"payment_id"`
+	Amount    decimal.Decimal `db:"amount"`
+	Currency  string          `db:"currency"`
+	Items     []byte          `db:"items"`
+	Status    string          `db:"status"`
+	Reason    string          `db:"reason"`
+}
+
+// lineJSON is the stored form of goods a refund returns.
+type lineJSON struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
 }
 
 // itemJSON is the stored form of an order line: money as a decimal string.
@@ -258,8 +276,7 @@ type itemJSON struct {
 
 func get(ctx context.Context, q sqlx.QueryerContext, id string, forUpdate bool) (*order.Order, error) {
 	query := `
-		SELECT order_id, customer_id, currency, amount, status, version, items,
-		       payment_id, refund_id, refund_amount, refunded_amount
+		SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, updated_at
 		FROM orders WHERE order_id = $1`
 	if forUpdate {
 		query += ` FOR UPDATE`
@@ -272,27 +289,98 @@ func get(ctx context.Context, q sqlx.QueryerContext, id string, forUpdate bool) 
 	if err != nil {
 		return nil, fmt.Errorf("load order %s: %w", id, err)
 	}
+	o, err := row.order()
+	if err != nil {
+		return nil, err
+	}
+	var refunds []refundRow
+	if err := sqlx.SelectContext(ctx, q, &refunds, `
+		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason
+		FROM order_refunds WHERE order_id = $1 ORDER BY requested_at, refund_id`, id); err != nil {
+		return nil, fmt.Errorf("load refunds of order %s: %w", id, err)
+	}
+	for _, r := range refunds {
+		if err := r.addTo(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (row orderRow) order() (*order.Order, error) {
 	var items []itemJSON
 	if err := json.Unmarshal(row.Items, &items); err != nil {
-		return nil, fmt.Errorf("decode items of order %s: %w", id, err)
+		return nil, fmt.Errorf("decode items of order %s: %w", row.OrderID, err)
 	}
 	o := &order.Order{
-		ID:             row.OrderID,
-		CustomerID:     row.CustomerID,
-		Currency:       row.Currency,
-		Amount:         row.Amount,
-		Status:         order.Status(row.Status),
-		Version:        row.Version,
-		PaymentID:      row.PaymentID.String,
-		RefundID:       row.RefundID.String,
-		RefundAmount:   row.RefundAmount.Decimal,
-		RefundedAmount: row.RefundedAmount,
-		Items:          make([]order.Item, len(items)),
+		ID:         row.OrderID,
+		CustomerID: row.CustomerID,
+		Currency:   row.Currency,
+		Amount:     row.Amount,
+		Status:     order.Status(row.Status),
+		Version:    row.Version,
+		PaymentID:  row.PaymentID.String,
+		Items:      make([]order.Item, len(items)),
+		Refunds:    []order.Refund{},
 	}
 	for i, it := range items {
 		o.Items[i] = order.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: it.UnitPrice.Decimal}
 	}
 	return o, nil
+}
+
+func (r refundRow) addTo(o *order.Order) error {
+	var lines []lineJSON
+	if err := json.Unmarshal(r.Items, &lines); err != nil {
+		return fmt.Errorf("decode items of refund %s: %w", r.RefundID, err)
+	}
+	ref := order.Refund{ID: r.RefundID, Kind: order.RefundKind(r.Kind), PaymentID: r.PaymentID, Amount: r.Amount,
+		Currency: r.Currency, Items: make([]order.Line, len(lines)), Status: order.RefundStatus(r.Status), Reason: r.Reason}
+	for i, l := range lines {
+		ref.Items[i] = order.Line{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	o.Refunds = append(o.Refunds, ref)
+	return nil
+}
+
+// saveRefunds writes the refunds of o in one statement: new ones are
+// inserted, settled ones get their status and settlement time.
+func saveRefunds(ctx context.Context, tx *sqlx.Tx, o *order.Order) error {
+	if len(o.Refunds) == 0 {
+		return nil
+	}
+	var ids, kinds, payments, amounts, currencies, items, statuses, reasons []string
+	for _, r := range o.Refunds {
+		lines := make([]lineJSON, len(r.Items))
+		for i, l := range r.Items {
+			lines[i] = lineJSON{SKU: l.SKU, Quantity: l.Quantity}
+		}
+		raw, err := json.Marshal(lines)
+		if err != nil {
+			return fmt.Errorf("encode items of refund %s: %w", r.ID, err)
+		}
+		ids = append(ids, r.ID)
+		kinds = append(kinds, string(r.Kind))
+		payments = append(payments, r.PaymentID)
+		amounts = append(amounts, r.Amount.String())
+		currencies = append(currencies, r.Currency)
+		items = append(items, string(raw))
+		statuses = append(statuses, string(r.Status))
+		reasons = append(reasons, r.Reason)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO order_refunds (refund_id, order_id, kind, payment_id, amount, currency, items, status, reason)
+		SELECT r.id, $1, r.kind, r.payment, r.amount, r.currency, r.items, r.status, r.reason
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::numeric[], $6::text[], $7::jsonb[], $8::text[], $9::text[])
+		     AS r(id, kind, payment, amount, currency, items, status, reason)
+		ON CONFLICT (refund_id) DO UPDATE
+		SET amount = EXCLUDED.amount, status = EXCLUDED.status, reason = EXCLUDED.reason,
+		    settled_at = CASE WHEN EXCLUDED.status <> order_refunds.status THEN now() ELSE order_refunds.settled_at END`,
+		o.ID, pq.Array(ids), pq.Array(kinds), pq.Array(payments), pq.Array(amounts), pq.Array(currencies),
+		pq.Array(items), pq.Array(statuses), pq.Array(reasons)); err != nil {
+		return fmt.Errorf("save refunds of order %s: %w", o.ID, err)
+	}
+	return nil
 }
 
 func encodeItems(items []order.Item) ([]byte, error) {

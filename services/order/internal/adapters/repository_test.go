@@ -235,7 +235,7 @@ func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
 		t.Fatalf("first callback: %v %+v", err, o)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) {
-		return o.RequestRefund("R-1", dec("10"))
+		return o.RequestRefund(order.RefundRequest{ID: "R-1", Amount: dec("10")})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,9 @@ func TestRejectedCallbackIsNotRecorded(t *testing.T) {
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
-	o, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	refunded := order.Callback{ID: "E-ref-1", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+		RefundID: "R-never-asked", Amount: dec("1"), Currency: "CNY"}
+	o, err := repo.ApplyCallback(ctx(t), refunded)
 	var terr *order.TransitionError
 	if !errors.As(err, &terr) || o.Status != order.StatusCreated {
 		t.Fatalf("got %v, %+v; want a TransitionError from CREATED", err, o)
@@ -315,5 +317,55 @@ func TestConcurrentChangesSerialize(t *testing.T) {
 	}
 	if status, version := storedStatus(t, db, "O-1"); paid != 1 || status != "PAID" || version != 3 {
 		t.Fatalf("%d OrderPaid rows, order %s v%d; want 1, PAID v3", paid, status, version)
+	}
+}
+
+// TestRefundsAreStoredWithTheOrder round-trips every refund kind and status
+// through the database: the order read back tells the same story.
+func TestRefundsAreStoredWithTheOrder(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	repo := adapters.NewRepository(db, topic, nil)
+	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) {
+		return o.RequestRefund(order.RefundRequest{ID: "R-1", Items: []order.Line{{SKU: "SKU-1", Quantity: 1}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := repo.ApplyCallback(ctx(t), order.Callback{ID: "E-ref-1", Type: order.CallbackRefundSucceeded, OrderID: "O-1",
+		PaymentID: "P-1", RefundID: "R-1", Amount: dec("40"), Currency: "CNY"})
+	if err != nil || o.Status != order.StatusPartiallyRefunded {
+		t.Fatalf("refund succeeded: %v %+v", err, o)
+	}
+	// A second payment of the paid order is returned.
+	second := paymentCallback("E-pay-2")
+	second.PaymentID = "P-2"
+	if _, err := repo.ApplyCallback(ctx(t), second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := repo.Get(ctx(t), "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != order.StatusPartiallyRefunded || got.Version != 6 || len(got.Refunds) != 2 ||
+		!got.RefundedAmount().Equal(dec("40")) || len(got.ReturnedItems()) != 1 || got.ReturnedItems()[0].Quantity != 1 {
+		t.Fatalf("stored order %+v", got)
+	}
+	ret := got.Refunds[1]
+	if ret.Kind != order.KindPaymentReturn || ret.PaymentID != "P-2" || ret.Status != order.RefundRequested ||
+		!ret.Amount.Equal(dec("80.50")) || ret.Reason != order.ReasonPaidByAnother {
+		t.Fatalf("return %+v", ret)
+	}
+	var refunded string
+	if err := db.Get(&refunded, `SELECT refunded_amount::text FROM orders WHERE order_id = 'O-1'`); err != nil || refunded != "40.00" {
+		t.Fatalf("refunded_amount %q %v", refunded, err)
 	}
 }

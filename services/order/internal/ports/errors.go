@@ -11,20 +11,24 @@ import (
 
 // Business codes of the order service, besides httpapi's shared ones.
 const (
-	CodeOrderNotFound     = "ORDER_NOT_FOUND"
-	CodeOrderExists       = "ORDER_EXISTS"
-	CodeEventNotFound     = "EVENT_NOT_FOUND"
-	CodeInvalidSignature  = "INVALID_SIGNATURE"
-	CodeConcurrentUpdate  = "CONCURRENT_UPDATE"
-	CodeNotCheckoutable   = "ORDER_NOT_CHECKOUTABLE"
-	CodeNotCancellable    = "ORDER_NOT_CANCELLABLE"
-	CodeNotRefundable     = "ORDER_NOT_REFUNDABLE"
-	CodeNotPayable        = "ORDER_NOT_PAYABLE"
-	CodeNotRefunding      = "ORDER_NOT_REFUNDING"
-	CodeAmountMismatch    = "AMOUNT_MISMATCH"
-	CodeRefundMismatch    = "REFUND_MISMATCH"
-	CodeOrderMismatch     = "ORDER_MISMATCH"
-	CodeBusinessRejection = "BUSINESS_REJECTION"
+	CodeOrderNotFound      = "ORDER_NOT_FOUND"
+	CodeOrderExists        = "ORDER_EXISTS"
+	CodeEventNotFound      = "EVENT_NOT_FOUND"
+	CodeInvalidSignature   = "INVALID_SIGNATURE"
+	CodeConcurrentUpdate   = "CONCURRENT_UPDATE"
+	CodeNotCheckoutable    = "ORDER_NOT_CHECKOUTABLE"
+	CodeNotCancellable     = "ORDER_NOT_CANCELLABLE"
+	CodeNotRefundable      = "ORDER_NOT_REFUNDABLE"
+	CodeNotPayable         = "ORDER_NOT_PAYABLE"
+	CodeNotRefunding       = "ORDER_NOT_REFUNDING"
+	CodeAmountMismatch     = "AMOUNT_MISMATCH"
+	CodeRefundMismatch     = "REFUND_MISMATCH"
+	CodeOrderMismatch      = "ORDER_MISMATCH"
+	CodeBusinessRejection  = "BUSINESS_REJECTION"
+	CodeRefundExceedsOrder = "REFUND_EXCEEDS_ORDER"
+	// CodePaymentRejected answers a payment the order could not take: it
+	// is recorded (OrderPaymentRejected) and returned to the customer.
+	CodePaymentRejected = "PAYMENT_REJECTED"
 )
 
 // rejectionCode names a business rejection: an accepted request whose
@@ -33,7 +37,10 @@ const (
 func rejectionCode(err error) (string, bool) {
 	var terr *order.TransitionError
 	var merr *order.MismatchError
+	var rerr *order.ReturnError
 	switch {
+	case errors.As(err, &rerr):
+		return CodeRefundExceedsOrder, true
 	case errors.As(err, &terr):
 		switch terr.Action {
 		case order.ActionCheckout:

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -92,6 +93,41 @@ type result struct {
 	RefundID     string       `json:"refundId,omitempty"`
 }
 
+// lineView is goods a refund returns.
+type lineView struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+func lineViews(ls []order.Line) []lineView {
+	out := make([]lineView, len(ls))
+	for i, l := range ls {
+		out[i] = lineView{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	return out
+}
+
+// refundView is one refund of an order, or one payment it returned.
+type refundView struct {
+	RefundID  string             `json:"refundId"`
+	Kind      order.RefundKind   `json:"kind"`
+	PaymentID string             `json:"paymentId"`
+	Amount    event.Money        `json:"amount"`
+	Currency  string             `json:"currency"`
+	Items     []lineView         `json:"items"`
+	Status    order.RefundStatus `json:"status"`
+	Reason    string             `json:"reason,omitempty"`
+}
+
+func refundViews(rs []order.Refund) []refundView {
+	out := make([]refundView, len(rs))
+	for i, r := range rs {
+		out[i] = refundView{RefundID: r.ID, Kind: r.Kind, PaymentID: r.PaymentID, Amount: event.NewMoney(r.Amount),
+			Currency: r.Currency, Items: lineViews(r.Items), Status: r.Status, Reason: r.Reason}
+	}
+	return out
+}
+
 func amount(d decimal.Decimal) *event.Money {
 	m := event.NewMoney(d)
 	return &m
@@ -125,8 +161,9 @@ type orderView struct {
 	CustomerID     string       `json:"customerId"`
 	Items          []itemView   `json:"items"`
 	PaymentID      string       `json:"paymentId,omitempty"`
-	RefundID       string       `json:"refundId,omitempty"`
 	RefundedAmount event.Money  `json:"refundedAmount"`
+	ReturnedItems  []lineView   `json:"returnedItems"`
+	Refunds        []refundView `json:"refunds"`
 }
 
 type itemView struct {
@@ -143,7 +180,8 @@ func (h *Handler) get(c echo.Context) error {
 	v := orderView{
 		OrderID: o.ID, Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount),
 		Currency: o.Currency, CustomerID: o.CustomerID, Items: make([]itemView, len(o.Items)),
-		PaymentID: o.PaymentID, RefundID: o.RefundID, RefundedAmount: event.NewMoney(o.RefundedAmount),
+		PaymentID: o.PaymentID, RefundedAmount: event.NewMoney(o.RefundedAmount()),
+		ReturnedItems: lineViews(o.ReturnedItems()), Refunds: refundViews(o.Refunds),
 	}
 	for i, it := range o.Items {
 		v.Items[i] = itemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
@@ -163,25 +201,24 @@ func (h *Handler) checkout(c echo.Context) error {
 }
 
 func (h *Handler) refund(c echo.Context) error {
-	var req refundRequest
-	if err := httpapi.Bind(c, &req); err != nil {
+	var body refundRequest
+	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
-	amt, err := parseMoney("amount", req.Amount)
+	req, err := body.refund("R-" + uuid.NewString())
 	if err != nil {
 		return err
 	}
-	refundID := "R-" + uuid.NewString()
 	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
-		return o.RequestRefund(refundID, amt)
+		return o.RequestRefund(req)
 	})
 	code, msg, err := outcome(err)
 	if err != nil {
 		return err
 	}
 	res := result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version}
-	if code == httpapi.CodeSuccess {
-		res.RefundID = refundID
+	if r := o.Refund(req.ID); code == httpapi.CodeSuccess && r != nil {
+		res.RefundID, res.Amount = r.ID, amount(r.Amount)
 	}
 	return c.JSON(http.StatusOK, res)
 }
@@ -235,12 +272,32 @@ func (h *Handler) callback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if r := returnOf(o, cb); r != nil {
+		// Accepted, and the money goes back: the same answer however often
+		// the callback comes.
+		code, msg = CodePaymentRejected, fmt.Sprintf("order %s cannot take payment %s (%s): it is returned by refund %s",
+			o.ID, r.PaymentID, r.Reason, r.ID)
+	}
 	if code == httpapi.CodeSuccess {
 		if err := h.failPoints.Inject(FailPointAfterCommit); err != nil {
 			return err
 		}
 	}
 	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version})
+}
+
+// returnOf returns the order's return of the payment cb reports, if the
+// order could not take it.
+func returnOf(o *order.Order, cb order.Callback) *order.Refund {
+	if cb.Type != order.CallbackPaymentSucceeded {
+		return nil
+	}
+	for i := range o.Refunds {
+		if r := &o.Refunds[i]; r.Kind == order.KindPaymentReturn && r.PaymentID == cb.PaymentID {
+			return r
+		}
+	}
+	return nil
 }
 
 // snapshot answers GET /orders/{id}/snapshot.

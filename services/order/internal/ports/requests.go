@@ -56,9 +56,37 @@ func (r createRequest) order(newID func() string) (*order.Order, error) {
 	return order.New(id, r.CustomerID, r.Currency, items)
 }
 
-// refundRequest is the body of POST /orders/{id}/refunds.
+// refundRequest is the body of POST /orders/{id}/refunds: the goods
+// returned, the amount given back, or both (the amount defaults to the
+// goods' price).
 type refundRequest struct {
-	Amount *string `json:"amount"`
+	Amount *string       `json:"amount"`
+	Items  []lineRequest `json:"items"`
+}
+
+type lineRequest struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+// refund builds the domain's request; the domain checks the lines against
+// the order.
+func (r refundRequest) refund(id string) (order.RefundRequest, error) {
+	req := order.RefundRequest{ID: id}
+	if r.Amount == nil && len(r.Items) == 0 {
+		return req, event.Invalid("amount", "or items is required")
+	}
+	if r.Amount != nil {
+		amount, err := parseMoney("amount", r.Amount)
+		if err != nil {
+			return req, err
+		}
+		req.Amount = amount
+	}
+	for _, l := range r.Items {
+		req.Items = append(req.Items, order.Line{SKU: l.SKU, Quantity: l.Quantity})
+	}
+	return req, nil
 }
 
 // cancelRequest is the optional body of POST /orders/{id}/cancel.

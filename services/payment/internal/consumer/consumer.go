@@ -1,7 +1,9 @@
 // Package consumer executes the refunds the order service asks for: it
-// consumes OrderRefundRequested from order-events and, in one transaction
-// with the event's dedup row and version guard, records the refund's
-// outcome and the callback that reports it.
+// consumes OrderRefundRequested (a refund of a paid order) and
+// OrderPaymentRejected (a payment the order could not take, returned in
+// full) from order-events and, in one transaction with the event's dedup
+// row and version guard, records the refund's outcome and the callback
+// that reports it.
 package consumer
 
 import (
@@ -27,11 +29,13 @@ const FailPoint = "payment.apply"
 // rejection put the order back to PAID) is handled from it again.
 const StateRefundHandled = "REFUND_HANDLED"
 
-// Transitions is the consumer's state machine: only refund requests matter
-// to the payment service.
+// Transitions is the consumer's state machine: only refunds matter to the
+// payment service, and an order may ask for several.
 func Transitions() versionguard.Transitions {
+	from := []string{versionguard.InitialState, StateRefundHandled}
 	return versionguard.Transitions{
-		event.OrderRefundRequested: {versionguard.InitialState, StateRefundHandled},
+		event.OrderRefundRequested: from,
+		event.OrderPaymentRejected: from,
 	}
 }
 
@@ -60,24 +64,40 @@ func (a *Applier) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ 
 	if err := a.failPoints.Inject(FailPoint); err != nil {
 		return "", err
 	}
-	var data event.OrderRefundRequestedData
-	if err := env.DecodeData(&data); err != nil {
+	req, err := refundOf(env)
+	if err != nil {
 		return "", err
 	}
-	out, err := a.refunds.Refund(ctx, tx, storage.RefundRequest{
-		RefundID:     data.RefundID,
-		OrderID:      env.AggregateID,
-		PaymentID:    data.PaymentID,
-		Amount:       data.Amount.Decimal,
-		Currency:     data.Currency,
-		OrderVersion: env.AggregateVersion,
-	})
+	out, err := a.refunds.Refund(ctx, tx, req)
 	if err != nil {
-		return "", fmt.Errorf("refund %s of order %s: %w", data.RefundID, env.AggregateID, err)
+		return "", fmt.Errorf("refund %s of order %s: %w", req.RefundID, env.AggregateID, err)
 	}
-	a.logger.InfoContext(ctx, "refund handled", "orderId", env.AggregateID, "refundId", data.RefundID,
-		"status", out.Status, "reason", out.Reason, "callbackId", out.CallbackID)
+	a.logger.InfoContext(ctx, "refund handled", "orderId", env.AggregateID, "refundId", req.RefundID,
+		"eventType", env.EventType, "status", out.Status, "reason", out.Reason, "callbackId", out.CallbackID)
 	return StateRefundHandled, nil
+}
+
+// refundOf reads the refund an event asks for: part of a paid order's
+// payment, or the whole of a payment the order could not take.
+func refundOf(env event.Envelope) (storage.RefundRequest, error) {
+	req := storage.RefundRequest{OrderID: env.AggregateID, OrderVersion: env.AggregateVersion}
+	switch env.EventType {
+	case event.OrderRefundRequested:
+		var d event.OrderRefundRequestedData
+		if err := env.DecodeData(&d); err != nil {
+			return req, err
+		}
+		req.RefundID, req.PaymentID, req.Amount, req.Currency = d.RefundID, d.PaymentID, d.Amount.Decimal, d.Currency
+	case event.OrderPaymentRejected:
+		var d event.OrderPaymentRejectedData
+		if err := env.DecodeData(&d); err != nil {
+			return req, err
+		}
+		req.RefundID, req.PaymentID, req.Amount, req.Currency = d.RefundID, d.PaymentID, d.Amount.Decimal, d.Currency
+	default:
+		return req, fmt.Errorf("no refund in %s", env.EventType)
+	}
+	return req, nil
 }
 
 // NewProcessor returns the inbox processor of the payment consumer named

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -274,5 +275,55 @@ func TestOtherEventsAreNotHandled(t *testing.T) {
 	f.process(t, env, inbox.NotHandled)
 	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
 		t.Fatalf("dedup rows for an unhandled event: %d (%v)", n, err)
+	}
+}
+
+// TestRejectedPaymentIsReturnedInFull: the order was cancelled before the
+// payment reached it (OrderPaymentRejected after OrderCancelled); the
+// refund path returns the whole payment and tells the order.
+func TestRejectedPaymentIsReturnedInFull(t *testing.T) {
+	f := setup(t)
+	amount, _ := event.ParseMoney("80.00")
+	env, err := event.New(event.OrderPaymentRejected, event.Meta{AggregateID: "O-1", AggregateVersion: 4, Producer: "order-service"},
+		event.OrderPaymentRejectedData{PaymentID: f.paymentID, RefundID: "R-return", Amount: amount, Currency: "CNY",
+			CustomerID: "C-1", Reason: "ORDER_CANCELLED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.process(t, env, versionguard.Applied)
+	f.process(t, env, inbox.Duplicate)
+
+	rows := f.refunds(t, "O-1")
+	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != storage.RefundSucceeded {
+		t.Fatalf("refund rows %+v", rows)
+	}
+	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded || !p.Refunded.Equal(decimal.NewFromInt(80)) {
+		t.Fatalf("payment %s refunded %s, want REFUNDED 80", p.Status, p.Refunded)
+	}
+	cbs := f.callbacks(t, "O-1", callback.RefundSucceeded)
+	if len(cbs) != 1 || cbs[0].RefundID != "R-return" || cbs[0].Amount.String() != "80.00" {
+		t.Fatalf("REFUND_SUCCEEDED callbacks %+v", cbs)
+	}
+}
+
+// TestPartialRefundsDrawDownThePayment: three refunds of one order, each a
+// new request after the last succeeded, until nothing is left.
+func TestPartialRefundsDrawDownThePayment(t *testing.T) {
+	f := setup(t)
+	for i, step := range []struct {
+		amount, refunded string
+		status           payment.Status
+	}{
+		{"40.00", "40", payment.StatusPartiallyRefunded},
+		{"0.01", "40.01", payment.StatusPartiallyRefunded},
+		{"39.99", "80", payment.StatusRefunded},
+	} {
+		f.process(t, refundRequested(t, "O-1", int64(4+2*i), fmt.Sprintf("R-%d", i), f.paymentID, step.amount), versionguard.Applied)
+		if p := f.payment(t, "O-1"); p.Status != step.status || !p.Refunded.Equal(decimal.RequireFromString(step.refunded)) {
+			t.Fatalf("step %d: payment %s refunded %s, want %s %s", i, p.Status, p.Refunded, step.status, step.refunded)
+		}
+	}
+	if n := len(f.callbacks(t, "O-1", callback.RefundSucceeded)); n != 3 {
+		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 3", n)
 	}
 }

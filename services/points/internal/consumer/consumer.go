@@ -25,7 +25,7 @@ const FailPoint = "points.apply"
 // Store is the storage the consumer needs, all inside the inbox transaction
 // and each one statement whatever the number of orders.
 type Store interface {
-	OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int64, error)
+	Orders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]points.Order, error)
 	Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error
 }
 
@@ -65,8 +65,7 @@ func states(ss []points.State) []string {
 // Apply writes the ledger entries of a batch of events of distinct orders
 // inside tx, in one statement, and returns each order's new points state.
 // The points state lives in the version guard (the Pending's state); the
-// ledger is the only table. A reversal that would go below zero writes
-// nothing and returns no error: a business outcome, never retried.
+// ledger is the only table.
 func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
 	var refunded []string
 	for _, p := range batch {
@@ -77,17 +76,18 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			refunded = append(refunded, p.Env.AggregateID)
 		}
 	}
-	var earned map[string]int64
+	var ledgers map[string]points.Order
 	if len(refunded) > 0 {
 		var err error
-		if earned, err = c.store.OrderPoints(ctx, tx, refunded); err != nil {
+		if ledgers, err = c.store.Orders(ctx, tx, refunded); err != nil {
 			return nil, err
 		}
 	}
-	var entries []points.LedgerEntry
+	entries := make([]points.LedgerEntry, 0, len(batch))
 	states := make([]string, len(batch))
 	for i, p := range batch {
-		order := points.Order{ID: p.Env.AggregateID, State: points.State(p.State), Points: earned[p.Env.AggregateID]}
+		order := ledgers[p.Env.AggregateID]
+		order.ID, order.State = p.Env.AggregateID, points.State(p.State)
 		ch, customer, err := decide(p.Env, order)
 		var ruleErr *event.RuleError
 		if errors.As(err, &ruleErr) {
@@ -98,15 +98,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		if err != nil {
 			return nil, err
 		}
-		if ch.Entry != nil {
-			entries = append(entries, points.LedgerEntry{
-				Entry: *ch.Entry, OrderID: order.ID, CustomerID: customer, EventID: p.Env.EventID,
-			})
-		}
-		if ch.Rejection != "" {
-			c.logger.InfoContext(ctx, "points reversal rejected",
-				"orderId", order.ID, "reason", ch.Rejection, "orderPoints", order.Points)
-		}
+		entries = append(entries, points.LedgerEntry{Entry: ch.Entry, OrderID: order.ID, CustomerID: customer, EventID: p.Env.EventID})
 		states[i] = string(ch.State)
 	}
 	if err := c.store.Add(ctx, tx, entries); err != nil {
@@ -126,11 +118,11 @@ func decide(env event.Envelope, order points.Order) (points.Change, string, erro
 		ch, err := order.Pay(data.PaidAmount.Decimal)
 		return ch, data.CustomerID, err
 	case event.OrderRefunded:
-		var data event.OrderRefundedData
-		if err := env.DecodeData(&data); err != nil {
+		data, err := env.RefundedData()
+		if err != nil {
 			return points.Change{}, "", err
 		}
-		ch, err := order.Refund(data.RefundedAmount.Decimal)
+		ch, err := order.Refund(data.TotalRefundedAmount.Decimal)
 		return ch, data.CustomerID, err
 	default:
 		return points.Change{}, "", fmt.Errorf("%w: no points rule for %s", points.ErrIllegalTransition, env.EventType)

@@ -99,10 +99,17 @@ func paid(t *testing.T, orderID, amount string) event.Envelope {
 }
 
 func refunded(t *testing.T, orderID, amount string) event.Envelope {
+	return refundedAt(t, orderID, 5, amount, amount)
+}
+
+// refundedAt is an OrderRefunded v2 at version: this refund's amount and
+// the order's running total.
+func refundedAt(t *testing.T, orderID string, version int64, amount, total string) event.Envelope {
 	t.Helper()
-	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "order-service"},
-		event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, amount), Currency: "CNY",
-			CustomerID: "C-1", Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}})
+	items := []event.Item{{SKU: "SKU-1", Quantity: 1}}
+	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"},
+		event.OrderRefundedData{RefundID: fmt.Sprintf("R-%d", version), PaymentID: "P-1", RefundedAmount: money(t, amount),
+			TotalRefundedAmount: money(t, total), Currency: "CNY", CustomerID: "C-1", Items: items, TotalReturnedItems: items})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,16 +145,33 @@ func TestApply(t *testing.T) {
 			events: func(t *testing.T, id string) []event.Envelope {
 				return []event.Envelope{refunded(t, id, "30.50"), paid(t, id, "80.00")}
 			},
-			wantState: points.StateReversed,
-			want:      []string{"EARN 80 80.00", "REVERSAL -30 30.50"},
+			wantState: points.StatePartiallyReversed,
+			want:      []string{"EARN 80 80.00", "REVERSAL -31 30.50"},
 		},
 		{
-			name: "a reversal below zero is rejected without an entry",
+			// The case: 0.01 of 20.00 leaves 19.99 paid, 19 points.
+			name: "a cent back, then the rest",
+			events: func(t *testing.T, id string) []event.Envelope {
+				return []event.Envelope{paid(t, id, "20.00"), refundedAt(t, id, 5, "0.01", "0.01"), refundedAt(t, id, 7, "19.99", "20.00")}
+			},
+			wantState: points.StateReversed,
+			want:      []string{"EARN 20 20.00", "REVERSAL -1 0.01", "REVERSAL -19 19.99"},
+		},
+		{
+			name: "the latest refund covers an earlier one never applied",
+			events: func(t *testing.T, id string) []event.Envelope {
+				return []event.Envelope{paid(t, id, "20.00"), refundedAt(t, id, 7, "5.00", "10.50"), refundedAt(t, id, 5, "5.50", "5.50")}
+			},
+			wantState: points.StatePartiallyReversed,
+			want:      []string{"EARN 20 20.00", "REVERSAL -11 10.50"},
+		},
+		{
+			name: "a refund of more than was paid reverses what was earned, no more",
 			events: func(t *testing.T, id string) []event.Envelope {
 				return []event.Envelope{paid(t, id, "10.00"), refunded(t, id, "20.00")}
 			},
-			wantState: points.StateReversalRejected,
-			want:      []string{"EARN 10 10.00"},
+			wantState: points.StateReversed,
+			want:      []string{"EARN 10 10.00", "REVERSAL -10 20.00"},
 		},
 	}
 	f := newFixture(t)
@@ -166,8 +190,8 @@ func TestApply(t *testing.T) {
 		})
 	}
 	balance, err := f.repo.Balance(context.Background(), "C-1")
-	if err != nil || balance != 80+80+(80-30)+10 {
-		t.Fatalf("customer balance = %d (%v), want %d", balance, err, 80+80+(80-30)+10)
+	if want := int64(80 + 80 + 49 + 0 + 9 + 0); err != nil || balance != want {
+		t.Fatalf("customer balance = %d (%v), want %d", balance, err, want)
 	}
 }
 

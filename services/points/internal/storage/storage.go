@@ -36,21 +36,26 @@ type entryRow struct {
 	CreatedAt  time.Time       `db:"created_at"`
 }
 
-// OrderPoints returns what each order's ledger entries add up to, inside
-// tx; an order without entries has zero.
-func (r *Repository) OrderPoints(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]int64, error) {
+// Orders returns what each order's ledger entries add up to, inside tx:
+// its points, the amount it earned them for and the amounts its reversals
+// gave back; an order without entries has zeros.
+func (r *Repository) Orders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]points.Order, error) {
 	var rows []struct {
-		OrderID string `db:"order_id"`
-		Points  int64  `db:"points"`
+		OrderID  string          `db:"order_id"`
+		Points   int64           `db:"points"`
+		Paid     decimal.Decimal `db:"paid"`
+		Refunded decimal.Decimal `db:"refunded"`
 	}
 	if err := tx.SelectContext(ctx, &rows, `
-		SELECT order_id, sum(points) AS points FROM points_ledger
-		WHERE order_id = ANY($1) GROUP BY order_id`, pq.Array(orderIDs)); err != nil {
+		SELECT order_id, sum(points) AS points,
+		       coalesce(sum(amount) FILTER (WHERE entry_type = 'EARN'), 0) AS paid,
+		       coalesce(sum(amount) FILTER (WHERE entry_type = 'REVERSAL'), 0) AS refunded
+		FROM points_ledger WHERE order_id = ANY($1) GROUP BY order_id`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("sum points of %d orders: %w", len(orderIDs), err)
 	}
-	out := make(map[string]int64, len(rows))
+	out := make(map[string]points.Order, len(rows))
 	for _, row := range rows {
-		out[row.OrderID] = row.Points
+		out[row.OrderID] = points.Order{ID: row.OrderID, Points: row.Points, Paid: row.Paid, Refunded: row.Refunded}
 	}
 	return out, nil
 }

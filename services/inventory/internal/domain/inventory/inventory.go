@@ -18,13 +18,15 @@ import (
 // Status is inventory's view of one order.
 type Status string
 
-// The inventory states of an order (DESIGN §5: NONE → DEDUCTED → RESTOCKED,
-// or REJECTED when the stock was not there).
+// The inventory states of an order: NONE → DEDUCTED → PARTIALLY_RESTOCKED
+// → RESTOCKED as refunds return its goods (a refund of money alone leaves
+// it where it is), or REJECTED when the stock was not there.
 const (
-	StatusNone      Status = "NONE"
-	StatusDeducted  Status = "DEDUCTED"
-	StatusRestocked Status = "RESTOCKED"
-	StatusRejected  Status = "REJECTED"
+	StatusNone               Status = "NONE"
+	StatusDeducted           Status = "DEDUCTED"
+	StatusPartiallyRestocked Status = "PARTIALLY_RESTOCKED"
+	StatusRestocked          Status = "RESTOCKED"
+	StatusRejected           Status = "REJECTED"
 )
 
 // ReasonInsufficientStock is recorded on an order whose payment could not be
@@ -35,7 +37,7 @@ const ReasonInsufficientStock = "INSUFFICIENT_STOCK"
 // may be applied from; any other state means a predecessor is missing.
 var (
 	PaidFrom     = []Status{StatusNone}
-	RefundedFrom = []Status{StatusDeducted, StatusRejected}
+	RefundedFrom = []Status{StatusDeducted, StatusPartiallyRestocked, StatusRestocked, StatusRejected}
 )
 
 // MovementKind says why stock moved.
@@ -96,12 +98,14 @@ type AppliedMovement struct {
 }
 
 // Order is inventory's record of one order: its state and, once paid, the
-// lines it deducted, so a refund restocks exactly those.
+// lines it deducted and those refunds have brought back, so refunds never
+// restock more than was deducted.
 type Order struct {
-	ID     string
-	Status Status
-	Reason string
-	Items  []Line
+	ID        string
+	Status    Status
+	Reason    string
+	Items     []Line
+	Restocked []Line
 }
 
 // Shortage is one SKU an order wanted more of than was available.
@@ -205,23 +209,53 @@ func (o Order) Pay(lines []Line, available map[string]int) (Change, error) {
 	return Change{Order: next, Movements: moves}, nil
 }
 
-// Refund decides an OrderRefunded: a DEDUCTED order gets back exactly what
-// it deducted (whatever the event lists), a REJECTED order never took
-// anything and stays REJECTED.
-func (o Order) Refund() (Change, error) {
+// Refund decides an OrderRefunded: the order's goods returned so far, by
+// all its refunds, come back to stock, but never more of a SKU than it
+// deducted and never one unit twice. The event carries that running total,
+// so applying the latest refund is enough even when an earlier one was
+// never applied here. A REJECTED order never took anything and stays
+// REJECTED.
+func (o Order) Refund(totalReturned []Line) (Change, error) {
 	switch o.Status {
-	case StatusDeducted:
-		next := o
-		next.Status = StatusRestocked
-		moves := make([]Movement, 0, len(o.Items))
-		for _, l := range o.Items {
-			moves = append(moves, Movement{SKU: l.SKU, Delta: l.Quantity, Kind: KindRestock})
-		}
-		slices.SortFunc(moves, func(a, b Movement) int { return strings.Compare(a.SKU, b.SKU) })
-		return Change{Order: next, Movements: moves}, nil
+	case StatusDeducted, StatusPartiallyRestocked, StatusRestocked:
 	case StatusRejected:
 		return Change{Order: o}, nil
 	default:
 		return Change{}, fmt.Errorf("%w: OrderRefunded in %s", ErrIllegalTransition, o.Status)
 	}
+	returned := quantities(totalReturned)
+	restocked := quantities(o.Restocked)
+	next := o
+	next.Restocked = nil
+	var moves []Movement
+	backInFull := true
+	for _, l := range o.Items {
+		target := min(returned[l.SKU], l.Quantity)
+		if target > restocked[l.SKU] {
+			moves = append(moves, Movement{SKU: l.SKU, Delta: target - restocked[l.SKU], Kind: KindRestock})
+		}
+		back := max(target, restocked[l.SKU])
+		if back > 0 {
+			next.Restocked = append(next.Restocked, Line{SKU: l.SKU, Quantity: back})
+		}
+		backInFull = backInFull && back == l.Quantity
+	}
+	switch {
+	case backInFull:
+		next.Status = StatusRestocked
+	case len(next.Restocked) > 0:
+		next.Status = StatusPartiallyRestocked
+	default:
+		next.Status = StatusDeducted
+	}
+	slices.SortFunc(moves, func(a, b Movement) int { return strings.Compare(a.SKU, b.SKU) })
+	return Change{Order: next, Movements: moves}, nil
+}
+
+func quantities(lines []Line) map[string]int {
+	out := make(map[string]int, len(lines))
+	for _, l := range lines {
+		out[l.SKU] += l.Quantity
+	}
+	return out
 }

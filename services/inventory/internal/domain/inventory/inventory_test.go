@@ -132,34 +132,58 @@ func TestPay(t *testing.T) {
 }
 
 func TestRefund(t *testing.T) {
-	deducted := inventory.Order{ID: "O-1", Status: inventory.StatusDeducted,
-		Items: []inventory.Line{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 3}}}
+	items := []inventory.Line{{SKU: "A", Quantity: 3}, {SKU: "B", Quantity: 1}}
+	deducted := inventory.Order{ID: "O-1", Status: inventory.StatusDeducted, Items: items}
+	partly := inventory.Order{ID: "O-1", Status: inventory.StatusPartiallyRestocked, Items: items,
+		Restocked: []inventory.Line{{SKU: "A", Quantity: 1}}}
+	restocked := inventory.Order{ID: "O-1", Status: inventory.StatusRestocked, Items: items, Restocked: items}
 	rejected := inventory.Order{ID: "O-2", Status: inventory.StatusRejected, Reason: inventory.ReasonInsufficientStock,
 		Items: []inventory.Line{{SKU: "A", Quantity: 9}}}
+	restock := func(sku string, n int) inventory.Movement {
+		return inventory.Movement{SKU: sku, Delta: n, Kind: inventory.KindRestock}
+	}
 	tests := []struct {
-		name    string
-		order   inventory.Order
-		want    inventory.Change
-		wantErr error
+		name     string
+		order    inventory.Order
+		returned []inventory.Line
+		want     inventory.Change
+		wantErr  error
 	}{
 		{
-			name:  "deducted order restocks exactly what it took",
-			order: deducted,
-			want: inventory.Change{
-				Order: inventory.Order{ID: "O-1", Status: inventory.StatusRestocked, Items: deducted.Items},
-				Movements: []inventory.Movement{
-					{SKU: "A", Delta: 3, Kind: inventory.KindRestock},
-					{SKU: "B", Delta: 1, Kind: inventory.KindRestock},
-				},
-			},
+			name: "every item returned restocks exactly what was taken", order: deducted, returned: items,
+			want: inventory.Change{Order: inventory.Order{ID: "O-1", Status: inventory.StatusRestocked, Items: items, Restocked: items},
+				Movements: []inventory.Movement{restock("A", 3), restock("B", 1)}},
 		},
-		{name: "rejected order has nothing to restock", order: rejected, want: inventory.Change{Order: rejected}},
-		{name: "never paid is illegal", order: inventory.Order{ID: "O-3", Status: inventory.StatusNone}, wantErr: inventory.ErrIllegalTransition},
-		{name: "restocked twice is illegal", order: inventory.Order{ID: "O-4", Status: inventory.StatusRestocked}, wantErr: inventory.ErrIllegalTransition},
+		{
+			name: "a refund of money alone restocks nothing", order: deducted, returned: nil,
+			want: inventory.Change{Order: deducted},
+		},
+		{
+			name: "one unit back of three", order: deducted, returned: []inventory.Line{{SKU: "A", Quantity: 1}},
+			want: inventory.Change{Order: partly, Movements: []inventory.Movement{restock("A", 1)}},
+		},
+		{
+			name: "the running total restocks only what is new", order: partly, returned: []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}},
+			want: inventory.Change{Order: inventory.Order{ID: "O-1", Status: inventory.StatusPartiallyRestocked, Items: items,
+				Restocked: []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}},
+				Movements: []inventory.Movement{restock("A", 1), restock("B", 1)}},
+		},
+		{
+			name: "never more than was deducted", order: deducted, returned: []inventory.Line{{SKU: "A", Quantity: 9}, {SKU: "Z", Quantity: 1}},
+			want: inventory.Change{Order: inventory.Order{ID: "O-1", Status: inventory.StatusPartiallyRestocked, Items: items,
+				Restocked: []inventory.Line{{SKU: "A", Quantity: 3}}},
+				Movements: []inventory.Movement{restock("A", 3)}},
+		},
+		{
+			name: "a later refund of money after every item came back", order: restocked, returned: items,
+			want: inventory.Change{Order: restocked},
+		},
+		{name: "rejected order has nothing to restock", order: rejected, returned: items, want: inventory.Change{Order: rejected}},
+		{name: "never paid is illegal", order: inventory.Order{ID: "O-3", Status: inventory.StatusNone}, returned: items, wantErr: inventory.ErrIllegalTransition},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.order.Refund()
+			got, err := tt.order.Refund(tt.returned)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Refund() error = %v, want %v", err, tt.wantErr)
 			}

@@ -1,7 +1,8 @@
 // Package notification holds the messaging rules of the notification
 // service: a customer hears exactly once about each customer-facing event
-// of an order (paid, refunded, refund declined), in order, and never about
-// anything else. It knows nothing of SQL, HTTP or Kafka, so its rules are
+// of an order (paid, each refund, each declined refund, a payment returned
+// because the order was cancelled), in order, and never about anything
+// else. It knows nothing of SQL, HTTP or Kafka, so its rules are
 // tested as plain functions.
 package notification
 
@@ -21,6 +22,7 @@ const (
 	StateNone             State = "NONE"
 	StatePaidNotified     State = "PAID_NOTIFIED"
 	StateRefundedNotified State = "REFUNDED_NOTIFIED"
+	StateReturnNotified   State = "RETURN_NOTIFIED"
 )
 
 // Kind names a customer-facing event.
@@ -28,9 +30,10 @@ type Kind string
 
 // The kinds of notification, one per customer-facing event.
 const (
-	KindOrderPaid      Kind = "ORDER_PAID"
-	KindOrderRefunded  Kind = "ORDER_REFUNDED"
-	KindRefundRejected Kind = "REFUND_REJECTED"
+	KindOrderPaid       Kind = "ORDER_PAID"
+	KindOrderRefunded   Kind = "ORDER_REFUNDED"
+	KindRefundRejected  Kind = "REFUND_REJECTED"
+	KindPaymentReturned Kind = "PAYMENT_RETURNED"
 )
 
 // ChannelInApp is the channel of the default sender: the notification is
@@ -43,20 +46,27 @@ const ReasonRefundExceedsPayment = "REFUND_EXCEEDS_PAYMENT"
 
 type rule struct {
 	from []State
-	to   State
+	// to is the state it leads to; empty: the state it was sent from.
+	to State
 }
 
 // rules is the state machine: which states each kind may be sent from and
-// the state it leads to. A declined refund leaves the order paid, so a
-// later refund is still told.
+// the state it leads to. An order may be refunded several times, so a
+// refund is told after the payment or after an earlier refund; a declined
+// refund leaves the order where it was.
 func rules(k Kind) (rule, bool) {
+	refundable := []State{StatePaidNotified, StateRefundedNotified}
 	switch k {
 	case KindOrderPaid:
 		return rule{from: []State{StateNone}, to: StatePaidNotified}, true
 	case KindOrderRefunded:
-		return rule{from: []State{StatePaidNotified}, to: StateRefundedNotified}, true
+		return rule{from: refundable, to: StateRefundedNotified}, true
 	case KindRefundRejected:
-		return rule{from: []State{StatePaidNotified}, to: StatePaidNotified}, true
+		return rule{from: refundable}, true
+	case KindPaymentReturned:
+		// The order was never paid: it was cancelled before the payment
+		// reached it.
+		return rule{from: []State{StateNone}, to: StateReturnNotified}, true
 	}
 	return rule{}, false
 }
@@ -129,7 +139,11 @@ func (o Order) Notify(f Facts) (Change, error) {
 	if !slices.Contains(r.from, o.State) {
 		return Change{}, fmt.Errorf("%w: %s in %s", ErrIllegalTransition, f.Kind, o.State)
 	}
-	return Change{State: r.to, Notification: Notification{
+	to := r.to
+	if to == "" {
+		to = o.State
+	}
+	return Change{State: to, Notification: Notification{
 		OrderID:    o.ID,
 		CustomerID: f.CustomerID,
 		EventID:    f.EventID,
@@ -151,6 +165,9 @@ func Body(f Facts) string {
 	case KindRefundRejected:
 		return fmt.Sprintf("Your refund request of %s %s for order %s was declined: %s.",
 			f.Amount, f.Currency, f.OrderID, declineReason(f.Reason))
+	case KindPaymentReturned:
+		return fmt.Sprintf("Your payment of %s %s reached order %s after it was cancelled; it has been returned to you in full.",
+			f.Amount, f.Currency, f.OrderID)
 	}
 	return ""
 }

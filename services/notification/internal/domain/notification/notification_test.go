@@ -2,6 +2,7 @@ package notification_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
@@ -37,7 +38,22 @@ func TestNotify(t *testing.T) {
 		},
 		{name: "paid twice", state: notification.StatePaidNotified, kind: notification.KindOrderPaid, wantErr: notification.ErrIllegalTransition},
 		{name: "refunded before paid", state: notification.StateNone, kind: notification.KindOrderRefunded, wantErr: notification.ErrIllegalTransition},
-		{name: "declined after refunded", state: notification.StateRefundedNotified, kind: notification.KindRefundRejected, wantErr: notification.ErrIllegalTransition},
+		{
+			name: "a second refund", state: notification.StateRefundedNotified, kind: notification.KindOrderRefunded,
+			wantState: notification.StateRefundedNotified,
+			wantBody:  "Your refund of 80.00 CNY for order O-1 is complete.",
+		},
+		{
+			name: "declined after a refund keeps the order where it was", state: notification.StateRefundedNotified,
+			kind: notification.KindRefundRejected, wantState: notification.StateRefundedNotified,
+			wantBody: "Your refund request of 80.00 CNY for order O-1 was declined: it is more than what is left of your payment.",
+		},
+		{
+			name: "a payment returned after the order was cancelled", state: notification.StateNone, kind: notification.KindPaymentReturned,
+			wantState: notification.StateReturnNotified,
+			wantBody:  "Your payment of 80.00 CNY reached order O-1 after it was cancelled; it has been returned to you in full.",
+		},
+		{name: "returned after paid", state: notification.StatePaidNotified, kind: notification.KindPaymentReturned, wantErr: notification.ErrIllegalTransition},
 		{name: "unknown kind", state: notification.StateNone, kind: "ORDER_SHIPPED", wantErr: notification.ErrUnknownKind},
 	}
 	for _, tt := range tests {
@@ -73,14 +89,15 @@ func TestFrom(t *testing.T) {
 		want []notification.State
 	}{
 		{notification.KindOrderPaid, []notification.State{notification.StateNone}},
-		{notification.KindOrderRefunded, []notification.State{notification.StatePaidNotified}},
-		{notification.KindRefundRejected, []notification.State{notification.StatePaidNotified}},
+		{notification.KindOrderRefunded, []notification.State{notification.StatePaidNotified, notification.StateRefundedNotified}},
+		{notification.KindRefundRejected, []notification.State{notification.StatePaidNotified, notification.StateRefundedNotified}},
+		{notification.KindPaymentReturned, []notification.State{notification.StateNone}},
 		{"ORDER_SHIPPED", nil},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind), func(t *testing.T) {
 			got := notification.From(tt.kind)
-			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+			if !slices.Equal(got, tt.want) {
 				t.Fatalf("From(%s) = %v, want %v", tt.kind, got, tt.want)
 			}
 		})

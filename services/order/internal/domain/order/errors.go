@@ -55,3 +55,16 @@ type MismatchError struct {
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s mismatch: order has %s, callback has %s", e.Field, e.Want, e.Got)
 }
+
+// ReturnError is a business rejection of a refund that would return more
+// of a SKU than the order still holds.
+type ReturnError struct {
+	SKU      string
+	Ordered  int
+	Returned int
+	Asked    int
+}
+
+func (e *ReturnError) Error() string {
+	return fmt.Sprintf("cannot return %d of %s: %d ordered, %d already returned", e.Asked, e.SKU, e.Ordered, e.Returned)
+}

@@ -1,6 +1,11 @@
 package order
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -19,19 +24,28 @@ const (
 	EventRefunded        EventType = "OrderRefunded"
 	EventRefundRejected  EventType = "OrderRefundRejected"
 	EventCancelled       EventType = "OrderCancelled"
+	EventPaymentRejected EventType = "OrderPaymentRejected"
+	EventPaymentReturned EventType = "OrderPaymentReturned"
 )
 
 // Event is what one state change emits. The order itself carries the rest
-// of what the event's payload needs (customer, items, payment id).
+// of what the event's payload needs (customer, items, payment id, the
+// running refund totals).
 type Event struct {
 	Type EventType
 	// Version is the order's version after the change: the event's
 	// aggregateVersion.
 	Version int64
-	// RefundID and Amount describe the refund of refund events.
+	// RefundID, Amount and Items describe the refund of refund events and
+	// of returned payments.
 	RefundID string
 	Amount   decimal.Decimal
-	// Reason explains a cancellation or a refund rejection.
+	Items    []Line
+	// PaymentID and Currency are a returned payment's.
+	PaymentID string
+	Currency  string
+	// Reason explains a cancellation, a rejected refund or a returned
+	// payment.
 	Reason string
 }
 
@@ -76,22 +90,95 @@ func (o *Order) Cancel(reason string) ([]Event, error) {
 	return nil, &TransitionError{From: o.Status, Action: ActionCancel}
 }
 
-// RequestRefund asks for amount back on a paid order. The amount is not
-// checked against the payment here: the payment service owns what was paid
-// and rejects a refund above it, which brings the order back to PAID.
-func (o *Order) RequestRefund(refundID string, amount decimal.Decimal) ([]Event, error) {
-	if err := event.ValidateID("refundId", refundID); err != nil {
+// RefundRequest asks for money, and possibly goods, back on a paid order.
+type RefundRequest struct {
+	ID string
+	// Items are the goods returned; each SKU must be on the order and not
+	// yet returned. None: a refund of money alone.
+	Items []Line
+	// Amount is what the customer gets back. Zero: the price of Items.
+	Amount decimal.Decimal
+}
+
+// RequestRefund asks the payment service for a refund. The amount is not
+// checked against what is left of the payment here: the payment service
+// owns what was paid and rejects a refund above it, which brings the order
+// back to where it was.
+func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
+	if err := event.ValidateID("refundId", r.ID); err != nil {
 		return nil, err
+	}
+	price, err := o.priceOfReturn(r.Items)
+	if err != nil {
+		return nil, err
+	}
+	amount := r.Amount
+	if amount.IsZero() && len(r.Items) > 0 {
+		amount = price
 	}
 	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
 		return nil, err
 	}
-	if o.Status != StatusPaid {
+	if o.Status != StatusPaid && o.Status != StatusPartiallyRefunded {
 		return nil, &TransitionError{From: o.Status, Action: ActionRequestRefund}
 	}
-	o.RefundID = refundID
-	o.RefundAmount = amount
-	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: refundID, Amount: amount}), nil
+	if err := o.checkReturnable(r.Items); err != nil {
+		return nil, err
+	}
+	o.Refunds = append(o.Refunds, Refund{ID: r.ID, Kind: KindRefund, PaymentID: o.PaymentID, Amount: amount,
+		Currency: o.Currency, Items: slices.Clone(r.Items), Status: RefundRequested})
+	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: r.ID, Amount: amount, Items: r.Items}), nil
+}
+
+// priceOfReturn validates the lines of a return against the order and
+// prices them at the order's unit prices.
+func (o *Order) priceOfReturn(lines []Line) (decimal.Decimal, error) {
+	if len(lines) > event.MaxItems {
+		return decimal.Decimal{}, event.Invalid("items", "has %d entries; at most %d are allowed", len(lines), event.MaxItems)
+	}
+	prices := make(map[string]decimal.Decimal, len(o.Items))
+	for _, it := range o.Items {
+		prices[it.SKU] = it.UnitPrice
+	}
+	seen := make(map[string]bool, len(lines))
+	total := decimal.Zero
+	for i, l := range lines {
+		field := func(name string) string { return "items[" + strconv.Itoa(i) + "]." + name }
+		if err := event.ValidateID(field("sku"), l.SKU); err != nil {
+			return decimal.Decimal{}, err
+		}
+		price, ok := prices[l.SKU]
+		if !ok {
+			return decimal.Decimal{}, event.Invalid(field("sku"), "%q is not on order %s", l.SKU, o.ID)
+		}
+		if seen[l.SKU] {
+			return decimal.Decimal{}, event.Invalid(field("sku"), "%q is listed twice; list each SKU once", l.SKU)
+		}
+		seen[l.SKU] = true
+		if err := event.ValidateQuantity(field("quantity"), l.Quantity); err != nil {
+			return decimal.Decimal{}, err
+		}
+		total = total.Add(price.Mul(decimal.NewFromInt(int64(l.Quantity))))
+	}
+	return total, nil
+}
+
+// checkReturnable refuses to return more of a SKU than the order holds
+// after its earlier returns: a business rejection, since it depends on
+// what was returned before.
+func (o *Order) checkReturnable(lines []Line) error {
+	returned := map[string]int{}
+	for _, l := range o.ReturnedItems() {
+		returned[l.SKU] = l.Quantity
+	}
+	for _, l := range lines {
+		for _, it := range o.Items {
+			if it.SKU == l.SKU && returned[l.SKU]+l.Quantity > it.Quantity {
+				return &ReturnError{SKU: l.SKU, Ordered: it.Quantity, Returned: returned[l.SKU], Asked: l.Quantity}
+			}
+		}
+	}
+	return nil
 }
 
 // CallbackType is the kind of a payment service callback.
@@ -175,51 +262,105 @@ func (o *Order) ApplyCallback(cb Callback) ([]Event, error) {
 	}
 }
 
+// Reasons a payment is returned (OrderPaymentRejected).
+const (
+	ReasonOrderCancelled  = "ORDER_CANCELLED"
+	ReasonOrderNotPayable = "ORDER_NOT_PAYABLE"
+	ReasonPaidByAnother   = "PAID_BY_ANOTHER_PAYMENT"
+	ReasonAmountMismatch  = "AMOUNT_MISMATCH"
+)
+
+// pay applies a payment. A payment the order cannot take (it was
+// cancelled before the payment arrived, say) is not refused: the money has
+// moved, so the order records OrderPaymentRejected, which makes the payment
+// service return it, and stays where it is.
 func (o *Order) pay(cb Callback) ([]Event, error) {
-	switch o.Status {
-	case StatusPaid, StatusRefunding, StatusRefunded:
-		return nil, nil
-	case StatusPendingPayment:
+	if o.returnOf(cb.PaymentID) != nil {
+		return nil, nil // already being returned
+	}
+	var reason string
+	switch {
+	case o.Status == StatusPendingPayment && cb.Currency == o.Currency && cb.Amount.Equal(o.Amount):
+		o.PaymentID = cb.PaymentID
+		return o.change(StatusPaid, Event{Type: EventPaid}), nil
+	case o.PaymentID == cb.PaymentID:
+		return nil, nil // paid by this very payment: a repeat
+	case o.Status == StatusCancelled:
+		reason = ReasonOrderCancelled
+	case o.Status == StatusCreated:
+		reason = ReasonOrderNotPayable
+	case o.Status == StatusPendingPayment:
+		reason = fmt.Sprintf("%s: order has %s %s, payment %s %s", ReasonAmountMismatch,
+			money(o.Amount), o.Currency, money(cb.Amount), cb.Currency)
 	default:
-		return nil, &TransitionError{From: o.Status, Action: ActionPay}
+		reason = ReasonPaidByAnother
 	}
-	if cb.Currency != o.Currency {
-		return nil, &MismatchError{Field: "currency", Want: o.Currency, Got: cb.Currency}
-	}
-	if !cb.Amount.Equal(o.Amount) {
-		return nil, &MismatchError{Field: "amount", Want: money(o.Amount), Got: money(cb.Amount)}
-	}
-	o.PaymentID = cb.PaymentID
-	return o.change(StatusPaid, Event{Type: EventPaid}), nil
+	o.Refunds = append(o.Refunds, Refund{ID: "R-" + uuid.NewString(), Kind: KindPaymentReturn, PaymentID: cb.PaymentID,
+		Amount: cb.Amount, Currency: cb.Currency, Items: []Line{}, Status: RefundRequested, Reason: reason})
+	r := o.Refunds[len(o.Refunds)-1]
+	return o.change(o.Status, Event{Type: EventPaymentRejected, RefundID: r.ID, PaymentID: r.PaymentID,
+		Amount: r.Amount, Currency: r.Currency, Reason: reason}), nil
 }
 
+// completeRefund applies a successful refund: of the order's money (the
+// order is REFUNDED once the whole amount is back, PARTIALLY_REFUNDED
+// before), or of a returned payment (the order stays where it is).
 func (o *Order) completeRefund(cb Callback) ([]Event, error) {
+	r := o.Refund(cb.RefundID)
 	switch {
-	case o.Status == StatusRefunded && cb.RefundID == o.RefundID:
+	case r != nil && r.Status == RefundSucceeded:
 		return nil, nil
+	case r != nil && r.Status == RefundRequested && r.Kind == KindPaymentReturn:
+		r.Status = RefundSucceeded
+		return o.change(o.Status, Event{Type: EventPaymentReturned, RefundID: r.ID, PaymentID: r.PaymentID,
+			Amount: r.Amount, Currency: r.Currency}), nil
 	case o.Status != StatusRefunding:
 		return nil, &TransitionError{From: o.Status, Action: ActionCompleteRefund}
-	case cb.RefundID != o.RefundID:
-		return nil, &MismatchError{Field: "refundId", Want: o.RefundID, Got: cb.RefundID}
+	case r == nil || r.Status != RefundRequested:
+		want := ""
+		if p := o.PendingRefund(); p != nil {
+			want = p.ID
+		}
+		return nil, &MismatchError{Field: "refundId", Want: want, Got: cb.RefundID}
 	case cb.Currency != o.Currency:
 		return nil, &MismatchError{Field: "currency", Want: o.Currency, Got: cb.Currency}
 	}
 	// The payment service is the authority on money moved, so the refunded
 	// amount is the one it reports.
-	o.RefundedAmount = o.RefundedAmount.Add(cb.Amount)
-	return o.change(StatusRefunded, Event{Type: EventRefunded, RefundID: cb.RefundID, Amount: cb.Amount}), nil
+	r.Status, r.Amount = RefundSucceeded, cb.Amount
+	to := StatusPartiallyRefunded
+	if o.RefundedAmount().GreaterThanOrEqual(o.Amount) {
+		to = StatusRefunded
+	}
+	return o.change(to, Event{Type: EventRefunded, RefundID: r.ID, Amount: r.Amount, Items: r.Items}), nil
 }
 
+// rejectRefund applies a refund the payment service refused: the order goes
+// back to where it was before the request.
 func (o *Order) rejectRefund(cb Callback) ([]Event, error) {
+	r := o.Refund(cb.RefundID)
 	switch {
-	case o.Status == StatusPaid && o.RefundID != "" && cb.RefundID == o.RefundID:
+	case r != nil && r.Status == RefundRejected:
 		return nil, nil
+	case r != nil && r.Kind == KindPaymentReturn:
+		// A returned payment the payment service cannot return needs a
+		// person: reconciliation reports it.
+		return nil, &TransitionError{From: o.Status, Action: ActionRejectRefund}
 	case o.Status != StatusRefunding:
 		return nil, &TransitionError{From: o.Status, Action: ActionRejectRefund}
-	case cb.RefundID != o.RefundID:
-		return nil, &MismatchError{Field: "refundId", Want: o.RefundID, Got: cb.RefundID}
+	case r == nil || r.Status != RefundRequested:
+		want := ""
+		if p := o.PendingRefund(); p != nil {
+			want = p.ID
+		}
+		return nil, &MismatchError{Field: "refundId", Want: want, Got: cb.RefundID}
 	}
-	return o.change(StatusPaid, Event{Type: EventRefundRejected, RefundID: o.RefundID, Amount: o.RefundAmount, Reason: cb.Reason}), nil
+	r.Status, r.Reason = RefundRejected, cb.Reason
+	back := StatusPaid
+	if o.RefundedAmount().IsPositive() {
+		back = StatusPartiallyRefunded
+	}
+	return o.change(back, Event{Type: EventRefundRejected, RefundID: r.ID, Amount: r.Amount, Reason: cb.Reason}), nil
 }
 
 func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }

@@ -22,8 +22,11 @@ const (
 	StatusPendingPayment Status = "PENDING_PAYMENT"
 	StatusPaid           Status = "PAID"
 	StatusRefunding      Status = "REFUNDING"
-	StatusRefunded       Status = "REFUNDED"
-	StatusCancelled      Status = "CANCELLED"
+	// StatusPartiallyRefunded: some of the amount has been refunded; more
+	// refunds may follow until the whole amount is.
+	StatusPartiallyRefunded Status = "PARTIALLY_REFUNDED"
+	StatusRefunded          Status = "REFUNDED"
+	StatusCancelled         Status = "CANCELLED"
 )
 
 // Item is one order line.
@@ -31,6 +34,12 @@ type Item struct {
 	SKU       string
 	Quantity  int
 	UnitPrice decimal.Decimal
+}
+
+// Line is a quantity of one SKU: goods a refund returns.
+type Line struct {
+	SKU      string
+	Quantity int
 }
 
 // Order is the aggregate. Version counts its state changes: 1 after
@@ -44,13 +53,121 @@ type Order struct {
 	Status     Status
 	Version    int64
 	PaymentID  string
-	// RefundID and RefundAmount describe the latest refund requested; they
-	// stay after the refund completes or is rejected, so a repeated refund
-	// callback can be recognised.
-	RefundID     string
-	RefundAmount decimal.Decimal
-	// RefundedAmount is what the payment service confirmed as refunded.
-	RefundedAmount decimal.Decimal
+	// Refunds are the order's refunds and returned payments, oldest
+	// first; at most one of each kind is REQUESTED at a time.
+	Refunds []Refund
+}
+
+// RefundKind says what a refund gives back.
+type RefundKind string
+
+// The kinds of refund.
+const (
+	// KindRefund gives back money (and, with it, goods) of a paid order.
+	KindRefund RefundKind = "REFUND"
+	// KindPaymentReturn gives back a whole payment the order could not
+	// take: one that arrived after the order was cancelled, say.
+	KindPaymentReturn RefundKind = "PAYMENT_RETURN"
+)
+
+// RefundStatus is where a refund stands with the payment service.
+type RefundStatus string
+
+// The refund statuses.
+const (
+	RefundRequested RefundStatus = "REQUESTED"
+	RefundSucceeded RefundStatus = "SUCCEEDED"
+	RefundRejected  RefundStatus = "REJECTED"
+)
+
+// Refund is one refund of the order.
+type Refund struct {
+	ID        string
+	Kind      RefundKind
+	PaymentID string
+	Amount    decimal.Decimal
+	Currency  string
+	// Items are the goods it returns; none for money alone.
+	Items  []Line
+	Status RefundStatus
+	// Reason says why a payment was returned or a refund rejected.
+	Reason string
+}
+
+// Clone returns a copy of o that shares nothing with it, so a change can be
+// tried on the copy and dropped.
+func (o *Order) Clone() *Order {
+	c := *o
+	c.Items = slices.Clone(o.Items)
+	c.Refunds = make([]Refund, len(o.Refunds))
+	for i, r := range o.Refunds {
+		r.Items = slices.Clone(r.Items)
+		c.Refunds[i] = r
+	}
+	return &c
+}
+
+// RefundedAmount is what succeeded refunds of the order's payment gave
+// back (returned payments are not the order's money).
+func (o *Order) RefundedAmount() decimal.Decimal {
+	sum := decimal.Zero
+	for _, r := range o.Refunds {
+		if r.Kind == KindRefund && r.Status == RefundSucceeded {
+			sum = sum.Add(r.Amount)
+		}
+	}
+	return sum
+}
+
+// ReturnedItems are the goods succeeded refunds returned, by SKU in the
+// order's line order.
+func (o *Order) ReturnedItems() []Line {
+	returned := map[string]int{}
+	for _, r := range o.Refunds {
+		if r.Kind == KindRefund && r.Status == RefundSucceeded {
+			for _, l := range r.Items {
+				returned[l.SKU] += l.Quantity
+			}
+		}
+	}
+	out := []Line{}
+	for _, it := range o.Items {
+		if n := returned[it.SKU]; n > 0 {
+			out = append(out, Line{SKU: it.SKU, Quantity: n})
+		}
+	}
+	return out
+}
+
+// Refund returns the refund with id, or nil.
+func (o *Order) Refund(id string) *Refund {
+	for i := range o.Refunds {
+		if o.Refunds[i].ID == id {
+			return &o.Refunds[i]
+		}
+	}
+	return nil
+}
+
+// PendingRefund returns the refund of the order's money that waits for the
+// payment service, or nil.
+func (o *Order) PendingRefund() *Refund {
+	for i := range o.Refunds {
+		if o.Refunds[i].Kind == KindRefund && o.Refunds[i].Status == RefundRequested {
+			return &o.Refunds[i]
+		}
+	}
+	return nil
+}
+
+// returnOf returns the return of paymentID, or nil.
+func (o *Order) returnOf(paymentID string) *Refund {
+	for i := range o.Refunds {
+		if o.Refunds[i].Kind == KindPaymentReturn && o.Refunds[i].PaymentID == paymentID {
+			return &o.Refunds[i]
+		}
+	}
+	return nil
 }
 
 // New validates a new order and returns it in status CREATED, version 1.
@@ -79,6 +196,7 @@ func New(id, customerID, currency string, items []Item) (*Order, error) {
 		Amount:     amount,
 		Status:     StatusCreated,
 		Version:    1,
+		Refunds:    []Refund{},
 	}, nil
 }
 

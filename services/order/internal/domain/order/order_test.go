@@ -102,12 +102,17 @@ func TestNewAcceptsLimits(t *testing.T) {
 	}
 }
 
-// at returns an order in status s with the version the lifecycle gives it.
+// at returns an order of two SKU-1 at 40.00 in status s, with the version
+// and refunds the lifecycle gives it.
 func at(t *testing.T, s order.Status) *order.Order {
 	t.Helper()
 	o, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: dec("40.00")}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	refund := func(amount string, status order.RefundStatus, items ...order.Line) order.Refund {
+		return order.Refund{ID: "R-1", Kind: order.KindRefund, PaymentID: "P-1", Amount: dec(amount), Currency: "CNY",
+			Items: items, Status: status}
 	}
 	o.Status = s
 	switch s {
@@ -116,9 +121,14 @@ func at(t *testing.T, s order.Status) *order.Order {
 	case order.StatusPaid:
 		o.Version, o.PaymentID = 3, "P-1"
 	case order.StatusRefunding:
-		o.Version, o.PaymentID, o.RefundID, o.RefundAmount = 4, "P-1", "R-1", dec("30.00")
+		o.Version, o.PaymentID = 4, "P-1"
+		o.Refunds = []order.Refund{refund("30.00", order.RefundRequested)}
+	case order.StatusPartiallyRefunded:
+		o.Version, o.PaymentID = 5, "P-1"
+		o.Refunds = []order.Refund{refund("30.00", order.RefundSucceeded)}
 	case order.StatusRefunded:
-		o.Version, o.PaymentID, o.RefundID, o.RefundAmount, o.RefundedAmount = 5, "P-1", "R-1", dec("30.00"), dec("30.00")
+		o.Version, o.PaymentID = 5, "P-1"
+		o.Refunds = []order.Refund{refund("80.00", order.RefundSucceeded, order.Line{SKU: "SKU-1", Quantity: 2})}
 	case order.StatusCancelled:
 		o.Version = 2
 	}
@@ -132,6 +142,7 @@ const (
 	repeat
 	transition
 	mismatch
+	returnRefused
 	validation
 )
 
@@ -139,6 +150,7 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 	t.Helper()
 	var terr *order.TransitionError
 	var merr *order.MismatchError
+	var rerr *order.ReturnError
 	var verr *event.RuleError
 	switch want {
 	case applied:
@@ -163,6 +175,10 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 		if !errors.As(err, &merr) {
 			t.Fatalf("got %v, want a MismatchError", err)
 		}
+	case returnRefused:
+		if !errors.As(err, &rerr) {
+			t.Fatalf("got %v, want a ReturnError", err)
+		}
 	case validation:
 		if !errors.As(err, &verr) {
 			t.Fatalf("got %v, want a *event.RuleError", err)
@@ -178,11 +194,15 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 	}
 }
 
+func line(sku string, n int) order.Line { return order.Line{SKU: sku, Quantity: n} }
+
 func TestCommands(t *testing.T) {
 	checkout := func(o *order.Order) ([]order.Event, error) { return o.Checkout() }
 	cancel := func(o *order.Order) ([]order.Event, error) { return o.Cancel("changed my mind") }
-	refund := func(amount string) func(o *order.Order) ([]order.Event, error) {
-		return func(o *order.Order) ([]order.Event, error) { return o.RequestRefund("R-2", dec(amount)) }
+	refund := func(amount string, items ...order.Line) func(o *order.Order) ([]order.Event, error) {
+		return func(o *order.Order) ([]order.Event, error) {
+			return o.RequestRefund(order.RefundRequest{ID: "R-2", Amount: dec(amount), Items: items})
+		}
 	}
 	tests := []struct {
 		name       string
@@ -201,11 +221,18 @@ func TestCommands(t *testing.T) {
 		{"cancel again", order.StatusCancelled, cancel, repeat, order.StatusCancelled, ""},
 		{"cancel paid", order.StatusPaid, cancel, transition, order.StatusPaid, ""},
 		{"cancel refunded", order.StatusRefunded, cancel, transition, order.StatusRefunded, ""},
-		{"refund paid", order.StatusPaid, refund("30.00"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund money of a paid order", order.StatusPaid, refund("30.00"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund goods of a paid order", order.StatusPaid, refund("0", line("SKU-1", 1)), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund goods for less than their price", order.StatusPaid, refund("10.00", line("SKU-1", 2)), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"refund again after a partial refund", order.StatusPartiallyRefunded, refund("0", line("SKU-1", 2)), applied, order.StatusRefunding, order.EventRefundRequested},
 		{"refund more than paid is not checked here", order.StatusPaid, refund("1000.00"), applied, order.StatusRefunding, order.EventRefundRequested},
-		{"refund zero", order.StatusPaid, refund("0"), validation, order.StatusPaid, ""},
+		{"refund nothing", order.StatusPaid, refund("0"), validation, order.StatusPaid, ""},
 		{"refund negative", order.StatusPaid, refund("-1"), validation, order.StatusPaid, ""},
 		{"refund three places", order.StatusPaid, refund("1.001"), validation, order.StatusPaid, ""},
+		{"refund a SKU not on the order", order.StatusPaid, refund("0", line("SKU-9", 1)), validation, order.StatusPaid, ""},
+		{"refund a SKU twice", order.StatusPaid, refund("0", line("SKU-1", 1), line("SKU-1", 1)), validation, order.StatusPaid, ""},
+		{"refund zero units", order.StatusPaid, refund("0", line("SKU-1", 0)), validation, order.StatusPaid, ""},
+		{"return more than ordered", order.StatusPaid, refund("0", line("SKU-1", 3)), returnRefused, order.StatusPaid, ""},
 		{"refund created", order.StatusCreated, refund("1"), transition, order.StatusCreated, ""},
 		{"refund pending payment", order.StatusPendingPayment, refund("1"), transition, order.StatusPendingPayment, ""},
 		{"refund while refunding", order.StatusRefunding, refund("1"), transition, order.StatusRefunding, ""},
@@ -224,18 +251,25 @@ func TestCommands(t *testing.T) {
 
 func TestRequestRefundRecordsTheRefund(t *testing.T) {
 	o := at(t, order.StatusPaid)
-	events, err := o.RequestRefund("R-9", dec("12.50"))
+	events, err := o.RequestRefund(order.RefundRequest{ID: "R-9", Items: []order.Line{line("SKU-1", 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.RefundID != "R-9" || !o.RefundAmount.Equal(dec("12.5")) || events[0].RefundID != "R-9" || !events[0].Amount.Equal(dec("12.5")) {
-		t.Fatalf("order %+v events %+v", o, events)
+	r := o.PendingRefund()
+	if r == nil || r.ID != "R-9" || !r.Amount.Equal(dec("40")) || len(r.Items) != 1 || r.Kind != order.KindRefund ||
+		events[0].RefundID != "R-9" || !events[0].Amount.Equal(dec("40")) {
+		t.Fatalf("refund %+v events %+v", r, events)
 	}
 }
 
 func TestApplyCallback(t *testing.T) {
 	paid := func(amount, currency string) order.Callback {
 		return order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
+	}
+	paidBy := func(paymentID string) order.Callback {
+		cb := paid("80.00", "CNY")
+		cb.PaymentID = paymentID
+		return cb
 	}
 	refunded := func(refundID string) order.Callback {
 		return order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
@@ -257,12 +291,14 @@ func TestApplyCallback(t *testing.T) {
 		{"payment when paid", order.StatusPaid, paid("80.00", "CNY"), repeat, order.StatusPaid, ""},
 		{"payment when refunding", order.StatusRefunding, paid("80.00", "CNY"), repeat, order.StatusRefunding, ""},
 		{"payment when refunded", order.StatusRefunded, paid("80.00", "CNY"), repeat, order.StatusRefunded, ""},
-		{"payment for created order", order.StatusCreated, paid("80.00", "CNY"), transition, order.StatusCreated, ""},
-		{"payment for cancelled order", order.StatusCancelled, paid("80.00", "CNY"), transition, order.StatusCancelled, ""},
-		{"payment of the wrong amount", order.StatusPendingPayment, paid("79.99", "CNY"), mismatch, order.StatusPendingPayment, ""},
-		{"payment in the wrong currency", order.StatusPendingPayment, paid("80.00", "USD"), mismatch, order.StatusPendingPayment, ""},
-		{"refund succeeded", order.StatusRefunding, refunded("R-1"), applied, order.StatusRefunded, order.EventRefunded},
-		{"refund succeeded again", order.StatusRefunded, refunded("R-1"), repeat, order.StatusRefunded, ""},
+		// Money that moved for an order that cannot take it is returned.
+		{"payment for cancelled order", order.StatusCancelled, paid("80.00", "CNY"), applied, order.StatusCancelled, order.EventPaymentRejected},
+		{"payment for created order", order.StatusCreated, paid("80.00", "CNY"), applied, order.StatusCreated, order.EventPaymentRejected},
+		{"payment of the wrong amount", order.StatusPendingPayment, paid("79.99", "CNY"), applied, order.StatusPendingPayment, order.EventPaymentRejected},
+		{"payment in the wrong currency", order.StatusPendingPayment, paid("80.00", "USD"), applied, order.StatusPendingPayment, order.EventPaymentRejected},
+		{"a second payment of a paid order", order.StatusPaid, paidBy("P-2"), applied, order.StatusPaid, order.EventPaymentRejected},
+		{"refund succeeded in part", order.StatusRefunding, refunded("R-1"), applied, order.StatusPartiallyRefunded, order.EventRefunded},
+		{"refund succeeded again", order.StatusPartiallyRefunded, refunded("R-1"), repeat, order.StatusPartiallyRefunded, ""},
 		{"refund succeeded for another refund", order.StatusRefunding, refunded("R-X"), mismatch, order.StatusRefunding, ""},
 		{"refund succeeded when refunded by another", order.StatusRefunded, refunded("R-X"), transition, order.StatusRefunded, ""},
 		{"refund succeeded when paid", order.StatusPaid, refunded("R-1"), transition, order.StatusPaid, ""},
@@ -286,32 +322,123 @@ func TestApplyCallback(t *testing.T) {
 	}
 }
 
-func TestRefundRejectedIsARepeatOnceBackToPaid(t *testing.T) {
-	o := at(t, order.StatusRefunding)
-	cb := order.Callback{ID: "E-3", Type: order.CallbackRefundRejected, OrderID: "O-1", RefundID: "R-1", Amount: dec("30"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"}
-	events, err := o.ApplyCallback(cb)
+// TestPartialRefundsUntilTheWholeAmount is the refund model: each refund
+// gives back money and the goods it names; the order is PARTIALLY_REFUNDED
+// until the whole amount is back.
+func TestPartialRefundsUntilTheWholeAmount(t *testing.T) {
+	o := at(t, order.StatusPaid)
+	steps := []struct {
+		req        order.RefundRequest
+		wantStatus order.Status
+		refunded   string
+		returned   int
+	}{
+		{order.RefundRequest{ID: "R-1", Items: []order.Line{line("SKU-1", 1)}}, order.StatusPartiallyRefunded, "40", 1},
+		{order.RefundRequest{ID: "R-2", Amount: dec("0.01")}, order.StatusPartiallyRefunded, "40.01", 1},
+		{order.RefundRequest{ID: "R-3", Amount: dec("39.99"), Items: []order.Line{line("SKU-1", 1)}}, order.StatusRefunded, "80", 2},
+	}
+	version := o.Version
+	for i, step := range steps {
+		if _, err := o.RequestRefund(step.req); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		r := o.PendingRefund()
+		events, err := o.ApplyCallback(order.Callback{ID: "E-" + step.req.ID, Type: order.CallbackRefundSucceeded, OrderID: "O-1",
+			PaymentID: "P-1", RefundID: r.ID, Amount: r.Amount, Currency: "CNY"})
+		if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Version != version+2 {
+			t.Fatalf("step %d: %+v %v", i, events, err)
+		}
+		version += 2
+		returned := 0
+		for _, l := range o.ReturnedItems() {
+			returned += l.Quantity
+		}
+		if o.Status != step.wantStatus || !o.RefundedAmount().Equal(dec(step.refunded)) || returned != step.returned {
+			t.Fatalf("step %d: %s refunded %s returned %d, want %s %s %d", i, o.Status, o.RefundedAmount(), returned,
+				step.wantStatus, step.refunded, step.returned)
+		}
+	}
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-4", Amount: dec("1")}); err == nil {
+		t.Fatal("a refunded order took another refund")
+	}
+}
+
+func TestRejectedRefundGoesBackToWhereTheOrderWas(t *testing.T) {
+	o := at(t, order.StatusPartiallyRefunded)
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-2", Amount: dec("500")}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: order.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1",
+		RefundID: "R-2", Amount: dec("500"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"})
+	if err != nil || len(events) != 1 || events[0].Reason != "REFUND_EXCEEDS_PAYMENT" {
+		t.Fatalf("%+v %v", events, err)
+	}
+	if o.Status != order.StatusPartiallyRefunded || !o.RefundedAmount().Equal(dec("30")) || o.Refund("R-2").Status != order.RefundRejected {
+		t.Fatalf("order %s refunded %s, refund %+v", o.Status, o.RefundedAmount(), o.Refund("R-2"))
+	}
+}
+
+// TestPaymentForACancelledOrderIsReturned: the payment service charged an
+// order that was cancelled before the charge reached it. The order records
+// OrderPaymentRejected with the refund that returns it, then
+// OrderPaymentReturned when the payment service has returned it, and stays
+// CANCELLED throughout.
+func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
+	o := at(t, order.StatusCancelled)
+	pay := order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}
+	events, err := o.ApplyCallback(pay)
 	if err != nil || len(events) != 1 {
-		t.Fatalf("first: %+v %v", events, err)
+		t.Fatalf("%+v %v", events, err)
 	}
-	if events[0].Reason != "REFUND_EXCEEDS_PAYMENT" || events[0].RefundID != "R-1" || !events[0].Amount.Equal(dec("30")) || events[0].Version != 5 {
-		t.Fatalf("event %+v", events[0])
+	e := events[0]
+	if e.Type != order.EventPaymentRejected || e.Version != 3 || e.PaymentID != "P-1" || !e.Amount.Equal(dec("80")) ||
+		e.Reason != order.ReasonOrderCancelled || e.RefundID == "" {
+		t.Fatalf("event %+v", e)
 	}
-	events, err = o.ApplyCallback(cb)
-	if err != nil || len(events) != 0 || o.Status != order.StatusPaid || o.Version != 5 {
-		t.Fatalf("second: %+v %v, order %s v%d", events, err, o.Status, o.Version)
+	pay.ID = "E-1b" // the same payment told again
+	if events, err := o.ApplyCallback(pay); err != nil || len(events) != 0 {
+		t.Fatalf("repeat: %+v %v", events, err)
+	}
+	returned := order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: e.RefundID,
+		Amount: dec("80"), Currency: "CNY"}
+	events, err = o.ApplyCallback(returned)
+	if err != nil || len(events) != 1 || events[0].Type != order.EventPaymentReturned || events[0].Version != 4 {
+		t.Fatalf("returned: %+v %v", events, err)
+	}
+	if events, err := o.ApplyCallback(returned); err != nil || len(events) != 0 {
+		t.Fatalf("returned again: %+v %v", events, err)
+	}
+	if o.Status != order.StatusCancelled || !o.RefundedAmount().IsZero() || o.Refund(e.RefundID).Status != order.RefundSucceeded {
+		t.Fatalf("order %s refunded %s, return %+v", o.Status, o.RefundedAmount(), o.Refund(e.RefundID))
+	}
+}
+
+func TestCloneSharesNothing(t *testing.T) {
+	o := at(t, order.StatusRefunding)
+	c := o.Clone()
+	c.Refunds[0].Status = order.RefundSucceeded
+	c.Items[0].Quantity = 9
+	c.Refunds = append(c.Refunds, order.Refund{ID: "R-9"})
+	if o.Refunds[0].Status != order.RefundRequested || o.Items[0].Quantity != 2 || len(o.Refunds) != 1 {
+		t.Fatalf("changing the clone changed the original: %+v", o)
 	}
 }
 
 func TestFullLifecycleVersions(t *testing.T) {
 	o := at(t, order.StatusCreated)
+	var refundID string
 	steps := []func() ([]order.Event, error){
 		o.Checkout,
 		func() ([]order.Event, error) {
 			return o.ApplyCallback(order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
 		},
-		func() ([]order.Event, error) { return o.RequestRefund("R-1", dec("80")) },
 		func() ([]order.Event, error) {
-			return o.ApplyCallback(order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: "R-1", Amount: dec("80"), Currency: "CNY"})
+			events, err := o.RequestRefund(order.RefundRequest{ID: "R-1", Items: []order.Line{line("SKU-1", 2)}})
+			refundID = "R-1"
+			return events, err
+		},
+		func() ([]order.Event, error) {
+			return o.ApplyCallback(order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("80"), Currency: "CNY"})
 		},
 	}
 	want := []order.EventType{order.EventCheckedOut, order.EventPaid, order.EventRefundRequested, order.EventRefunded}
@@ -321,7 +448,7 @@ func TestFullLifecycleVersions(t *testing.T) {
 			t.Fatalf("step %d: %+v %v", i, events, err)
 		}
 	}
-	if o.Status != order.StatusRefunded || o.PaymentID != "P-1" || !o.RefundedAmount.Equal(dec("80")) {
+	if o.Status != order.StatusRefunded || o.PaymentID != "P-1" || !o.RefundedAmount().Equal(dec("80")) {
 		t.Fatalf("final order %+v", o)
 	}
 }

@@ -1,8 +1,10 @@
-// Package points holds the loyalty rules of the points service: a paid
-// order earns one point per whole currency unit paid, a refund reverses one
-// point per whole unit refunded, and an order's points never go below zero.
-// It knows nothing of SQL, HTTP or Kafka, so its rules are tested as plain
-// functions.
+// Package points holds the loyalty rules of the points service: an order
+// is worth one point per whole currency unit paid and not refunded
+// (event.PointsFor, the rule reconciliation checks too). A payment earns
+// them; each refund writes one reversal that brings the order to what it is
+// now worth, so its points never go below zero and a full refund reverses
+// exactly what was earned. It knows nothing of SQL, HTTP or Kafka, so its
+// rules are tested as plain functions.
 package points
 
 import (
@@ -19,20 +21,23 @@ import (
 // State is the points service's view of one order.
 type State string
 
-// The points states of an order: NONE → EARNED → REVERSED, or
-// REVERSAL_REJECTED when a reversal would take the order below zero.
+// The points states of an order: NONE → EARNED → PARTIALLY_REVERSED →
+// REVERSED as refunds give the money back. REVERSAL_REJECTED was the state
+// of a refund the first release could not reverse; an order in it takes
+// later refunds like any other.
 const (
-	StateNone             State = "NONE"
-	StateEarned           State = "EARNED"
-	StateReversed         State = "REVERSED"
-	StateReversalRejected State = "REVERSAL_REJECTED"
+	StateNone              State = "NONE"
+	StateEarned            State = "EARNED"
+	StatePartiallyReversed State = "PARTIALLY_REVERSED"
+	StateReversed          State = "REVERSED"
+	StateReversalRejected  State = "REVERSAL_REJECTED"
 )
 
 // PaidFrom and RefundedFrom are the states an OrderPaid and an OrderRefunded
 // may be applied from; any other state means a predecessor is missing.
 var (
 	PaidFrom     = []State{StateNone}
-	RefundedFrom = []State{StateEarned}
+	RefundedFrom = []State{StateEarned, StatePartiallyReversed, StateReversed, StateReversalRejected}
 )
 
 // EntryType says why points moved.
@@ -43,10 +48,6 @@ const (
 	EntryEarn     EntryType = "EARN"
 	EntryReversal EntryType = "REVERSAL"
 )
-
-// ReasonBelowZero is logged when a reversal is refused because it would
-// leave the order with negative points.
-const ReasonBelowZero = "REVERSAL_BELOW_ZERO"
 
 var (
 	// ErrIllegalTransition means an event arrived in a state its rule does
@@ -72,61 +73,53 @@ type LedgerEntry struct {
 	CreatedAt  time.Time
 }
 
-// Order is the points service's view of one order: its state and the points
-// its ledger entries add up to.
+// Order is the points service's view of one order: its state and what its
+// ledger entries add up to.
 type Order struct {
 	ID     string
 	State  State
 	Points int64
+	// Paid is the amount the EARN entry was computed from; Refunded the sum
+	// of the amounts the REVERSAL entries were.
+	Paid     decimal.Decimal
+	Refunded decimal.Decimal
 }
 
 // Change is what one event does: the order's new state and the ledger
-// entry to write, if any.
+// entry to write.
 type Change struct {
 	State State
-	// Entry is nil when the event writes nothing (a rejected reversal).
-	Entry *Entry
-	// Rejection names why a reversal was refused; empty otherwise.
-	Rejection string
+	Entry Entry
 }
 
-// PointsFor returns the points an amount is worth: one per whole unit,
-// rounded down ("80.99" is 80 points). The contract's largest amount,
-// 9999999999999999.99, is worth 9999999999999999 points, which the ledger's
-// BIGINT holds.
-func PointsFor(amount decimal.Decimal) (int64, error) {
-	if err := event.ValidateAmount("amount", amount); err != nil {
-		return 0, err
-	}
-	return amount.Floor().IntPart(), nil
-}
-
-// Pay decides an OrderPaid: one EARN entry of floor(paid) points.
+// Pay decides an OrderPaid: one EARN entry of what the payment is worth.
 func (o Order) Pay(paid decimal.Decimal) (Change, error) {
 	if !slices.Contains(PaidFrom, o.State) {
 		return Change{}, fmt.Errorf("%w: OrderPaid in %s", ErrIllegalTransition, o.State)
 	}
-	n, err := PointsFor(paid)
-	if err != nil {
+	if err := event.ValidatePositiveAmount("paidAmount", paid); err != nil {
 		return Change{}, err
 	}
-	return Change{State: StateEarned, Entry: &Entry{Type: EntryEarn, Points: n, Amount: paid}}, nil
+	return Change{State: StateEarned, Entry: Entry{Type: EntryEarn, Points: event.PointsFor(paid, decimal.Zero), Amount: paid}}, nil
 }
 
-// Refund decides an OrderRefunded: one REVERSAL entry of -floor(refunded)
-// points, unless that would leave the order below zero points; then nothing
-// is written and the order is REVERSAL_REJECTED, a business outcome that is
-// recorded, never retried.
-func (o Order) Refund(refunded decimal.Decimal) (Change, error) {
+// Refund decides an OrderRefunded from the order's running refunded total:
+// one REVERSAL entry that brings the order to what it is worth after it
+// (zero points when the refund changes no whole unit: one entry per
+// refund, so the ledger tells every refund). The total makes a refund whose
+// predecessor was never applied here still land on the right figure.
+func (o Order) Refund(totalRefunded decimal.Decimal) (Change, error) {
 	if !slices.Contains(RefundedFrom, o.State) {
 		return Change{}, fmt.Errorf("%w: OrderRefunded in %s", ErrIllegalTransition, o.State)
 	}
-	n, err := PointsFor(refunded)
-	if err != nil {
+	if err := event.ValidatePositiveAmount("totalRefundedAmount", totalRefunded); err != nil {
 		return Change{}, err
 	}
-	if o.Points-n < 0 {
-		return Change{State: StateReversalRejected, Rejection: ReasonBelowZero}, nil
+	reversed := min(event.PointsFor(o.Paid, totalRefunded)-o.Points, 0)
+	amount := decimal.Max(totalRefunded.Sub(o.Refunded), decimal.Zero)
+	state := StatePartiallyReversed
+	if totalRefunded.GreaterThanOrEqual(o.Paid) {
+		state = StateReversed
 	}
-	return Change{State: StateReversed, Entry: &Entry{Type: EntryReversal, Points: -n, Amount: refunded}}, nil
+	return Change{State: state, Entry: Entry{Type: EntryReversal, Points: reversed, Amount: amount}}, nil
 }

@@ -10,90 +10,79 @@ import (
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
 
-// ruleBroken stands for any *event.RuleError in the tables below.
-var ruleBroken = &event.RuleError{}
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-func TestPointsFor(t *testing.T) {
-	tests := []struct {
-		amount  string
-		want    int64
-		wantErr bool
-	}{
-		{"80.00", 80, false},
-		{"80.99", 80, false},
-		{"0.99", 0, false},
-		{"0", 0, false},
-		// The largest amount the order service accepts: more than an INT
-		// holds, so the ledger is BIGINT.
-		{"9999999999999999.99", 9999999999999999, false},
-		{"10000000000000000", 0, true},
-		{"-1.00", 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.amount, func(t *testing.T) {
-			got, err := points.PointsFor(decimal.RequireFromString(tt.amount))
-			var rerr *event.RuleError
-			if errors.As(err, &rerr) != tt.wantErr || got != tt.want {
-				t.Fatalf("PointsFor(%s) = %d, %v; want %d, %v", tt.amount, got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-}
-
-func TestPayAndRefund(t *testing.T) {
+func TestPay(t *testing.T) {
 	tests := []struct {
 		name       string
 		order      points.Order
-		event      string // "paid" or "refunded"
 		amount     string
-		wantState  points.State
-		wantPoints *int64 // nil: no entry
-		wantReject string
-		wantErr    error
+		wantPoints int64
+		wantErr    bool
 	}{
-		{name: "paid earns floor of the amount", order: points.Order{State: points.StateNone},
-			event: "paid", amount: "80.50", wantState: points.StateEarned, wantPoints: ptr(80)},
-		{name: "paid twice is illegal", order: points.Order{State: points.StateEarned, Points: 80},
-			event: "paid", amount: "80.00", wantErr: points.ErrIllegalTransition},
-		{name: "refund reverses floor of the amount", order: points.Order{State: points.StateEarned, Points: 80},
-			event: "refunded", amount: "30.75", wantState: points.StateReversed, wantPoints: ptr(-30)},
-		{name: "refund of everything reaches exactly zero", order: points.Order{State: points.StateEarned, Points: 80},
-			event: "refunded", amount: "80.00", wantState: points.StateReversed, wantPoints: ptr(-80)},
-		{name: "refund below zero is rejected without an entry", order: points.Order{State: points.StateEarned, Points: 10},
-			event: "refunded", amount: "20.00", wantState: points.StateReversalRejected, wantReject: points.ReasonBelowZero},
-		{name: "refund before earning is illegal", order: points.Order{State: points.StateNone},
-			event: "refunded", amount: "1.00", wantErr: points.ErrIllegalTransition},
-		{name: "out-of-range amount", order: points.Order{State: points.StateNone},
-			event: "paid", amount: "10000000000000000", wantErr: ruleBroken},
+		{"earns one point per whole unit", points.Order{State: points.StateNone}, "80.50", 80, false},
+		// The largest amount the order service accepts: more than an INT
+		// holds, so the ledger is BIGINT.
+		{"the largest amount", points.Order{State: points.StateNone}, "9999999999999999.99", 9999999999999999, false},
+		{"paid twice is illegal", points.Order{State: points.StateEarned, Points: 80}, "80.00", 0, true},
+		{"an amount beyond the rules", points.Order{State: points.StateNone}, "10000000000000000", 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			amount := decimal.RequireFromString(tt.amount)
-			var ch points.Change
-			var err error
-			if tt.event == "paid" {
-				ch, err = tt.order.Pay(amount)
-			} else {
-				ch, err = tt.order.Refund(amount)
-			}
-			var rerr *event.RuleError
-			if tt.wantErr == ruleBroken && !errors.As(err, &rerr) || tt.wantErr != ruleBroken && !errors.Is(err, tt.wantErr) {
-				t.Fatalf("error = %v, want %v", err, tt.wantErr)
+			ch, err := tt.order.Pay(dec(tt.amount))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %v", err, tt.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if ch.State != tt.wantState || ch.Rejection != tt.wantReject {
-				t.Fatalf("change = %+v, want state %s rejection %q", ch, tt.wantState, tt.wantReject)
-			}
-			switch {
-			case tt.wantPoints == nil && ch.Entry != nil:
-				t.Fatalf("entry = %+v, want none", *ch.Entry)
-			case tt.wantPoints != nil && (ch.Entry == nil || ch.Entry.Points != *tt.wantPoints || !ch.Entry.Amount.Equal(amount)):
-				t.Fatalf("entry = %+v, want %d points for %s", ch.Entry, *tt.wantPoints, amount)
+			if ch.State != points.StateEarned || ch.Entry.Type != points.EntryEarn || ch.Entry.Points != tt.wantPoints || !ch.Entry.Amount.Equal(dec(tt.amount)) {
+				t.Fatalf("change %+v, want EARN %d", ch, tt.wantPoints)
 			}
 		})
 	}
 }
 
-func ptr(n int64) *int64 { return &n }
+// TestRefund: after each refund the order is worth floor(paid − refunded)
+// points, whatever the refunds before it, and one reversal is written per
+// refund.
+func TestRefund(t *testing.T) {
+	earned := points.Order{State: points.StateEarned, Points: 20, Paid: dec("20.00")}
+	partly := points.Order{State: points.StatePartiallyReversed, Points: 19, Paid: dec("20.00"), Refunded: dec("0.01")}
+	tests := []struct {
+		name       string
+		order      points.Order
+		total      string
+		wantState  points.State
+		wantPoints int64
+		wantAmount string
+		wantErr    error
+	}{
+		// The case: 0.01 of a 20.00 order makes it worth 19 points.
+		{"a cent of twenty", earned, "0.01", points.StatePartiallyReversed, -1, "0.01", nil},
+		{"a refund within the same whole unit", partly, "0.50", points.StatePartiallyReversed, 0, "0.49", nil},
+		{"the rest", partly, "20.00", points.StateReversed, -19, "19.99", nil},
+		{"everything at once", earned, "20.00", points.StateReversed, -20, "20.00", nil},
+		{"an earlier refund never applied here", earned, "10.01", points.StatePartiallyReversed, -11, "10.01", nil},
+		{"after the first release rejected a reversal", points.Order{State: points.StateReversalRejected, Points: 20, Paid: dec("20")},
+			"5", points.StatePartiallyReversed, -5, "5", nil},
+		{"before earning is illegal", points.Order{State: points.StateNone}, "1.00", "", 0, "", points.ErrIllegalTransition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch, err := tt.order.Refund(dec(tt.total))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if ch.State != tt.wantState || ch.Entry.Type != points.EntryReversal || ch.Entry.Points != tt.wantPoints || !ch.Entry.Amount.Equal(dec(tt.wantAmount)) {
+				t.Fatalf("change %+v, want %s, %d points for %s", ch, tt.wantState, tt.wantPoints, tt.wantAmount)
+			}
+			if after := tt.order.Points + ch.Entry.Points; after != event.PointsFor(tt.order.Paid, dec(tt.total)) || after < 0 {
+				t.Fatalf("order worth %d points after, want %d", after, event.PointsFor(tt.order.Paid, dec(tt.total)))
+			}
+		})
+	}
+}

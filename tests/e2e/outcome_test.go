@@ -1,0 +1,115 @@
+package e2e_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/tests/harness"
+)
+
+// A refund, whole or in part, must leave every service telling the same
+// story: the order and the payment agree on what was refunded, inventory
+// restocks exactly the goods that came back, the order is worth
+// floor(paid − refunded) points, and the customer hears of each refund.
+func TestPartialRefundsTellOneStory(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-P", 10)
+	amount := s.CreateOrder(harness.Order{ID: "O-P1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-P", Quantity: 2, UnitPrice: "10.00"}}})
+	if code, out := s.Pay("O-P1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	s.WaitSnapshot("O-P1", paidSnapshot(), 30*time.Second)
+
+	steps := []struct {
+		name      string
+		body      map[string]any
+		snapshot  harness.Snapshot
+		refunded  string
+		available int
+		points    float64
+	}{
+		// The case: 0.01 of a 2-unit 20.00 order. Nothing comes
+		// back to stock, the order is worth 19 points, and the order and the
+		// payment both say PARTIALLY_REFUNDED.
+		{"a cent back", map[string]any{"amount": "0.01"},
+			harness.Snapshot{Order: "PARTIALLY_REFUNDED", OrderVersion: 5, Payment: "PARTIALLY_REFUNDED", Inventory: "DEDUCTED",
+				PointsLedger: 2, Notifications: 2}, "0.01", 8, 19},
+		{"one unit back at its price", map[string]any{"items": []any{map[string]any{"sku": "SKU-P", "quantity": 1}}},
+			harness.Snapshot{Order: "PARTIALLY_REFUNDED", OrderVersion: 7, Payment: "PARTIALLY_REFUNDED", Inventory: "PARTIALLY_RESTOCKED",
+				PointsLedger: 3, Notifications: 3}, "10.01", 9, 9},
+		{"the last unit for what is left", map[string]any{"amount": "9.99", "items": []any{map[string]any{"sku": "SKU-P", "quantity": 1}}},
+			harness.Snapshot{Order: "REFUNDED", OrderVersion: 9, Payment: "REFUNDED", Inventory: "RESTOCKED",
+				PointsLedger: 4, Notifications: 4}, "20.00", 10, 0},
+	}
+	for _, step := range steps {
+		out := s.JSON("order", "POST", "/orders/O-P1/refunds", step.body, 200)
+		if out["businessCode"] != "SUCCESS" {
+			t.Fatalf("%s: %v", step.name, out)
+		}
+		s.WaitSnapshot("O-P1", step.snapshot, 30*time.Second)
+		order := s.JSON("order", "GET", "/orders/O-P1", nil, 200)
+		payment := s.JSON("payment", "GET", "/payments/orders/O-P1", nil, 200)
+		if order["refundedAmount"] != step.refunded || payment["refunded"] != step.refunded {
+			t.Fatalf("%s: order refunded %v, payment refunded %v, want %s", step.name, order["refundedAmount"], payment["refunded"], step.refunded)
+		}
+		if st := s.Inventory("SKU-P"); st.Available != step.available || st.Available+st.Deducted != 10 {
+			t.Fatalf("%s: stock %+v, want %d available of 10", step.name, st, step.available)
+		}
+		ledger := s.JSON("points", "GET", "/points/orders/O-P1", nil, 200)
+		sum := 0.0
+		for _, e := range ledger["entries"].([]any) {
+			sum += e.(map[string]any)["points"].(float64)
+		}
+		if sum != step.points {
+			t.Fatalf("%s: the order is worth %v points, want %v", step.name, sum, step.points)
+		}
+	}
+	if out := s.JSON("order", "POST", "/orders/O-P1/refunds", map[string]any{"amount": "0.01"}, 200); out["businessCode"] != "ORDER_NOT_REFUNDABLE" {
+		t.Fatalf("a refund of a refunded order: %v", out)
+	}
+}
+
+// The payment service takes the money for an order the customer cancels
+// before the payment's callback reaches it. The order records
+// OrderPaymentRejected, the payment service returns the money through its
+// refund path, the order records OrderPaymentReturned and the customer is
+// told. Nothing is edited in another service's database.
+func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	amount := s.CreateOrder(harness.Order{ID: "O-C1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-C", Quantity: 1, UnitPrice: "10.00"}}})
+
+	// Hold the payment service's callbacks, as failed deliveries do.
+	s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "error", "times": 1000}, 200)
+	if code, out := s.Pay("O-C1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	if out := s.JSON("order", "POST", "/orders/O-C1/cancel", nil, 200); out["businessCode"] != "SUCCESS" || out["status"] != "CANCELLED" {
+		t.Fatalf("cancel: %v", out)
+	}
+	s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "off"}, 200)
+
+	s.WaitSnapshot("O-C1", harness.Snapshot{Order: "CANCELLED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "NONE",
+		PointsLedger: 0, Notifications: 1}, 30*time.Second)
+	payment := s.JSON("payment", "GET", "/payments/orders/O-C1", nil, 200)
+	if payment["refunded"] != "10.00" || payment["amount"] != "10.00" {
+		t.Fatalf("payment %v, want all 10.00 refunded", payment)
+	}
+	items := s.JSON("notification", "GET", "/notifications?orderId=O-C1", nil, 200)["items"].([]any)
+	if kind := items[0].(map[string]any)["kind"]; kind != "PAYMENT_RETURNED" {
+		t.Fatalf("notification %v, want PAYMENT_RETURNED", items[0])
+	}
+	events := s.JSON("order", "GET", "/orders/O-C1/events", nil, 200)["events"].([]any)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.(map[string]any)["eventType"].(string))
+	}
+	if want := []string{"OrderCreated", "OrderCheckedOut", "OrderCancelled", "OrderPaymentRejected", "OrderPaymentReturned"}; !slices.Equal(types, want) {
+		t.Fatalf("order events %v, want %v", types, want)
+	}
+	if n := s.DLQCount("O-C1"); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
