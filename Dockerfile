@@ -1,15 +1,15 @@
 # syntax=docker/dockerfile:1
 #
-# One Dockerfile for the five services; SERVICE picks which one, PORT is the
+# One Dockerfile for the six services; SERVICE picks which one, PORT is the
 # port it listens on (its HTTP_ADDR default):
 #
 #   docker build --build-arg SERVICE=order --build-arg PORT=8081 -t fulfillment/order-service .
 #
-# docker-compose.yml builds all five this way.
+# docker-compose.yml builds all six this way.
 
 FROM golang:1.26 AS build
 ARG SERVICE
-RUN test -n "$SERVICE" || { echo "build with --build-arg SERVICE=order|payment|inventory|points|notification" >&2; exit 1; }
+RUN test -n "$SERVICE" || { echo "build with --build-arg SERVICE=order|payment|inventory|points|notification|reconciliation" >&2; exit 1; }
 WORKDIR /src
 # The whole workspace: go.work names every module, and services build
 # against pkg/ through it.

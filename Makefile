@@ -3,8 +3,8 @@
 # Every module of go.work is listed once in MODULES: `go test ./...` at the
 # root does not reach nested modules, so each target runs inside each module.
 
-MODULES  := pkg scripts tests services/order services/payment services/inventory services/points services/notification
-SERVICES := order payment inventory points notification
+MODULES  := pkg scripts tests services/order services/payment services/inventory services/points services/notification services/reconciliation
+SERVICES := order payment inventory points notification reconciliation
 BIN_DIR  := bin
 
 GO ?= go
@@ -31,7 +31,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
 
 .DEFAULT_GOAL := help
 .PHONY: help run build test bench lint vet fmt up down clean
-.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-backlog dlq publish
+.PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ run: ## run the whole suite on this machine, no Docker (Ctrl-C stops it)
 	@$(GO) build -o $(BIN_DIR)/run ./scripts/run
 	@exec ./$(BIN_DIR)/run
 
-build: ## build the five service binaries into bin/ and every module
+build: ## build the six service binaries into bin/ and every module
 	@set -e; for s in $(SERVICES); do \
 		echo "go build -o $(BIN_DIR)/$$s-service ./services/$$s"; \
 		$(GO) build -o $(BIN_DIR)/$$s-service ./services/$$s; \
@@ -92,6 +92,9 @@ drill-poison: ## drill: poison messages and the retry bound reach the DLQ
 drill-replay: ## drill: replay a dead letter once, with its original eventId
 	@$(DRILL) $(DRILL_FLAGS) replay
 
+drill-reconcile: ## drill: agreed rules, refunds, returned payments; reconciliation finds, compensates, audits
+	@$(DRILL) $(DRILL_FLAGS) reconcile
+
 # The backlog drill (docs/backlog.md), also against `make run`: one instance
 # per consumer, 100 000 events, scale-out to 6 instances, samples until
 # drained, exactly-once checks; a table, and report.json + report.html under
@@ -100,6 +103,13 @@ BACKLOG_FLAGS ?=
 
 drill-backlog: ## drill: 100 000-event backlog, scale-out 1 → 6, exactly-once checks, charts
 	@$(GO) run ./scripts/backlog/run $(BACKLOG_FLAGS)
+
+# A reconciliation run against the running suite, printed as a table:
+# RECONCILE_ARGS="--order O-1 --min-age 0s", "--show 12" or "--runs".
+RECONCILE_ARGS ?=
+
+reconcile: ## start a reconciliation run and print its findings (RECONCILE_ARGS)
+	@$(GO) run ./scripts/reconcile $(RECONCILE_ARGS)
 
 # DLQ_ARGS="show --service inventory --id 3", or "replay --service inventory --id 3".
 dlq: ## list the consumers' dead letters (DLQ_ARGS for show / replay)

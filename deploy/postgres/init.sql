@@ -5,3 +5,4 @@ CREATE DATABASE payments;
 CREATE DATABASE inventory;
 CREATE DATABASE points;
 CREATE DATABASE notifications;
+CREATE DATABASE reconciliation;

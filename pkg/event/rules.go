@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 )
 
@@ -180,4 +181,14 @@ func PointsFor(paid, refunded decimal.Decimal) int64 {
 		return 0
 	}
 	return net.Floor().IntPart()
+}
+
+// ReturnRefundID is the refund id under which a payment the order could
+// not take is returned: a function of the payment, so the order service
+// (OrderPaymentRejected) and reconciliation (a compensation) name the same
+// refund, and the payment service, which makes a refund once per id, gives
+// the money back once whoever asks first.
+func ReturnRefundID(paymentID string) string {
+	namespace := uuid.MustParse("8d1f6f64-6a0e-4f0e-9c53-4d6f1b2e7a10")
+	return "R-" + uuid.NewSHA1(namespace, []byte(paymentID)).String()
 }

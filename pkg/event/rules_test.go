@@ -245,3 +245,13 @@ func TestPointsFor(t *testing.T) {
 		}
 	}
 }
+
+func TestReturnRefundIDIsAFunctionOfThePayment(t *testing.T) {
+	a, b := event.ReturnRefundID("P-1"), event.ReturnRefundID("P-2")
+	if a != event.ReturnRefundID("P-1") || a == b {
+		t.Fatalf("ids %s and %s: want the same id for the same payment only", a, b)
+	}
+	if err := event.ValidateID("refundId", event.ReturnRefundID(strings.Repeat("P", event.MaxIDLength))); err != nil {
+		t.Fatalf("the refund id of the longest payment id breaks the id rule: %v", err)
+	}
+}

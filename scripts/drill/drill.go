@@ -30,15 +30,18 @@ import (
 
 // The services, by the short names the URLs of a Target and a Controller use.
 const (
-	Order        = "order"
-	Payment      = "payment"
-	Inventory    = "inventory"
-	Points       = "points"
-	Notification = "notification"
+	Order          = "order"
+	Payment        = "payment"
+	Inventory      = "inventory"
+	Points         = "points"
+	Notification   = "notification"
+	Reconciliation = "reconciliation"
 )
 
-// Services lists the five services in start order.
-func Services() []string { return []string{Order, Payment, Inventory, Points, Notification} }
+// Services lists the six services in start order.
+func Services() []string {
+	return []string{Order, Payment, Inventory, Points, Notification, Reconciliation}
+}
 
 // consumers are the services that turn OrderPaid into a side effect.
 var consumers = []string{Inventory, Points, Notification}
@@ -133,6 +136,10 @@ type Target struct {
 	Timeout time.Duration
 	// HTTPClient sends the API calls; nil uses a client with a 10 s timeout.
 	HTTPClient *http.Client
+	// Databases are the consumers' database URLs by short name, for
+	// reconcile/lost-effect, which plays a restored backup of one (the
+	// fault, never the repair). Without one that case is skipped.
+	Databases map[string]string
 }
 
 // Defaults of a Target, those of `make run` (README.md (Configuration)).
@@ -154,11 +161,12 @@ const (
 // LocalURLs are the services' URLs under `make run`.
 func LocalURLs() map[string]string {
 	return map[string]string{
-		Order:        "http://127.0.0.1:8081",
-		Payment:      "http://127.0.0.1:8082",
-		Inventory:    "http://127.0.0.1:8083",
-		Points:       "http://127.0.0.1:8084",
-		Notification: "http://127.0.0.1:8085",
+		Order:          "http://127.0.0.1:8081",
+		Payment:        "http://127.0.0.1:8082",
+		Inventory:      "http://127.0.0.1:8083",
+		Points:         "http://127.0.0.1:8084",
+		Notification:   "http://127.0.0.1:8085",
+		Reconciliation: "http://127.0.0.1:8086",
 	}
 }
 
@@ -286,20 +294,22 @@ func (r Result) Verdict() string {
 type Case struct {
 	// Name is "<drill>/<case>".
 	Name string
-	// Drill is the group it belongs to: duplicate, loss, reorder, poison
-	// or replay.
+	// Drill is the group it belongs to: duplicate, loss, reorder, poison,
+	// replay or reconcile.
 	Drill string
 	// Run runs the case against t.
 	Run func(ctx context.Context, t Target) Result
 }
 
 // Drills are the drill names, in the tutorial's order.
-func Drills() []string { return []string{"duplicate", "loss", "reorder", "poison", "replay"} }
+func Drills() []string {
+	return []string{"duplicate", "loss", "reorder", "poison", "replay", "reconcile"}
+}
 
 // Cases returns every case, drill by drill.
 func Cases() []Case {
 	var all []Case
-	for _, group := range [][]Case{duplicateCases(), lossCases(), reorderCases(), poisonCases(), replayCases()} {
+	for _, group := range [][]Case{duplicateCases(), lossCases(), reorderCases(), poisonCases(), replayCases(), reconcileCases()} {
 		all = append(all, group...)
 	}
 	return all

@@ -203,6 +203,7 @@ type (
 	}
 	notification struct {
 		EventID string `json:"eventId"`
+		Kind    string `json:"kind"`
 	}
 	// deadLetter is a DLQ record with the metadata of DESIGN §5.
 	deadLetter struct {

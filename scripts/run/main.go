@@ -4,7 +4,7 @@
 //	go run ./scripts/run
 //
 // It starts the embedded broker unless KAFKA_BROKERS is set, creates the
-// five databases on DATABASE_URL, builds and starts the five services, waits
+// six databases on DATABASE_URL, builds and starts the six services, waits
 // until they are ready and prints how to try them. Ctrl-C stops everything;
 // a second Ctrl-C kills the runner at once.
 package main

@@ -44,10 +44,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPAddr:         r.String("HTTP_ADDR", ":8081"),
 		OrderEventsTopic: r.String("ORDER_EVENTS_TOPIC", "order-events"),
 		Peers: adapters.PeerURLs{
-			Payment:      r.String("PAYMENT_URL", "http://127.0.0.1:8082"),
-			Inventory:    r.String("INVENTORY_URL", "http://127.0.0.1:8083"),
-			Points:       r.String("POINTS_URL", "http://127.0.0.1:8084"),
-			Notification: r.String("NOTIFICATION_URL", "http://127.0.0.1:8085"),
+			Payment:        r.String("PAYMENT_URL", "http://127.0.0.1:8082"),
+			Inventory:      r.String("INVENTORY_URL", "http://127.0.0.1:8083"),
+			Points:         r.String("POINTS_URL", "http://127.0.0.1:8084"),
+			Notification:   r.String("NOTIFICATION_URL", "http://127.0.0.1:8085"),
+			Reconciliation: r.String("RECONCILIATION_URL", "http://127.0.0.1:8086"),
 		},
 		CallbackSecret: r.String("CALLBACK_SECRET", "dev-callback-secret"),
 		AdminToken:     r.String("ADMIN_TOKEN", ""),
@@ -76,6 +77,7 @@ func (c config) Validate() error {
 	for _, peer := range []struct{ name, url string }{
 		{"PAYMENT_URL", c.Peers.Payment}, {"INVENTORY_URL", c.Peers.Inventory},
 		{"POINTS_URL", c.Peers.Points}, {"NOTIFICATION_URL", c.Peers.Notification},
+		{"RECONCILIATION_URL", c.Peers.Reconciliation},
 	} {
 		if p, err := url.Parse(peer.url); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", peer.name, peer.url))

@@ -134,6 +134,10 @@ func TestDrills(t *testing.T) {
 	for _, name := range drill.Services() {
 		urls[name] = s.URL(name)
 	}
+	databases := map[string]string{}
+	for name := range harness.Consumers {
+		databases[name] = s.DatabaseURL(name)
+	}
 	target := drill.Target{
 		URLs:                 urls,
 		Brokers:              s.Broker.Addrs(),
@@ -149,6 +153,7 @@ func TestDrills(t *testing.T) {
 		Outage:               outage,
 		RunID:                "t" + drill.NewRunID(),
 		Timeout:              30 * time.Second,
+		Databases:            databases,
 	}
 	if err := target.Validate(); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package harness runs the whole suite as a black box — the five service
+// Package harness runs the whole suite as a black box — the six service
 // binaries as subprocesses, an in-process kfake broker, fresh databases and
 // topics — and speaks the tutorial's test vocabulary: Publish, WaitConsumed,
 // Inventory, ProcessedEventCount, PointsLedgerCount, Snapshot, WaitUntil,
@@ -28,8 +28,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 )
 
-// Services are the five binaries, in start order.
-var Services = []string{"order", "payment", "inventory", "points", "notification"}
+// Services are the six binaries, in start order.
+var Services = []string{"order", "payment", "inventory", "points", "notification", "reconciliation"}
 
 // Consumers are the services that consume order-events, by consumer group.
 var Consumers = map[string]string{
@@ -41,6 +41,7 @@ var Consumers = map[string]string{
 
 var dbNames = map[string]string{
 	"order": "orders", "payment": "payments", "inventory": "inventory", "points": "points", "notification": "notifications",
+	"reconciliation": "reconciliation",
 }
 
 // Options tunes a suite for a test.
@@ -89,7 +90,7 @@ var (
 	buildErr  error
 )
 
-// binaries builds the five services once per test binary.
+// binaries builds the six services once per test binary.
 func binaries() (string, error) {
 	buildOnce.Do(func() {
 		root, err := repoRoot()
@@ -102,7 +103,7 @@ func binaries() (string, error) {
 			buildErr = err
 			return
 		}
-		// One go build for all five: the workspace builds them in parallel
+		// One go build for all six: the workspace builds them in parallel
 		// and names each binary after its directory.
 		args := []string{"build", "-o", buildDir + string(filepath.Separator)}
 		for _, s := range Services {
@@ -193,25 +194,32 @@ func Start(t testing.TB, opts Options) *Suite {
 		db := dbNames[name] + "_" + suffix
 		s.dbs = append(s.dbs, db)
 		env := map[string]string{
-			"DATABASE_URL":           server,
-			"DB_NAME":                db,
-			"KAFKA_BROKERS":          strings.Join(s.Broker.Addrs(), ","),
-			"HTTP_ADDR":              fmt.Sprintf("127.0.0.1:%d", ports[name]),
-			"ORDER_EVENTS_TOPIC":     s.Topic,
-			"DLQ_TOPIC":              s.DLQTopic,
-			"ORDER_URL":              s.urls["order"],
-			"PAYMENT_URL":            s.urls["payment"],
-			"INVENTORY_URL":          s.urls["inventory"],
-			"POINTS_URL":             s.urls["points"],
-			"NOTIFICATION_URL":       s.urls["notification"],
-			"CALLBACK_SECRET":        CallbackSecret,
-			"ADMIN_TOKEN":            s.AdminToken,
-			"LOG_LEVEL":              "debug",
-			"RETRY_INITIAL_INTERVAL": "50ms",
-			"RETRY_MAX_INTERVAL":     "200ms",
-			"OUTBOX_POLL_INTERVAL":   "20ms",
-			"OUTBOX_BACKOFF_INITIAL": "100ms",
-			"OUTBOX_BACKOFF_MAX":     "500ms",
+			"DATABASE_URL":       server,
+			"DB_NAME":            db,
+			"KAFKA_BROKERS":      strings.Join(s.Broker.Addrs(), ","),
+			"HTTP_ADDR":          fmt.Sprintf("127.0.0.1:%d", ports[name]),
+			"ORDER_EVENTS_TOPIC": s.Topic,
+			"DLQ_TOPIC":          s.DLQTopic,
+			"ORDER_URL":          s.urls["order"],
+			"PAYMENT_URL":        s.urls["payment"],
+			"INVENTORY_URL":      s.urls["inventory"],
+			"POINTS_URL":         s.urls["points"],
+			"NOTIFICATION_URL":   s.urls["notification"],
+			"RECONCILIATION_URL": s.urls["reconciliation"],
+			// Reconciliation at the tests' pace: a short deadline, a
+			// convergence check several times a second, and runs only when
+			// a test asks for one.
+			"CONVERGENCE_DEADLINE":       "3s",
+			"CONVERGENCE_CHECK_INTERVAL": "200ms",
+			"RECONCILIATION_INTERVAL":    "0s",
+			"CALLBACK_SECRET":            CallbackSecret,
+			"ADMIN_TOKEN":                s.AdminToken,
+			"LOG_LEVEL":                  "debug",
+			"RETRY_INITIAL_INTERVAL":     "50ms",
+			"RETRY_MAX_INTERVAL":         "200ms",
+			"OUTBOX_POLL_INTERVAL":       "20ms",
+			"OUTBOX_BACKOFF_INITIAL":     "100ms",
+			"OUTBOX_BACKOFF_MAX":         "500ms",
 		}
 		for k, v := range opts.Env {
 			env[k] = v
@@ -326,16 +334,26 @@ func (s *Suite) DB(service string) *sqlx.DB {
 	if db, ok := s.handles[service]; ok {
 		return db
 	}
-	dsn, err := postgres.WithDatabase(s.server, s.dbByService[service])
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	db, err := postgres.Open(context.Background(), dsn, postgres.PoolConfig{MaxOpen: 2})
+	db, err := postgres.Open(context.Background(), s.databaseURL(service), postgres.PoolConfig{MaxOpen: 2})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.handles[service] = db
 	return db
+}
+
+// DatabaseURL is the URL of a service's own database.
+func (s *Suite) DatabaseURL(service string) string {
+	s.t.Helper()
+	return s.databaseURL(service)
+}
+
+func (s *Suite) databaseURL(service string) string {
+	dsn, err := postgres.WithDatabase(s.server, s.dbByService[service])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return dsn
 }
 
 // Stop ends a service gracefully and waits for it; a service that already

@@ -327,8 +327,9 @@ func (s *Suite) TopicCount(eventID string) int {
 	return n
 }
 
-// Metric sums the samples of a Prometheus counter or gauge on a service's
-// /metrics whose labels include labels.
+// Metric sums the samples of a Prometheus counter or gauge (for a
+// histogram: its observation counts) on a service's /metrics whose labels
+// include labels.
 func (s *Suite) Metric(service, name string, labels map[string]string) float64 {
 	s.t.Helper()
 	code, raw := s.Call(service, "GET", "/metrics", nil)
@@ -363,7 +364,56 @@ next:
 			sum += m.GetCounter().GetValue()
 		case m.Gauge != nil:
 			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
+}
+
+// Run is a reconciliation run as POST /admin/reconciliation/runs answers it.
+type Run struct {
+	ID       int64  `json:"id"`
+	Status   string `json:"status"`
+	Checked  int    `json:"checked"`
+	Actions  int    `json:"actions"`
+	Error    string `json:"error"`
+	Findings []struct {
+		OrderID  string `json:"orderId"`
+		Kind     string `json:"kind"`
+		Service  string `json:"service"`
+		Expected string `json:"expected"`
+		Actual   string `json:"actual"`
+		Action   string `json:"action"`
+		Outcome  string `json:"outcome"`
+	} `json:"findings"`
+}
+
+// Kinds lists the run's findings as "KIND service ACTION".
+func (r Run) Kinds() []string {
+	out := []string{}
+	for _, f := range r.Findings {
+		out = append(out, f.Kind+" "+f.Service+" "+f.Action)
+	}
+	return out
+}
+
+// Reconcile runs reconciliation over the orders named, whatever their age,
+// and requires the run to succeed.
+func (s *Suite) Reconcile(orderIDs ...string) Run {
+	s.t.Helper()
+	code, raw := s.Call("reconciliation", "POST", "/admin/reconciliation/runs", map[string]any{"orderIds": orderIDs, "minAge": "0s"})
+	var r Run
+	if code != 200 || json.Unmarshal(raw, &r) != nil || r.Status != "SUCCEEDED" {
+		s.t.Fatalf("reconciliation run over %v: %d %s", orderIDs, code, raw)
+	}
+	return r
+}
+
+// Converged asks reconciliation whether every service has reached what
+// the order's state requires.
+func (s *Suite) Converged(orderID string) bool {
+	s.t.Helper()
+	out := s.JSON("reconciliation", "GET", "/admin/reconciliation/orders/"+url.PathEscape(orderID), nil, 200)
+	return out["converged"] == true
 }

@@ -29,7 +29,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
 func main() {
@@ -156,6 +158,19 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			urls[name] = u
 		}
 	}
+	// reconcile/lost-effect plays a restored backup of a consumer's
+	// database: the suite's databases on make run's Postgres.
+	databases := map[string]string{}
+	for _, svc := range suite.Services() {
+		if svc.ConsumerGroup == "" {
+			continue
+		}
+		dsn, err := postgres.WithDatabase(orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL), svc.DBName)
+		if err != nil {
+			return options{}, fmt.Errorf("%w: DATABASE_URL: %w", errUsage, err)
+		}
+		databases[svc.Name] = dsn
+	}
 	if *timeout <= 0 {
 		return options{}, fmt.Errorf("%w: --timeout must be positive", errUsage)
 	}
@@ -177,6 +192,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			RunID:                *runID,
 			Timeout:              *timeout,
 			Outage:               *outage,
+			Databases:            databases,
 		},
 		names: fs.Args(),
 	}

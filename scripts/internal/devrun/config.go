@@ -1,4 +1,4 @@
-// Package devrun is `make run`: it builds the five services, creates their
+// Package devrun is `make run`: it builds the six services, creates their
 // databases, starts the embedded broker when no KAFKA_BROKERS is given, runs
 // the services as supervised child processes, waits until they are ready and
 // prints how to use them. Run stops everything when its context ends.

@@ -30,7 +30,7 @@ func TestLoadConfig(t *testing.T) {
 			if cfg.DatabaseURL != tt.dbURL || cfg.KafkaBrokers != tt.brokers || cfg.DataDir != tt.dataDir {
 				t.Errorf("got %q %q %q, want %q %q %q", cfg.DatabaseURL, cfg.KafkaBrokers, cfg.DataDir, tt.dbURL, tt.brokers, tt.dataDir)
 			}
-			if len(cfg.Services) != 5 || cfg.BrokerAddr != "127.0.0.1:9092" || cfg.BinDir != "bin" {
+			if len(cfg.Services) != len(suite.Services()) || cfg.BrokerAddr != "127.0.0.1:9092" || cfg.BinDir != "bin" {
 				t.Errorf("defaults not filled in: %+v", cfg)
 			}
 			if err := cfg.Validate(); err != nil {

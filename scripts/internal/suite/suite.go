@@ -1,4 +1,4 @@
-// Package suite is the one table of the suite's five services: their names,
+// Package suite is the one table of the suite's six services: their names,
 // ports, databases and consumer groups. The runner (scripts/run) starts what
 // it lists, and the deployment consistency test checks docker-compose.yml and
 // deploy/ against it, so the three modes cannot drift apart.
@@ -63,7 +63,7 @@ func (s Service) HTTPAddr() string { return ":" + strconv.Itoa(s.Port) }
 // LocalURL is the service's base URL on this machine.
 func (s Service) LocalURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.Port) }
 
-// Services returns the five services in start order. Each call returns a new
+// Services returns the six services in start order. Each call returns a new
 // slice, so callers may change it.
 func Services() []Service {
 	return []Service{
@@ -72,6 +72,8 @@ func Services() []Service {
 		{Name: "inventory", Port: 8083, DBName: "inventory", ConsumerGroup: "inventory-service", URLEnv: "INVENTORY_URL"},
 		{Name: "points", Port: 8084, DBName: "points", ConsumerGroup: "points-service", URLEnv: "POINTS_URL"},
 		{Name: "notification", Port: 8085, DBName: "notifications", ConsumerGroup: "notification-service", URLEnv: "NOTIFICATION_URL"},
+		// Last: it reads every other service.
+		{Name: "reconciliation", Port: 8086, DBName: "reconciliation", URLEnv: "RECONCILIATION_URL"},
 	}
 }
 

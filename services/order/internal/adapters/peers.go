@@ -26,10 +26,11 @@ const maxPeerBody = 1 << 20
 
 // PeerURLs are the base URLs of the services the snapshot reads.
 type PeerURLs struct {
-	Payment      string
-	Inventory    string
-	Points       string
-	Notification string
+	Payment        string
+	Inventory      string
+	Points         string
+	Notification   string
+	Reconciliation string
 }
 
 // PeerView is what the other services know about one order.
@@ -39,6 +40,12 @@ type PeerView struct {
 	PointsLedger  int
 	Notifications int
 	DLQ           int
+	// Converged is reconciliation's verdict (every service has reached
+	// what the order's state requires); nil when it could not be read.
+	Converged *bool
+	// Findings is how many findings reconciliation runs recorded for the
+	// order; -1 when it could not be read.
+	Findings int
 }
 
 // Peers reads the other services over HTTP for the order snapshot. Each
@@ -60,8 +67,8 @@ func NewPeers(client *http.Client, urls PeerURLs, adminToken string, timeout tim
 
 // View queries every service concurrently. Payment and inventory show
 // their status ("NONE" when they have no record of the order, "UNKNOWN"
-// when they could not be read); the ledger, notification and DLQ counts
-// show -1 when unknown. The DLQ count is the sum of the outstanding (DEAD,
+// when they could not be read); the ledger, notification, DLQ and finding
+// counts show -1 when unknown, and converged null. The DLQ count is the sum of the outstanding (DEAD,
 // not yet replayed) dead letters over the four consumers
 // (inventory, points, notification, payment) and is -1 if any of them
 // could not be read.
@@ -96,6 +103,10 @@ func (p *Peers) View(ctx context.Context, orderID string) PeerView {
 			return nil
 		})
 	}
+	g.Go(func() error {
+		v.Converged, v.Findings = p.convergence(ctx, join(p.urls.Reconciliation, "/admin/reconciliation/orders/"+path))
+		return nil
+	})
 	_ = g.Wait() // every goroutine reports through v and dlq, never an error
 	for _, n := range dlq {
 		if n == CountUnknown {
@@ -139,6 +150,19 @@ func (p *Peers) count(ctx context.Context, u string, admin bool) int {
 		return CountUnknown
 	}
 	return *body.Count
+}
+
+// convergence reads reconciliation's check of the order.
+func (p *Peers) convergence(ctx context.Context, u string) (*bool, int) {
+	var body struct {
+		Converged *bool `json:"converged"`
+		Findings  *int  `json:"findings"`
+	}
+	found, err := p.get(ctx, u, true, &body)
+	if err != nil || !found || body.Converged == nil || body.Findings == nil {
+		return nil, CountUnknown
+	}
+	return body.Converged, *body.Findings
 }
 
 // get decodes the JSON answer of u into out; a 404 is found == false.

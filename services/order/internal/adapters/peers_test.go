@@ -1,6 +1,7 @@
 package adapters_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -66,6 +67,17 @@ func TestPeersView(t *testing.T) {
 		"/notifications?orderId=O-1":             `{"count":2,"items":[]}`,
 		"/admin/dlq?status=DEAD&aggregateId=O-1": dlq("2"),
 	}, &authorized)
+	reconciliation := fakeService(t, "tok", map[string]string{
+		"/admin/reconciliation/orders/O-1": `{"orderId":"O-1","converged":false,"findings":2,"mismatches":[]}`,
+		"/admin/reconciliation/orders/O-2": `{"orderId":"O-2","converged":true,"findings":0,"mismatches":[]}`,
+	}, &authorized)
+	all := adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: points, Notification: notification, Reconciliation: reconciliation}
+	with := func(change func(*adapters.PeerURLs)) adapters.PeerURLs {
+		u := all
+		change(&u)
+		return u
+	}
+	yes, no := true, false
 
 	tests := []struct {
 		name    string
@@ -73,20 +85,22 @@ func TestPeersView(t *testing.T) {
 		orderID string
 		want    adapters.PeerView
 	}{
-		{"every service answers", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: points, Notification: notification}, "O-1",
-			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3}},
-		{"nothing known yet", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: points, Notification: notification}, "O-2",
-			adapters.PeerView{Payment: "NONE", Inventory: "NONE", PointsLedger: 0, Notifications: 0, DLQ: 0}},
-		{"payment down", adapters.PeerURLs{Payment: deadURL(t), Inventory: inventory, Points: points, Notification: notification}, "O-1",
-			adapters.PeerView{Payment: "UNKNOWN", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: -1}},
-		{"points down", adapters.PeerURLs{Payment: payment, Inventory: inventory, Points: deadURL(t), Notification: notification}, "O-1",
-			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: -1, Notifications: 2, DLQ: -1}},
+		{"every service answers", all, "O-1",
+			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Converged: &no, Findings: 2}},
+		{"nothing known yet", all, "O-2",
+			adapters.PeerView{Payment: "NONE", Inventory: "NONE", PointsLedger: 0, Notifications: 0, DLQ: 0, Converged: &yes, Findings: 0}},
+		{"payment down", with(func(u *adapters.PeerURLs) { u.Payment = deadURL(t) }), "O-1",
+			adapters.PeerView{Payment: "UNKNOWN", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
+		{"points down", with(func(u *adapters.PeerURLs) { u.Points = deadURL(t) }), "O-1",
+			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: -1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
+		{"reconciliation down", with(func(u *adapters.PeerURLs) { u.Reconciliation = deadURL(t) }), "O-1",
+			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Findings: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			peers := adapters.NewPeers(&http.Client{}, tt.urls, "tok", 2*time.Second)
-			if got := peers.View(ctx(t), tt.orderID); got != tt.want {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
+			if got := peers.View(ctx(t), tt.orderID); fmt.Sprint(shown(got)) != fmt.Sprint(shown(tt.want)) {
+				t.Fatalf("got %+v, want %+v", shown(got), shown(tt.want))
 			}
 		})
 	}
@@ -106,12 +120,26 @@ func TestPeersViewTimesOut(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(hang)
-	peers := adapters.NewPeers(&http.Client{}, adapters.PeerURLs{Payment: slow.URL, Inventory: slow.URL, Points: slow.URL, Notification: slow.URL}, "", 100*time.Millisecond)
+	peers := adapters.NewPeers(&http.Client{}, adapters.PeerURLs{Payment: slow.URL, Inventory: slow.URL, Points: slow.URL,
+		Notification: slow.URL, Reconciliation: slow.URL}, "", 100*time.Millisecond)
 	got := peers.View(ctx(t), "O-1")
-	want := adapters.PeerView{Payment: "UNKNOWN", Inventory: "UNKNOWN", PointsLedger: -1, Notifications: -1, DLQ: -1}
-	if got != want {
-		t.Fatalf("got %+v, want %+v", got, want)
+	want := adapters.PeerView{Payment: "UNKNOWN", Inventory: "UNKNOWN", PointsLedger: -1, Notifications: -1, DLQ: -1, Findings: -1}
+	if fmt.Sprint(shown(got)) != fmt.Sprint(shown(want)) {
+		t.Fatalf("got %+v, want %+v", shown(got), shown(want))
 	}
+}
+
+// shown is a view with its verdict as text, so views compare by value.
+func shown(v adapters.PeerView) any {
+	converged := "unknown"
+	if v.Converged != nil {
+		converged = fmt.Sprint(*v.Converged)
+	}
+	v.Converged = nil
+	return struct {
+		adapters.PeerView
+		Converged string
+	}{v, converged}
 }
 
 func TestBacklogCollector(t *testing.T) {

@@ -309,6 +309,11 @@ type snapshot struct {
 	PointsLedger  int          `json:"pointsLedger"`
 	Notifications int          `json:"notifications"`
 	DLQ           int          `json:"dlq"`
+	// Converged is reconciliation's verdict: every service has reached
+	// what the order's state requires (null: reconciliation unreadable).
+	Converged *bool `json:"converged"`
+	// Findings counts what reconciliation runs recorded for the order.
+	Findings int `json:"findings"`
 }
 
 // snapshot shows the order and what every other service knows about it.
@@ -323,7 +328,7 @@ func (h *Handler) snapshot(c echo.Context) error {
 	v := h.peers.View(ctx, o.ID)
 	return c.JSON(http.StatusOK, snapshot{
 		Order: o.Status, OrderVersion: o.Version, Payment: v.Payment, Inventory: v.Inventory,
-		PointsLedger: v.PointsLedger, Notifications: v.Notifications, DLQ: v.DLQ,
+		PointsLedger: v.PointsLedger, Notifications: v.Notifications, DLQ: v.DLQ, Converged: v.Converged, Findings: v.Findings,
 	})
 }
 

@@ -52,7 +52,9 @@ func newEnv(t *testing.T) *env {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
-	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0}}
+	converged := true
+	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
+		Converged: &converged, Findings: 0}}
 	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, srv.Admin())
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
@@ -591,7 +593,7 @@ func TestSnapshot(t *testing.T) {
 	e := newEnv(t)
 	e.paidOrder()
 	a := e.get("/orders/O-1001/snapshot")
-	want := `{"order":"PAID","orderVersion":3,"payment":"SUCCEEDED","inventory":"DEDUCTED","pointsLedger":1,"notifications":1,"dlq":0}`
+	want := `{"order":"PAID","orderVersion":3,"payment":"SUCCEEDED","inventory":"DEDUCTED","pointsLedger":1,"notifications":1,"dlq":0,"converged":true,"findings":0}`
 	if a.Code != 200 || strings.TrimSpace(a.Raw) != want {
 		t.Fatalf("got %d %s, want %s", a.Code, a.Raw, want)
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -295,7 +294,7 @@ func (o *Order) pay(cb Callback) ([]Event, error) {
 	default:
 		reason = ReasonPaidByAnother
 	}
-	o.Refunds = append(o.Refunds, Refund{ID: "R-" + uuid.NewString(), Kind: KindPaymentReturn, PaymentID: cb.PaymentID,
+	o.Refunds = append(o.Refunds, Refund{ID: event.ReturnRefundID(cb.PaymentID), Kind: KindPaymentReturn, PaymentID: cb.PaymentID,
 		Amount: cb.Amount, Currency: cb.Currency, Items: []Line{}, Status: RefundRequested, Reason: reason})
 	r := o.Refunds[len(o.Refunds)-1]
 	return o.change(o.Status, Event{Type: EventPaymentRejected, RefundID: r.ID, PaymentID: r.PaymentID,

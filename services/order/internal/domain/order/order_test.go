@@ -392,7 +392,7 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	}
 	e := events[0]
 	if e.Type != order.EventPaymentRejected || e.Version != 3 || e.PaymentID != "P-1" || !e.Amount.Equal(dec("80")) ||
-		e.Reason != order.ReasonOrderCancelled || e.RefundID == "" {
+		e.Reason != order.ReasonOrderCancelled || e.RefundID != event.ReturnRefundID("P-1") {
 		t.Fatalf("event %+v", e)
 	}
 	pay.ID = "E-1b" // the same payment told again

@@ -1,0 +1,230 @@
+// Command reconcile starts a reconciliation run, or shows one, through the
+// reconciliation service's API and prints it as a table: the run, then one
+// line per finding with what was expected, what was found, the action and
+// what became of it.
+//
+//	go run ./scripts/reconcile [--order O-1 --order O-2] [--min-age 0s] [--by alice]
+//	go run ./scripts/reconcile --show 12
+//	go run ./scripts/reconcile --runs
+//
+// RECONCILIATION_URL (default make run's http://127.0.0.1:8086) and
+// ADMIN_TOKEN come from the environment. It exits 1 when the run failed or
+// the service refused the request, 2 on a usage error.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// orderList collects repeated --order flags.
+type orderList []string
+
+func (o *orderList) String() string { return strings.Join(*o, ",") }
+
+func (o *orderList) Set(v string) error {
+	for _, id := range strings.Split(v, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			*o = append(*o, id)
+		}
+	}
+	return nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var orders orderList
+	fs.Var(&orders, "order", "reconcile only this order (repeat, or separate with commas); default: every order older than the deadline")
+	minAge := fs.String("min-age", "", `reconcile orders whose last change is older than this ("0s": all); default: the convergence deadline`)
+	by := fs.String("by", "make reconcile", "who starts the run (recorded in its audit)")
+	show := fs.Int64("show", 0, "show run N instead of starting one")
+	runs := fs.Bool("runs", false, "list the latest runs instead of starting one")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	env := envconfig.New(getenv)
+	c := client{base: strings.TrimRight(env.String("RECONCILIATION_URL", "http://127.0.0.1:8086"), "/"),
+		token: env.String("ADMIN_TOKEN", ""), by: *by, http: &http.Client{Timeout: 10 * time.Minute}}
+
+	var err error
+	switch {
+	case *runs:
+		err = c.listRuns(ctx, stdout)
+	case *show > 0:
+		var r runView
+		if err = c.do(ctx, http.MethodGet, fmt.Sprintf("/admin/reconciliation/runs/%d", *show), nil, &r); err == nil {
+			err = r.print(stdout)
+		}
+	default:
+		body := map[string]any{}
+		if len(orders) > 0 {
+			body["orderIds"] = orders
+		}
+		if *minAge != "" {
+			body["minAge"] = *minAge
+		}
+		var r runView
+		if err = c.do(ctx, http.MethodPost, "/admin/reconciliation/runs", body, &r); err == nil {
+			err = r.print(stdout)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "reconcile:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+type client struct {
+	base, token, by string
+	http            *http.Client
+}
+
+func (c client) do(ctx context.Context, method, path string, body, out any) error {
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Requested-By", c.by)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (is the suite running? make run)", method, c.base+path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
+	}
+	return json.Unmarshal(raw, out)
+}
+
+type runView struct {
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	StartedBy  string     `json:"startedBy"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	OrderIDs   []string   `json:"orderIds"`
+	MinAge     string     `json:"minAge"`
+	Checked    int        `json:"checked"`
+	Actions    int        `json:"actions"`
+	Error      string     `json:"error"`
+	Findings   []struct {
+		OrderID  string `json:"orderId"`
+		Kind     string `json:"kind"`
+		Service  string `json:"service"`
+		Expected string `json:"expected"`
+		Actual   string `json:"actual"`
+		Action   string `json:"action"`
+		Outcome  string `json:"outcome"`
+	} `json:"findings"`
+}
+
+// print writes the run and a table of its findings; it fails when the run
+// did.
+func (r runView) print(w io.Writer) error {
+	took := "-"
+	if r.FinishedAt != nil {
+		took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+	}
+	scope := "orders older than " + r.MinAge
+	if len(r.OrderIDs) > 0 {
+		scope = fmt.Sprintf("%d orders named", len(r.OrderIDs))
+	}
+	fmt.Fprintf(w, "run %d %s: started by %s at %s, %s; checked %d orders in %s, %d findings, %d actions\n",
+		r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339), scope, r.Checked, took, len(r.Findings), r.Actions)
+	if r.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	if len(r.Findings) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ORDER\tKIND\tSERVICE\tEXPECTED\tFOUND\tACTION\tOUTCOME")
+		for _, f := range r.Findings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.OrderID, f.Kind, f.Service, f.Expected, f.Actual, f.Action, f.Outcome)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if r.Status == "FAILED" {
+		return fmt.Errorf("run %d failed: %s", r.ID, r.Error)
+	}
+	return nil
+}
+
+func (c client) listRuns(ctx context.Context, w io.Writer) error {
+	var out struct {
+		Runs []struct {
+			ID         int64      `json:"id"`
+			Status     string     `json:"status"`
+			StartedBy  string     `json:"startedBy"`
+			StartedAt  time.Time  `json:"startedAt"`
+			FinishedAt *time.Time `json:"finishedAt"`
+			Checked    int        `json:"checked"`
+			Findings   int        `json:"findings"`
+			Actions    int        `json:"actions"`
+		} `json:"runs"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/admin/reconciliation/runs", nil, &out); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED BY\tSTARTED\tTOOK\tCHECKED\tFINDINGS\tACTIONS")
+	for _, r := range out.Runs {
+		took := "-"
+		if r.FinishedAt != nil {
+			took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339),
+			took, r.Checked, r.Findings, r.Actions)
+	}
+	return tw.Flush()
+}

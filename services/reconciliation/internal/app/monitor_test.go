@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
+	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+)
+
+// TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline follows two
+// paid orders: one every service catches up with (its convergence is
+// measured once, from the payment to the last effect), one whose inventory
+// never does (counted past the deadline, with its age).
+func TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline(t *testing.T) {
+	changed := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
+	ok := paidButLost("O-ok")
+	ok.Order.UpdatedAt = changed
+	ok.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, UpdatedAt: changed.Add(300 * time.Millisecond)}
+	ok.Notifications.Sent[0].CreatedAt = changed.Add(1200 * time.Millisecond)
+	lost := paidButLost("O-lost")
+	lost.Order.UpdatedAt = changed
+	svc := newServices(ok, lost)
+
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r, store, reg := newReconcilerAt(t, svc, 30*time.Second, clock)
+	m := app.NewMonitor(app.MonitorConfig{Interval: time.Second, MaxOrders: 100}, r, store)
+	ctx := context.Background()
+
+	for range 2 {
+		if err := m.Look(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sample(t, reg, "order_convergence_seconds", nil); n != 1 {
+		t.Fatalf("%v convergences measured, want 1 (O-ok, once)", n)
+	}
+	// Within the deadline nothing is past it.
+	if v := sample(t, reg, "orders_unconverged", nil); v != 0 {
+		t.Fatalf("orders_unconverged = %v before the deadline", v)
+	}
+
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if err := m.Look(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := sample(t, reg, "orders_unconverged", nil); v != 1 {
+		t.Fatalf("orders_unconverged = %v, want 1 (O-lost)", v)
+	}
+	if age := sample(t, reg, "orders_unconverged_oldest_age_seconds", nil); age < 60 || age > 80 {
+		t.Fatalf("oldest age %v s, want about 70", age)
+	}
+
+	// The lost effect comes back: the order converges and leaves the count.
+	svc.mu.Lock()
+	f := svc.facts["O-lost"]
+	f.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, UpdatedAt: now}
+	svc.facts["O-lost"] = f
+	svc.mu.Unlock()
+	if err := m.Look(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := sample(t, reg, "orders_unconverged", nil); v != 0 {
+		t.Fatalf("orders_unconverged = %v after the effect came back", v)
+	}
+	if n := sample(t, reg, "order_convergence_seconds", nil); n != 2 {
+		t.Fatalf("%v convergences measured, want 2", n)
+	}
+}

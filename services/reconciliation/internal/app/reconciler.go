@@ -1,0 +1,331 @@
+// Package app runs reconciliation: runs that compare every service's facts
+// about orders older than the convergence deadline, record each finding and
+// take its compensation once; on-demand checks of one order; and the
+// convergence monitor that measures how long orders take to converge.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
+	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+)
+
+// Config tunes reconciliation.
+type Config struct {
+	// Deadline is how long an order may take to converge: a run checks
+	// orders whose last change is older (unless told otherwise), and a
+	// message pending longer is stuck.
+	Deadline time.Duration
+	// PageSize is how many orders are read and compared at once.
+	PageSize int
+	// MaxAttempts bounds how often a failing compensation is tried, over
+	// all runs.
+	MaxAttempts int
+	// Clock tells the time; nil is time.Now. A test moves it past a
+	// deadline instead of waiting for it.
+	Clock func() time.Time
+}
+
+// DefaultConfig returns the defaults of README.md (Configuration).
+func DefaultConfig() Config {
+	return Config{Deadline: 30 * time.Second, PageSize: 500, MaxAttempts: 3}
+}
+
+// Validate reports an unusable configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Deadline <= 0 {
+		errs = append(errs, errors.New("the convergence deadline must be positive"))
+	}
+	if c.PageSize < 1 || c.PageSize > 1000 {
+		errs = append(errs, errors.New("the page size must be between 1 and 1000"))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, errors.New("compensations need at least one attempt"))
+	}
+	return errors.Join(errs...)
+}
+
+// MaxOrderIDs bounds the orders one run may be asked for by id.
+const MaxOrderIDs = 10_000
+
+// Peers reads the services' facts and takes compensations through their
+// APIs.
+type Peers interface {
+	ChangedOrders(ctx context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error)
+	Orders(ctx context.Context, ids []string) ([]rec.Order, error)
+	Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, error)
+	Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error)
+	Republish(ctx context.Context, service string, eventIDs []string) (string, error)
+	Replay(ctx context.Context, service string, deadLetterID int64) (string, error)
+}
+
+// Audit records runs, findings and actions.
+type Audit interface {
+	StartRun(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error)
+	FinishRun(ctx context.Context, run rec.Run) error
+	AddFindings(ctx context.Context, runID int64, fs []rec.Recorded) error
+	Claim(ctx context.Context, a rec.Taken, stale time.Duration, maxAttempts int) (bool, rec.Taken, error)
+	Finish(ctx context.Context, key string, status rec.ActionStatus, outcome string) error
+	FindingCount(ctx context.Context, orderID string) (int, error)
+}
+
+// Reconciler runs reconciliation.
+type Reconciler struct {
+	cfg     Config
+	peers   Peers
+	audit   Audit
+	metrics *Metrics
+	logger  *slog.Logger
+	now     func() time.Time
+}
+
+// NewReconciler returns a reconciler; metrics may be nil.
+func NewReconciler(cfg Config, peers Peers, audit Audit, metrics *Metrics, logger *slog.Logger) (*Reconciler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	now := cfg.Clock
+	if now == nil {
+		now = time.Now
+	}
+	return &Reconciler{cfg: cfg, peers: peers, audit: audit, metrics: metrics, logger: logger, now: now}, nil
+}
+
+// Deadline is the convergence deadline, the default minimum age of a run.
+func (r *Reconciler) Deadline() time.Duration { return r.cfg.Deadline }
+
+// Run reconciles the orders of scope and returns the run with its
+// findings. A run that cannot read every service fails, recording what it
+// had done so far: an order is never judged on part of its facts.
+func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
+	if len(scope.OrderIDs) > MaxOrderIDs {
+		return rec.Run{}, event.Invalid("orderIds", "has %d entries; at most %d are allowed", len(scope.OrderIDs), MaxOrderIDs)
+	}
+	for i, id := range scope.OrderIDs {
+		if err := event.ValidateID(fmt.Sprintf("orderIds[%d]", i), id); err != nil {
+			return rec.Run{}, err
+		}
+	}
+	if scope.MinAge < 0 {
+		return rec.Run{}, event.Invalid("minAge", "must not be negative, got %s", scope.MinAge)
+	}
+	run, err := r.audit.StartRun(ctx, startedBy, scope)
+	if err != nil {
+		return rec.Run{}, err
+	}
+	ctx = adapters.WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, startedBy))
+	err = r.pages(ctx, run, scope, func(facts []rec.Facts) error {
+		recorded, actions, err := r.settle(ctx, &run, facts)
+		run.Checked += len(facts)
+		run.Actions += actions
+		run.Findings = append(run.Findings, recorded...)
+		if err != nil {
+			return err
+		}
+		return r.audit.AddFindings(ctx, run.ID, recorded)
+	})
+	run.Status = rec.RunSucceeded
+	if err != nil {
+		run.Status, run.Error = rec.RunFailed, err.Error()
+	}
+	finished := r.now()
+	run.FinishedAt = &finished
+	// The audit outlives a cancelled request: finish the run's record.
+	if ferr := r.audit.FinishRun(context.WithoutCancel(ctx), run); ferr != nil {
+		return run, errors.Join(err, ferr)
+	}
+	r.metrics.run(run)
+	r.logger.InfoContext(ctx, "reconciliation run finished", "run", run.ID, "startedBy", startedBy, "status", run.Status,
+		"checked", run.Checked, "findings", len(run.Findings), "actions", run.Actions, "error", run.Error)
+	return run, nil
+}
+
+// pages hands the facts of the scope's orders to each, a page at a time.
+func (r *Reconciler) pages(ctx context.Context, run rec.Run, scope rec.Scope, each func([]rec.Facts) error) error {
+	if len(scope.OrderIDs) > 0 {
+		for start := 0; start < len(scope.OrderIDs); start += r.cfg.PageSize {
+			ids := scope.OrderIDs[start:min(start+r.cfg.PageSize, len(scope.OrderIDs))]
+			orders, err := r.peers.Orders(ctx, ids)
+			if err != nil {
+				return err
+			}
+			if err := r.compare(ctx, orders, each); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	before := run.StartedAt.Add(-scope.MinAge)
+	cursor := adapters.Cursor{}
+	for {
+		orders, next, err := r.peers.ChangedOrders(ctx, cursor, before, r.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		if err := r.compare(ctx, orders, each); err != nil {
+			return err
+		}
+		if next == nil {
+			return nil
+		}
+		cursor = *next
+	}
+}
+
+func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func([]rec.Facts) error) error {
+	var known []rec.Order
+	for _, o := range orders {
+		if o.Found {
+			known = append(known, o)
+		}
+	}
+	if len(known) == 0 {
+		return nil
+	}
+	facts, err := r.peers.Facts(ctx, known)
+	if err != nil {
+		return err
+	}
+	return each(facts)
+}
+
+// settle compares each order's facts, and decides and takes the
+// compensation of each finding.
+func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts) ([]rec.Recorded, int, error) {
+	stuckBefore := r.now().Add(-r.cfg.Deadline)
+	var out []rec.Recorded
+	actions := 0
+	for _, f := range facts {
+		for _, finding := range rec.Compare(f, stuckBefore) {
+			recorded, took, err := r.act(ctx, run, finding)
+			out = append(out, recorded)
+			if took {
+				actions++
+			}
+			r.metrics.finding(finding)
+			if err != nil {
+				return out, actions, err
+			}
+		}
+	}
+	return out, actions, nil
+}
+
+// staleClaim is how long an action may stay IN_PROGRESS before another run
+// takes it over: its run crashed between claiming and finishing it.
+const staleClaim = time.Minute
+
+// act takes the compensation of a finding, once per key over all runs, and
+// returns the finding as recorded and whether this run took an action.
+func (r *Reconciler) act(ctx context.Context, run *rec.Run, f rec.Finding) (rec.Recorded, bool, error) {
+	out := rec.Recorded{RunID: run.ID, OrderID: f.OrderID, Kind: f.Kind, Service: f.Service, Expected: f.Expected,
+		Actual: f.Actual, Action: f.Action.Type, ActionKey: f.Action.Key, DetectedAt: r.now()}
+	if f.Action.Type == rec.ActionManualReview {
+		out.Outcome = "OPEN: " + f.Action.Reason
+		return out, false, nil
+	}
+	claimed, taken, err := r.audit.Claim(ctx, rec.Taken{Key: f.Action.Key, RunID: run.ID, OrderID: f.OrderID, Service: f.Action.Service,
+		Action: f.Action.Type, RequestedBy: RequestedByOf(ctx)}, staleClaim, r.cfg.MaxAttempts)
+	if err != nil {
+		return out, false, err
+	}
+	if !claimed {
+		out.Outcome = r.alreadyTaken(taken, f)
+		if taken.Status == rec.ActionDone && taken.FinishedAt != nil && r.now().Sub(*taken.FinishedAt) > r.cfg.Deadline {
+			// The action had its time and the finding is still there.
+			out.Action = rec.ActionManualReview
+		}
+		return out, false, nil
+	}
+	outcome, err := r.take(ctx, f.OrderID, f.Action)
+	status := rec.ActionDone
+	if err != nil {
+		status, outcome = rec.ActionFailed, "FAILED: "+err.Error()
+	}
+	r.metrics.action(f.Action.Type, status)
+	if ferr := r.audit.Finish(context.WithoutCancel(ctx), f.Action.Key, status, outcome); ferr != nil {
+		return out, true, ferr
+	}
+	out.Outcome = string(status) + ": " + outcome
+	return out, true, nil
+}
+
+func (r *Reconciler) alreadyTaken(t rec.Taken, f rec.Finding) string {
+	switch {
+	case t.Status == rec.ActionDone && t.FinishedAt != nil && r.now().Sub(*t.FinishedAt) > r.cfg.Deadline:
+		return fmt.Sprintf("ESCALATED: %s by run %d did not resolve it (%s); a person must look", t.Action, t.RunID, t.Outcome)
+	case t.Status == rec.ActionFailed:
+		return fmt.Sprintf("GIVEN_UP: %s failed %d times, last in run %d (%s)", t.Action, t.Attempts, t.RunID, t.Outcome)
+	}
+	return fmt.Sprintf("ALREADY_TAKEN: %s by run %d, %s (%s)", f.Action.Type, t.RunID, t.Status, t.Outcome)
+}
+
+// take calls the owning service's API.
+func (r *Reconciler) take(ctx context.Context, orderID string, a rec.Action) (string, error) {
+	switch a.Type {
+	case rec.ActionRefund:
+		return r.peers.Refund(ctx, orderID, a.RefundID, a.Amount, a.Reason)
+	case rec.ActionRepublish:
+		return r.peers.Republish(ctx, a.Service, a.EventIDs)
+	case rec.ActionReplay:
+		return r.peers.Replay(ctx, a.Service, a.DeadLetterID)
+	}
+	return "", fmt.Errorf("no way to take action %s", a.Type)
+}
+
+// RequestedByOf names who the calls of ctx are made for.
+func RequestedByOf(ctx context.Context) string {
+	if by := adapters.RequestedBy(ctx); by != "" {
+		return by
+	}
+	return "reconciliation"
+}
+
+// Check is an order's convergence right now.
+type Check struct {
+	OrderID string
+	// Converged: every service has reached what the order's state
+	// requires (a business rejection is a final, agreed state).
+	Converged bool
+	// Mismatches are what is not converged yet; no action is taken.
+	Mismatches []rec.Finding
+	// Recorded is how many findings runs have recorded for the order.
+	Recorded int
+}
+
+// ErrOrderNotFound is returned for an order the order service does not know.
+var ErrOrderNotFound = errors.New("order not found")
+
+// Check compares one order's facts now, without recording or acting: what
+// the order snapshot shows as converged.
+func (r *Reconciler) Check(ctx context.Context, orderID string) (Check, error) {
+	if err := event.ValidateID("orderId", orderID); err != nil {
+		return Check{}, err
+	}
+	orders, err := r.peers.Orders(ctx, []string{orderID})
+	if err != nil {
+		return Check{}, err
+	}
+	if !orders[0].Found {
+		return Check{}, fmt.Errorf("%w: %s", ErrOrderNotFound, orderID)
+	}
+	facts, err := r.peers.Facts(ctx, orders)
+	if err != nil {
+		return Check{}, err
+	}
+	mismatches := rec.Compare(facts[0], r.now().Add(-r.cfg.Deadline))
+	recorded, err := r.audit.FindingCount(ctx, orderID)
+	if err != nil {
+		return Check{}, err
+	}
+	return Check{OrderID: orderID, Converged: rec.Converged(mismatches), Mismatches: mismatches, Recorded: recorded}, nil
+}

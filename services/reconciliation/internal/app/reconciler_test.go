@@ -1,0 +1,381 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
+	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+)
+
+// services stands for the five services' APIs: it holds each order's facts
+// and records every compensation asked of it, so a test can count them.
+type services struct {
+	mu      sync.Mutex
+	facts   map[string]rec.Facts
+	order   []string
+	calls   []string
+	failing bool // compensations fail, as a service that is down does
+}
+
+func newServices(facts ...rec.Facts) *services {
+	s := &services{facts: map[string]rec.Facts{}}
+	for _, f := range facts {
+		s.facts[f.Order.ID] = f
+		s.order = append(s.order, f.Order.ID)
+	}
+	return s
+}
+
+func (s *services) ChangedOrders(_ context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []rec.Order
+	for _, id := range s.order {
+		o := s.facts[id].Order
+		if !before.IsZero() && !o.UpdatedAt.Before(before) {
+			continue
+		}
+		if o.UpdatedAt.Before(after.ChangedAfter) || o.UpdatedAt.Equal(after.ChangedAfter) && o.ID <= after.AfterID {
+			continue
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b rec.Order) int {
+		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if len(out) > limit {
+		last := out[limit-1]
+		return out[:limit], &adapters.Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}, nil
+	}
+	return out, nil, nil
+}
+
+func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]rec.Order, len(ids))
+	for i, id := range ids {
+		f, ok := s.facts[id]
+		out[i] = f.Order
+		if !ok {
+			out[i] = rec.Order{ID: id}
+		}
+	}
+	return out, nil
+}
+
+func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]rec.Facts, len(orders))
+	for i, o := range orders {
+		out[i] = s.facts[o.ID]
+	}
+	return out, nil
+}
+
+func (s *services) call(what string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing {
+		return "", fmt.Errorf("%w: %s", adapters.ErrUnavailable, what)
+	}
+	s.calls = append(s.calls, what)
+	return what + " done", nil
+}
+
+func (s *services) Refund(_ context.Context, orderID, refundID string, amount decimal.Decimal, _ string) (string, error) {
+	return s.call(fmt.Sprintf("refund %s %s %s", orderID, refundID, amount))
+}
+
+func (s *services) Republish(_ context.Context, service string, ids []string) (string, error) {
+	return s.call(fmt.Sprintf("republish %s %v", service, ids))
+}
+
+func (s *services) Replay(_ context.Context, service string, id int64) (string, error) {
+	return s.call(fmt.Sprintf("replay %s %d", service, id))
+}
+
+func (s *services) taken() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func dec(v string) decimal.Decimal { return decimal.RequireFromString(v) }
+
+var long = time.Now().Add(-time.Hour)
+
+func sent(id, typ string, v int64) rec.OutboxRow {
+	return rec.OutboxRow{EventID: id, EventType: typ, AggregateVersion: v, Status: "SENT", CreatedAt: long}
+}
+
+// cancelledAndCharged is the first case: cancelled, but the payment
+// service took 10.00 and nothing went back.
+func cancelledAndCharged(id string) rec.Facts {
+	return rec.Facts{
+		Order: rec.Order{ID: id, Found: true, Status: rec.StatusCancelled, Version: 3, Amount: dec("10"), Currency: "CNY",
+			UpdatedAt: long, Events: []rec.OutboxRow{sent("E-"+id+"-1", "OrderCreated", 1), sent("E-"+id+"-3", "OrderCancelled", 3)}},
+		Payment:   rec.Payment{Found: true, PaymentID: "P-" + id, Amount: dec("10"), Currency: "CNY", Status: rec.PaymentSucceeded, Refunded: decimal.Zero},
+		Inventory: rec.Inventory{Status: rec.InventoryNone},
+	}
+}
+
+// paidButLost is a paid order whose inventory effect was lost.
+func paidButLost(id string) rec.Facts {
+	return rec.Facts{
+		Order: rec.Order{ID: id, Found: true, Status: rec.StatusPaid, Version: 3, Amount: dec("10"), Currency: "CNY", PaymentID: "P-" + id,
+			Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: long,
+			Events: []rec.OutboxRow{sent("E-"+id+"-1", "OrderCreated", 1), sent("E-"+id+"-3", "OrderPaid", 3)}},
+		Payment:       rec.Payment{Found: true, PaymentID: "P-" + id, Amount: dec("10"), Currency: "CNY", Status: rec.PaymentSucceeded},
+		Inventory:     rec.Inventory{Status: rec.InventoryNone},
+		Points:        rec.Points{Entries: []rec.PointsEntry{{Type: "EARN", Points: 10, Amount: dec("10")}}},
+		Notifications: rec.Notifications{Sent: []rec.Notice{{Kind: "ORDER_PAID"}}},
+	}
+}
+
+func newReconciler(t *testing.T, peers app.Peers, deadline time.Duration) (*app.Reconciler, *adapters.Store, *prometheus.Registry) {
+	t.Helper()
+	return newReconcilerAt(t, peers, deadline, nil)
+}
+
+// newReconcilerAt is newReconciler with a clock.
+func newReconcilerAt(t *testing.T, peers app.Peers, deadline time.Duration, clock func() time.Time) (*app.Reconciler, *adapters.Store, *prometheus.Registry) {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, postgres.MigrationSet{Name: "reconciliation", FS: os.DirFS("../../migrations")})
+	store := adapters.NewStore(db)
+	reg := prometheus.NewRegistry()
+	cfg := app.DefaultConfig()
+	cfg.Deadline, cfg.PageSize, cfg.Clock = deadline, 2, clock
+	r, err := app.NewReconciler(cfg, peers, store, app.NewMetrics(reg), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, store, reg
+}
+
+func outcomes(run rec.Run) []string {
+	var out []string
+	for _, f := range run.Findings {
+		out = append(out, fmt.Sprintf("%s %s %s %s", f.OrderID, f.Kind, f.Action, strings.SplitN(f.Outcome, ":", 2)[0]))
+	}
+	return out
+}
+
+// TestRunsActOnceAndAudit: the first run finds each fact and takes its
+// compensation; a second run over the same facts finds them again and takes
+// no second action; every run, finding and action is in the audit.
+func TestRunsActOnceAndAudit(t *testing.T) {
+	svc := newServices(cancelledAndCharged("O-1"), paidButLost("O-2"), paidButLost("O-3"))
+	r, store, reg := newReconciler(t, svc, time.Minute)
+	ctx := context.Background()
+
+	first, err := r.Run(ctx, "test", rec.Scope{MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"O-1 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE",
+		"O-2 MISSING_EFFECT REPUBLISH DONE",
+		"O-3 MISSING_EFFECT REPUBLISH DONE",
+	}
+	if got := outcomes(first); !slices.Equal(got, want) || first.Status != rec.RunSucceeded || first.Checked != 3 || first.Actions != 3 {
+		t.Fatalf("first run %s checked %d actions %d:\n%v\nwant %v", first.Status, first.Checked, first.Actions, got, want)
+	}
+	if n := len(svc.taken()); n != 3 {
+		t.Fatalf("%d compensations, want 3: %v", n, svc.taken())
+	}
+
+	second, err := r.Run(ctx, "test", rec.Scope{MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range second.Findings {
+		if !strings.HasPrefix(f.Outcome, "ALREADY_TAKEN") {
+			t.Errorf("second run: %s %s: %s, want ALREADY_TAKEN", f.OrderID, f.Kind, f.Outcome)
+		}
+	}
+	if n := len(svc.taken()); len(second.Findings) != 3 || second.Actions != 0 || n != 3 {
+		t.Fatalf("second run: %d findings, %d actions, %d compensations in all; want 3, 0, 3", len(second.Findings), second.Actions, n)
+	}
+
+	stored, err := store.Run(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.StartedBy != "test" || stored.Status != rec.RunSucceeded || stored.FinishedAt == nil || !slices.Equal(outcomes(stored), want) {
+		t.Fatalf("audited run %+v", stored)
+	}
+	if v := sample(t, reg, "reconciliation_actions_total", map[string]string{"action": "REFUND", "outcome": "done"}); v != 1 {
+		t.Fatalf("reconciliation_actions_total{REFUND,done} = %v, want 1", v)
+	}
+}
+
+// TestTwoRunsAtOnceTakeOneAction starts runs over the same facts at once:
+// each finds the fact, one takes the action.
+func TestTwoRunsAtOnceTakeOneAction(t *testing.T) {
+	svc := newServices(cancelledAndCharged("O-1"), paidButLost("O-2"))
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	var wg sync.WaitGroup
+	runs := make([]rec.Run, 4)
+	errs := make([]error, len(runs))
+	for i := range runs {
+		wg.Go(func() { runs[i], errs[i] = r.Run(context.Background(), fmt.Sprintf("runner %d", i), rec.Scope{}) })
+	}
+	wg.Wait()
+	actions := 0
+	for i, run := range runs {
+		if errs[i] != nil || len(run.Findings) != 2 {
+			t.Fatalf("run %d: %v, %d findings", i, errs[i], len(run.Findings))
+		}
+		actions += run.Actions
+	}
+	if n := len(svc.taken()); actions != 2 || n != 2 {
+		t.Fatalf("%d actions over %d runs, %d compensations; want 2 and 2", actions, len(runs), n)
+	}
+}
+
+// TestFailedCompensationIsRetriedThenGivenUp: the payment service is down;
+// each run tries again, up to the attempts allowed, then says so.
+func TestFailedCompensationIsRetriedThenGivenUp(t *testing.T) {
+	svc := newServices(cancelledAndCharged("O-1"))
+	svc.failing = true
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	var got []string
+	for range 4 {
+		run, err := r.Run(context.Background(), "test", rec.Scope{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.SplitN(run.Findings[0].Outcome, ":", 2)[0])
+	}
+	if want := []string{"FAILED", "FAILED", "FAILED", "GIVEN_UP"}; !slices.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+}
+
+// TestAnActionThatDidNotHelpIsEscalated: the republish was taken, the
+// deadline passed, and the effect is still missing: a person must look.
+func TestAnActionThatDidNotHelpIsEscalated(t *testing.T) {
+	svc := newServices(paidButLost("O-1"))
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r, _, _ := newReconcilerAt(t, svc, time.Minute, clock)
+	if _, err := r.Run(context.Background(), "test", rec.Scope{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour) // past the deadline of the action taken
+	mu.Unlock()
+	run, err := r.Run(context.Background(), "test", rec.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := run.Findings[0]
+	if f.Action != rec.ActionManualReview || !strings.HasPrefix(f.Outcome, "ESCALATED") || len(svc.taken()) != 1 {
+		t.Fatalf("finding %+v after %v, want MANUAL_REVIEW ESCALATED and one compensation", f, svc.taken())
+	}
+}
+
+func TestRunScope(t *testing.T) {
+	recent := paidButLost("O-new")
+	recent.Order.UpdatedAt = time.Now()
+	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"), recent)
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	tests := []struct {
+		name  string
+		scope rec.Scope
+		want  int
+		err   bool
+	}{
+		{"every order older than the deadline, over pages of 2", rec.Scope{MinAge: time.Minute}, 3, false},
+		{"every order", rec.Scope{}, 4, false},
+		{"orders named, even recent", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, false},
+		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, true},
+		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run, err := r.Run(context.Background(), "test", tt.scope)
+			if (err != nil) != tt.err {
+				t.Fatalf("error %v, want error %v", err, tt.err)
+			}
+			if err == nil && run.Checked != tt.want {
+				t.Fatalf("checked %d, want %d", run.Checked, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	converged := paidButLost("O-ok")
+	converged.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}}
+	svc := newServices(converged, paidButLost("O-lost"))
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	ok, err := r.Check(context.Background(), "O-ok")
+	if err != nil || !ok.Converged || len(ok.Mismatches) != 0 {
+		t.Fatalf("O-ok: %+v %v", ok, err)
+	}
+	lost, err := r.Check(context.Background(), "O-lost")
+	if err != nil || lost.Converged || len(lost.Mismatches) != 1 || lost.Mismatches[0].Service != rec.ServiceInventory {
+		t.Fatalf("O-lost: %+v %v", lost, err)
+	}
+	if len(svc.taken()) != 0 {
+		t.Fatalf("a check took compensations: %v", svc.taken())
+	}
+	if _, err := r.Check(context.Background(), "O-none"); !errors.Is(err, app.ErrOrderNotFound) {
+		t.Fatalf("unknown order: %v", err)
+	}
+}
+
+// sample reads the value of the series of name with labels from reg.
+func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("no series %s %v", name, labels)
+	return 0
+}

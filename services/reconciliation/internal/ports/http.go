@@ -1,0 +1,292 @@
+// Package ports is the reconciliation service's HTTP API: start a run,
+// read runs and an order's findings, and check one order's convergence
+// now. Every route is an operator's, under /admin.
+package ports
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
+	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+)
+
+// RequestedByHeader names who starts a run; the run's audit records it.
+const RequestedByHeader = "X-Requested-By"
+
+// Business codes of the reconciliation API besides httpapi's.
+const (
+	CodeRunNotFound   = "RUN_NOT_FOUND"
+	CodeOrderNotFound = "ORDER_NOT_FOUND"
+	CodeUnavailable   = "SERVICE_UNAVAILABLE"
+)
+
+// Reconciler runs and checks.
+type Reconciler interface {
+	Run(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error)
+	Check(ctx context.Context, orderID string) (app.Check, error)
+	Deadline() time.Duration
+}
+
+// Audit reads what runs recorded.
+type Audit interface {
+	Run(ctx context.Context, id int64) (rec.Run, error)
+	Runs(ctx context.Context, limit int) ([]rec.Run, []int, error)
+	Findings(ctx context.Context, orderID string) ([]rec.Recorded, error)
+}
+
+// Handler serves the API. runs is the context runs are started in: a run
+// outlives the request that started it (a client that gives up does not
+// stop the compensation it started), and stops with the service.
+type Handler struct {
+	reconciler Reconciler
+	audit      Audit
+	runs       context.Context
+}
+
+// NewHandler returns the API.
+func NewHandler(runs context.Context, r Reconciler, a Audit) *Handler {
+	return &Handler{reconciler: r, audit: a, runs: runs}
+}
+
+// Register adds the routes to the admin group.
+func (h *Handler) Register(admin *echo.Group) {
+	admin.POST("/reconciliation/runs", h.start)
+	admin.GET("/reconciliation/runs", h.list)
+	admin.GET("/reconciliation/runs/:id", h.run)
+	admin.GET("/reconciliation/findings", h.findings)
+	admin.GET("/reconciliation/orders/:id", h.check)
+}
+
+// RunRequest is the optional body of POST /admin/reconciliation/runs.
+type RunRequest struct {
+	OrderIDs []string `json:"orderIds"`
+	// MinAge is a Go duration ("0s", "30s"); empty: the convergence
+	// deadline.
+	MinAge string `json:"minAge"`
+}
+
+// FindingView is a finding as the API shows it.
+type FindingView struct {
+	RunID      int64     `json:"runId"`
+	OrderID    string    `json:"orderId"`
+	Kind       string    `json:"kind"`
+	Service    string    `json:"service"`
+	Expected   string    `json:"expected"`
+	Actual     string    `json:"actual"`
+	Action     string    `json:"action"`
+	Outcome    string    `json:"outcome"`
+	DetectedAt time.Time `json:"detectedAt"`
+}
+
+// RunView answers a run.
+type RunView struct {
+	ID         int64         `json:"id"`
+	Status     string        `json:"status"`
+	StartedBy  string        `json:"startedBy"`
+	StartedAt  time.Time     `json:"startedAt"`
+	FinishedAt *time.Time    `json:"finishedAt"`
+	OrderIDs   []string      `json:"orderIds"`
+	MinAge     string        `json:"minAge"`
+	Checked    int           `json:"checked"`
+	Actions    int           `json:"actions"`
+	Error      string        `json:"error,omitempty"`
+	Findings   []FindingView `json:"findings"`
+}
+
+func runView(r rec.Run) RunView {
+	v := RunView{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		OrderIDs: r.Scope.OrderIDs, MinAge: r.Scope.MinAge.String(), Checked: r.Checked, Actions: r.Actions, Error: r.Error,
+		Findings: findingViews(r.Findings)}
+	if v.OrderIDs == nil {
+		v.OrderIDs = []string{}
+	}
+	return v
+}
+
+func findingViews(fs []rec.Recorded) []FindingView {
+	out := make([]FindingView, len(fs))
+	for i, f := range fs {
+		out[i] = FindingView{RunID: f.RunID, OrderID: f.OrderID, Kind: string(f.Kind), Service: f.Service, Expected: f.Expected,
+			Actual: f.Actual, Action: string(f.Action), Outcome: f.Outcome, DetectedAt: f.DetectedAt}
+	}
+	return out
+}
+
+func (h *Handler) start(c echo.Context) error {
+	var req RunRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return err
+	}
+	scope := rec.Scope{OrderIDs: req.OrderIDs, MinAge: h.reconciler.Deadline()}
+	if req.MinAge != "" {
+		d, err := time.ParseDuration(req.MinAge)
+		if err != nil {
+			return event.Invalid("minAge", "must be a duration like \"0s\" or \"30s\", got %q", req.MinAge)
+		}
+		scope.MinAge = d
+	}
+	startedBy := c.Request().Header.Get(RequestedByHeader)
+	if startedBy == "" {
+		startedBy = "api"
+	}
+	if err := event.ValidateReason(RequestedByHeader, startedBy); err != nil {
+		return err
+	}
+	run, err := h.reconciler.Run(h.runs, startedBy, scope)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runView(run))
+}
+
+// decodeStrict reads an optional JSON body and refuses unknown fields and
+// trailing data: a misspelt "orderIDs" must not silently become a run over
+// every order.
+func decodeStrict(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var tooLarge *echo.HTTPError
+		if errors.As(err, &tooLarge) {
+			return tooLarge
+		}
+		return httpapi.BadRequest("read body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return httpapi.BadRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return httpapi.BadRequest("malformed JSON body: data after the object")
+	}
+	return nil
+}
+
+// RunsView answers GET /admin/reconciliation/runs.
+type RunsView struct {
+	Runs []RunSummary `json:"runs"`
+}
+
+// RunSummary is a run without its findings.
+type RunSummary struct {
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	StartedBy  string     `json:"startedBy"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	Checked    int        `json:"checked"`
+	Findings   int        `json:"findings"`
+	Actions    int        `json:"actions"`
+	Error      string     `json:"error,omitempty"`
+}
+
+func (h *Handler) list(c echo.Context) error {
+	limit := 20
+	if s := c.QueryParam("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return httpapi.BadRequest("limit must be a whole number from 1 to 1000, got %q", s)
+		}
+		limit = n
+	}
+	runs, counts, err := h.audit.Runs(c.Request().Context(), limit)
+	if err != nil {
+		return err
+	}
+	out := RunsView{Runs: make([]RunSummary, len(runs))}
+	for i, r := range runs {
+		out.Runs[i] = RunSummary{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt,
+			FinishedAt: r.FinishedAt, Checked: r.Checked, Findings: counts[i], Actions: r.Actions, Error: r.Error}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *Handler) run(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return httpapi.BadRequest("run id must be a positive whole number, got %q", c.Param("id"))
+	}
+	run, err := h.audit.Run(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runView(run))
+}
+
+// FindingsView answers GET /admin/reconciliation/findings?orderId=.
+type FindingsView struct {
+	OrderID  string        `json:"orderId"`
+	Count    int           `json:"count"`
+	Findings []FindingView `json:"findings"`
+}
+
+func (h *Handler) findings(c echo.Context) error {
+	orderID := c.QueryParam("orderId")
+	if err := event.ValidateID("orderId", orderID); err != nil {
+		return err
+	}
+	fs, err := h.audit.Findings(c.Request().Context(), orderID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, FindingsView{OrderID: orderID, Count: len(fs), Findings: findingViews(fs)})
+}
+
+// CheckView answers GET /admin/reconciliation/orders/{id}: whether every
+// service has caught up with the order now, what has not, and how many
+// findings runs recorded for it.
+type CheckView struct {
+	OrderID    string         `json:"orderId"`
+	Converged  bool           `json:"converged"`
+	Findings   int            `json:"findings"`
+	Mismatches []MismatchView `json:"mismatches"`
+}
+
+// MismatchView is what a service has not caught up with.
+type MismatchView struct {
+	Kind     string `json:"kind"`
+	Service  string `json:"service"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+}
+
+func (h *Handler) check(c echo.Context) error {
+	ch, err := h.reconciler.Check(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	out := CheckView{OrderID: ch.OrderID, Converged: ch.Converged, Findings: ch.Recorded, Mismatches: []MismatchView{}}
+	for _, m := range ch.Mismatches {
+		out.Mismatches = append(out.Mismatches, MismatchView{Kind: string(m.Kind), Service: m.Service, Expected: m.Expected, Actual: m.Actual})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// MapError is the one place the service's errors become HTTP answers.
+func MapError(err error) *httpapi.Error {
+	switch {
+	case errors.Is(err, adapters.ErrRunNotFound):
+		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeRunNotFound, Message: err.Error()}
+	case errors.Is(err, app.ErrOrderNotFound):
+		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
+	case errors.Is(err, adapters.ErrUnavailable):
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeUnavailable,
+			Message: "a service reconciliation reads is unavailable, try again", Err: err}
+	}
+	return nil
+}
