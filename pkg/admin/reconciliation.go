@@ -10,6 +10,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -57,36 +58,48 @@ type ConsumerFacts struct {
 
 // FactsReader reads the ConsumerFacts of one consumer from its database.
 type FactsReader struct {
-	db       sqlx.QueryerContext
+	db       *sqlx.DB
 	consumer string
-	store    *dlq.Store
 }
 
 // NewFactsReader returns a reader of consumer's facts (its consumer group,
 // the name its version guard and dead letters are recorded under).
-func NewFactsReader(db sqlx.QueryerContext, consumer string, store *dlq.Store) *FactsReader {
-	return &FactsReader{db: db, consumer: consumer, store: store}
+func NewFactsReader(db *sqlx.DB, consumer string) *FactsReader {
+	return &FactsReader{db: db, consumer: consumer}
 }
 
-// ConsumerFacts returns the facts of every one of orderIDs (an order never
-// seen is version 0, NONE, no dead letters) with two statements, whatever
-// their number.
-func (r *FactsReader) ConsumerFacts(ctx context.Context, orderIDs []string) (map[string]ConsumerFacts, error) {
-	states, err := versionguard.States(ctx, r.db, r.consumer, orderIDs)
-	if err != nil {
-		return nil, err
-	}
-	dead, err := r.store.Outstanding(ctx, r.consumer, orderIDs)
-	if err != nil {
-		return nil, err
-	}
+// Read returns the facts of every one of orderIDs (an order never seen is
+// version 0, NONE, no dead letters) with two statements whatever their
+// number. own reads the service's part of the views through q, in the same
+// read-only snapshot, so a view never pairs the consumer's version with
+// its tables as they were at another moment; own may be nil.
+func (r *FactsReader) Read(ctx context.Context, orderIDs []string, own func(q sqlx.QueryerContext) error) (map[string]ConsumerFacts, error) {
 	out := make(map[string]ConsumerFacts, len(orderIDs))
-	for _, id := range orderIDs {
-		letters := dead[id]
-		if letters == nil {
-			letters = []dlq.Outstanding{}
+	err := postgres.InSnapshot(ctx, r.db, func(tx *sqlx.Tx) error {
+		if own != nil {
+			if err := own(tx); err != nil {
+				return err
+			}
 		}
-		out[id] = ConsumerFacts{Consumer: states[id], DeadLetters: letters}
+		states, err := versionguard.States(ctx, tx, r.consumer, orderIDs)
+		if err != nil {
+			return err
+		}
+		dead, err := dlq.FindOutstanding(ctx, tx, r.consumer, orderIDs)
+		if err != nil {
+			return err
+		}
+		for _, id := range orderIDs {
+			letters := dead[id]
+			if letters == nil {
+				letters = []dlq.Outstanding{}
+			}
+			out[id] = ConsumerFacts{Consumer: states[id], DeadLetters: letters}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -168,8 +168,16 @@ type Outstanding struct {
 // that are still DEAD for each of aggregateIDs, each aggregate's oldest
 // first, times in UTC. An aggregate without any has none in the map.
 func (s *Store) Outstanding(ctx context.Context, consumer string, aggregateIDs []string) (map[string][]Outstanding, error) {
+	return FindOutstanding(ctx, s.db, consumer, aggregateIDs)
+}
+
+// FindOutstanding is Store.Outstanding through q: given a transaction, it
+// reads the same snapshot as the caller's other reads, so a
+// reconciliation view never pairs a dead letter with a state from another
+// moment.
+func FindOutstanding(ctx context.Context, q sqlx.QueryerContext, consumer string, aggregateIDs []string) (map[string][]Outstanding, error) {
 	var rows []Outstanding
-	if err := s.db.SelectContext(ctx, &rows, `
+	if err := sqlx.SelectContext(ctx, q, &rows, `
 		SELECT d.aggregate_id, d.id, d.event_id, d.event_type, d.error_class, d.failure_reason, d.dead_lettered_at,
 			EXISTS (SELECT 1 FROM dead_letters r
 			        WHERE r.consumer = d.consumer AND r.event_id = d.event_id AND r.status = 'REPLAYED') AS replayed_before
