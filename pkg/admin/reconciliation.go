@@ -15,8 +15,8 @@ import (
 )
 
 // MaxOrderIDs is the most orders one reconciliation request may ask for:
-// enough for a reconciliation pass to read 10 000 orders in 20 calls, few
-// enough for one answer to stay well below a megabyte or two.
+// a pass over 10 000 orders takes 10 to 20 calls, and one answer stays a
+// few megabytes at most.
 const MaxOrderIDs = 1000
 
 // OrderIDsRequest is the body of POST /admin/reconciliation/orders, the
