@@ -1,6 +1,8 @@
 // Package admin registers the operator endpoints every consumer shares:
 // GET /admin/processed-events/{eventId}, GET /admin/dlq?aggregateId=&status=
-// and POST /admin/dlq/{id}/replay.
+// and POST /admin/dlq/{id}/replay; the outbox endpoints of the services
+// with an outbox; and the parts every service's reconciliation view shares
+// (the request, a consumer's version and dead letters).
 package admin
 
 import (

@@ -6,6 +6,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
@@ -38,5 +39,25 @@ func RegisterOutboxBacklog(g *echo.Group, q sqlx.QueryerContext) {
 			}
 		}
 		return c.JSON(http.StatusOK, out)
+	})
+}
+
+// RegisterOutboxRepublish adds POST /outbox/{eventId}/republish to the
+// admin group of a service with an outbox: the row is sent again with the
+// same event id (outbox.Republish), which is how reconciliation repairs an
+// event a consumer never applied. It answers the row as GET
+// /admin/outbox/{eventId} shows it; an unknown id is an error wrapping
+// outbox.ErrNotFound, which the service's MapError answers with 404.
+func RegisterOutboxRepublish(g *echo.Group, q sqlx.ExtContext) {
+	g.POST("/outbox/:eventId/republish", func(c echo.Context) error {
+		id := c.Param("eventId")
+		if err := event.ValidateID("eventId", id); err != nil {
+			return err
+		}
+		s, err := outbox.Republish(c.Request().Context(), q, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, s)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
@@ -145,4 +146,50 @@ func (s *Store) Count(ctx context.Context, aggregateID string) (int, error) {
 		return 0, fmt.Errorf("count dead letters: %w", err)
 	}
 	return n, nil
+}
+
+// Outstanding is a dead letter still waiting for a fix and a replay (status
+// DEAD), as a reconciliation view shows it.
+type Outstanding struct {
+	AggregateID    string    `db:"aggregate_id" json:"-"`
+	ID             int64     `db:"id" json:"id"`
+	EventID        string    `db:"event_id" json:"eventId"`
+	EventType      string    `db:"event_type" json:"eventType"`
+	ErrorClass     string    `db:"error_class" json:"errorClass"`
+	FailureReason  string    `db:"failure_reason" json:"failureReason"`
+	DeadLetteredAt time.Time `db:"dead_lettered_at" json:"deadLetteredAt"`
+	// ReplayedBefore: the same event was dead-lettered by this consumer,
+	// replayed, and failed again. Replaying once more is unlikely to help
+	// before its cause is fixed.
+	ReplayedBefore bool `db:"replayed_before" json:"replayedBefore"`
+}
+
+// Outstanding returns, with one statement, the dead letters of consumer
+// that are still DEAD for each of aggregateIDs, each aggregate's oldest
+// first, times in UTC. An aggregate without any has none in the map.
+func (s *Store) Outstanding(ctx context.Context, consumer string, aggregateIDs []string) (map[string][]Outstanding, error) {
+	return FindOutstanding(ctx, s.db, consumer, aggregateIDs)
+}
+
+// FindOutstanding is Store.Outstanding through q: given a transaction, it
+// reads the same snapshot as the caller's other reads, so a
+// reconciliation view never pairs a dead letter with a state from another
+// moment.
+func FindOutstanding(ctx context.Context, q sqlx.QueryerContext, consumer string, aggregateIDs []string) (map[string][]Outstanding, error) {
+	var rows []Outstanding
+	if err := sqlx.SelectContext(ctx, q, &rows, `
+		SELECT d.aggregate_id, d.id, d.event_id, d.event_type, d.error_class, d.failure_reason, d.dead_lettered_at,
+			EXISTS (SELECT 1 FROM dead_letters r
+			        WHERE r.consumer = d.consumer AND r.event_id = d.event_id AND r.status = 'REPLAYED') AS replayed_before
+		FROM dead_letters d
+		WHERE d.consumer = $1 AND d.aggregate_id = ANY($2) AND d.status = 'DEAD'
+		ORDER BY d.dead_lettered_at, d.id`, consumer, pq.Array(aggregateIDs)); err != nil {
+		return nil, fmt.Errorf("outstanding dead letters of %d aggregates: %w", len(aggregateIDs), err)
+	}
+	out := make(map[string][]Outstanding, len(aggregateIDs))
+	for _, r := range rows {
+		r.DeadLetteredAt = r.DeadLetteredAt.UTC()
+		out[r.AggregateID] = append(out[r.AggregateID], r)
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -155,4 +156,69 @@ func PendingBacklog(ctx context.Context, q sqlx.QueryerContext) (Backlog, error)
 		return Backlog{}, fmt.Errorf("measure outbox backlog: %w", err)
 	}
 	return Backlog{Pending: row.N, OldestAge: time.Duration(row.Oldest.Float64 * float64(time.Second))}, nil
+}
+
+// Republish makes the row of eventID PENDING again and due now, so the
+// relay sends it once more with the same event id; consumers deduplicate
+// it. It is how an operator, or reconciliation, repairs a message a
+// consumer never received (its offset skipped, its dead letter lost)
+// without writing the event anew. attempts keeps counting; a row that is
+// already PENDING only becomes due now, overriding its backoff. The relay
+// is woken through the insert trigger's channel, so it does not wait for
+// its next poll. It returns the row as Lookup shows it, or an error
+// wrapping ErrNotFound.
+func Republish(ctx context.Context, q sqlx.ExtContext, eventID string) (Status, error) {
+	var s Status
+	err := sqlx.GetContext(ctx, q, &s, `
+		UPDATE outbox_events SET status = 'PENDING', next_attempt_at = now(), sent_at = NULL
+		WHERE event_id = $1
+		RETURNING event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at`, eventID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("republish outbox event %s: %w", eventID, err)
+	}
+	// Delivered on commit (at once outside a transaction); a lost
+	// notification costs one poll interval.
+	if _, err := q.ExecContext(ctx, `SELECT pg_notify($1, '')`, notifyChannel); err != nil {
+		return Status{}, fmt.Errorf("wake the relay for %s: %w", eventID, err)
+	}
+	return s, nil
+}
+
+// Event is one outbox row of an aggregate as a reconciliation view shows
+// it: which event it carries and where the relay stands with it.
+type Event struct {
+	AggregateID      string     `db:"aggregate_id" json:"-"`
+	EventID          string     `db:"event_id" json:"eventId"`
+	EventType        string     `db:"event_type" json:"eventType"`
+	AggregateVersion int64      `db:"aggregate_version" json:"aggregateVersion"`
+	Status           string     `db:"status" json:"status"`
+	Attempts         int        `db:"attempts" json:"attempts"`
+	CreatedAt        time.Time  `db:"created_at" json:"createdAt"`
+	NextAttemptAt    time.Time  `db:"next_attempt_at" json:"nextAttemptAt"`
+	SentAt           *time.Time `db:"sent_at" json:"sentAt,omitempty"`
+}
+
+// ForAggregates returns the rows of many aggregates with one statement,
+// each aggregate's oldest first (the order the relay sends them), times in
+// UTC. An aggregate without rows has none in the map.
+func ForAggregates(ctx context.Context, q sqlx.QueryerContext, aggregateIDs []string) (map[string][]Event, error) {
+	var rows []Event
+	if err := sqlx.SelectContext(ctx, q, &rows, `
+		SELECT aggregate_id, event_id, event_type, aggregate_version, status, attempts, created_at, next_attempt_at, sent_at
+		FROM outbox_events WHERE aggregate_id = ANY($1) ORDER BY id`, pq.Array(aggregateIDs)); err != nil {
+		return nil, fmt.Errorf("outbox rows of %d aggregates: %w", len(aggregateIDs), err)
+	}
+	out := make(map[string][]Event, len(aggregateIDs))
+	for _, e := range rows {
+		e.CreatedAt, e.NextAttemptAt = e.CreatedAt.UTC(), e.NextAttemptAt.UTC()
+		if e.SentAt != nil {
+			sent := e.SentAt.UTC()
+			e.SentAt = &sent
+		}
+		out[e.AggregateID] = append(out[e.AggregateID], e)
+	}
+	return out, nil
 }

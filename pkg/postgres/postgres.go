@@ -176,6 +176,21 @@ func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) (err err
 	return nil
 }
 
+// InSnapshot runs fn in a read-only REPEATABLE READ transaction, so every
+// statement fn runs reads the same snapshot of the database: a view built
+// from several statements (an order, its refunds and its outbox rows, say)
+// never pairs rows written at different moments.
+func InSnapshot(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin snapshot: %w", err)
+	}
+	// Nothing was written: rolling back ends the snapshot as well as a
+	// commit would, and also after fn failed or panicked.
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
 // IsRetryable reports whether err is a transient database failure that the
 // same work can overcome by trying again: serialization failures, deadlocks,
 // lost connections, lack of resources and shutdown.

@@ -113,3 +113,35 @@ func TestIsRetryable(t *testing.T) {
 		}
 	}
 }
+
+// TestInSnapshot commits a row between two reads of one snapshot: the
+// second read still sees the first one's world, and the snapshot refuses
+// to write.
+func TestInSnapshot(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, itemsSet)
+	ctx := context.Background()
+	if _, err := db.Exec(`INSERT INTO items (id) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var first, second int
+	err := postgres.InSnapshot(ctx, db, func(tx *sqlx.Tx) error {
+		if err := tx.Get(&first, `SELECT count(*) FROM items`); err != nil {
+			return err
+		}
+		if _, err := db.Exec(`INSERT INTO items (id) VALUES (2)`); err != nil {
+			return err
+		}
+		if err := tx.Get(&second, `SELECT count(*) FROM items`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`INSERT INTO items (id) VALUES (3)`)
+		return err
+	})
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) || pqErr.Code != "25006" { // read_only_sql_transaction
+		t.Fatalf("a write in the snapshot: %v, want read_only_sql_transaction", err)
+	}
+	if first != 1 || second != 1 {
+		t.Fatalf("snapshot read %d then %d rows, want 1 both times", first, second)
+	}
+}

@@ -324,6 +324,36 @@ func State(ctx context.Context, q sqlx.QueryerContext, consumer, aggregateID str
 	return row.State, row.Version, nil
 }
 
+// Position is where a consumer stands with one aggregate: the last
+// aggregateVersion it applied and its own state, as a reconciliation view
+// shows it.
+type Position struct {
+	Version int64  `db:"version" json:"version"`
+	State   string `db:"state" json:"state"`
+}
+
+// States returns the consumer's position for each of aggregateIDs with one
+// statement; an aggregate it has never seen is version 0, state NONE.
+func States(ctx context.Context, q sqlx.QueryerContext, consumer string, aggregateIDs []string) (map[string]Position, error) {
+	var rows []struct {
+		AggregateID string `db:"aggregate_id"`
+		Position
+	}
+	if err := sqlx.SelectContext(ctx, q, &rows, `
+		SELECT aggregate_id, version, state FROM aggregate_versions
+		WHERE consumer = $1 AND aggregate_id = ANY($2)`, consumer, pq.Array(aggregateIDs)); err != nil {
+		return nil, fmt.Errorf("read aggregate states of %d aggregates: %w", len(aggregateIDs), err)
+	}
+	out := make(map[string]Position, len(aggregateIDs))
+	for _, id := range aggregateIDs {
+		out[id] = Position{State: InitialState}
+	}
+	for _, r := range rows {
+		out[r.AggregateID] = r.Position
+	}
+	return out, nil
+}
+
 // ParkedCount counts the consumer's parked events.
 func ParkedCount(ctx context.Context, q sqlx.QueryerContext, consumer string) (int, error) {
 	var n int

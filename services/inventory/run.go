@@ -75,6 +75,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
 	admin.RegisterReplay(srv.Admin(), dead, dlqPub)
 	admin.RegisterFailPoints(srv.Admin(), fp)
+	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, cfg.Consumer.ConsumerGroup))
 	lagMonitor := lag.Register(srv.Admin(), reg, lag.Config{Brokers: cfg.Consumer.Brokers,
 		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 

@@ -121,6 +121,12 @@ func TestService(t *testing.T) {
 		if n := s.ProcessedCount(env.EventID); n != 1 {
 			t.Fatalf("processed-events count = %d, want 1", n)
 		}
+		// The reconciliation view reads the consumer's own version guard.
+		code, raw := s.Do(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-dup"]}`)
+		if code != http.StatusOK || !strings.Contains(string(raw), `"status":"DEDUCTED"`) ||
+			!strings.Contains(string(raw), `"consumer":{"version":3,"state":"DEDUCTED"},"deadLetters":[]`) {
+			t.Fatalf("reconciliation view: %d %s", code, raw)
+		}
 	})
 
 	t.Run("OrderRefunded before OrderPaid applies both in order", func(t *testing.T) {

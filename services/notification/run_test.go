@@ -109,6 +109,12 @@ func TestService(t *testing.T) {
 		if n := s.ProcessedCount(env.EventID); n != 1 {
 			t.Fatalf("processed-events count = %d, want 1", n)
 		}
+		// The reconciliation view reads the consumer's own version guard.
+		code, raw := s.Do(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-dup"]}`)
+		if code != http.StatusOK || !strings.Contains(string(raw), `"kind":"ORDER_PAID"`) ||
+			!strings.Contains(string(raw), `"consumer":{"version":3,"state":"PAID_NOTIFIED"},"deadLetters":[]`) {
+			t.Fatalf("reconciliation view: %d %s", code, raw)
+		}
 	})
 
 	t.Run("OrderRefunded before OrderPaid notifies both in order", func(t *testing.T) {

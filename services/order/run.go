@@ -62,6 +62,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	adminGroup := srv.Admin()
 	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), fp).Register(srv.Echo, adminGroup)
 	admin.RegisterFailPoints(adminGroup, fp)
+	admin.RegisterOutboxRepublish(adminGroup, db)
 
 	// The publisher connects lazily: a broker outage leaves rows PENDING and
 	// never stops the service.

@@ -156,6 +156,46 @@ func TestRunWithoutBroker(t *testing.T) {
 	defer b.Close()
 	poll.Until(t, 30*time.Second, "delivery once the broker is up", func() bool { return backlog() == 0 })
 
+	// The reconciliation endpoints are wired: the view, and a republish
+	// the relay delivers again.
+	post := func(path, body string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	code, view := post("/admin/reconciliation/orders", `{"orderIds":["O-1"]}`)
+	var views struct {
+		Orders []struct {
+			Found  bool `json:"found"`
+			Events []struct {
+				EventID string `json:"eventId"`
+				Status  string `json:"status"`
+			} `json:"events"`
+		} `json:"orders"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(view), &views) != nil || len(views.Orders) != 1 || !views.Orders[0].Found ||
+		len(views.Orders[0].Events) != 1 || views.Orders[0].Events[0].Status != "SENT" {
+		t.Fatalf("reconciliation view: %d %s", code, view)
+	}
+	eventID := views.Orders[0].Events[0].EventID
+	if code, body := post("/admin/outbox/"+eventID+"/republish", ""); code != http.StatusOK || !strings.Contains(body, `"status":"PENDING"`) {
+		t.Fatalf("republish: %d %s", code, body)
+	}
+	poll.Until(t, 30*time.Second, "the republished event sent again", func() bool {
+		_, body := get("/admin/outbox/" + eventID)
+		return strings.Contains(body, `"status":"SENT"`)
+	})
+
 	stop()
 	if err := g.Wait(); err != nil {
 		t.Fatalf("run returned %v after its context ended", err)

@@ -76,6 +76,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	admin.RegisterReplay(adminGroup, dlqStore, dlqPub)
 	admin.RegisterFailPoints(adminGroup, fp)
 	admin.RegisterOutboxBacklog(adminGroup, db)
+	admin.RegisterOutboxRepublish(adminGroup, db)
+	ports.RegisterReconciliation(adminGroup, repo, admin.NewFactsReader(db, cfg.Consumer.ConsumerGroup))
+	ports.RegisterRefunds(adminGroup, repo)
 	lagMonitor := lag.Register(adminGroup, reg, lag.Config{Brokers: cfg.Consumer.Brokers,
 		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 	reg.MustRegister(metrics.NewBacklog(db))

@@ -156,6 +156,12 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	if status, body = call(s, http.MethodGet, "/admin/dlq?aggregateId=O-1", ""); status != http.StatusOK || body["count"] != float64(0) {
 		t.Fatalf("dlq answered %d %v", status, body)
 	}
+	// The reconciliation view reads the refund consumer's own version guard.
+	code, raw := s.Do(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-1"]}`)
+	if code != http.StatusOK || !strings.Contains(string(raw), `"status":"REFUNDED"`) ||
+		!strings.Contains(string(raw), fmt.Sprintf(`"consumer":{"version":%d,"state":"REFUND_HANDLED"},"deadLetters":[]`, env.AggregateVersion)) {
+		t.Fatalf("reconciliation view: %d %s", code, raw)
+	}
 
 	wants := []string{"outbox_pending_events 0", "outbox_oldest_pending_age_seconds 0",
 		"outbox_relay_published_total 2", `consumer_messages_total{consumer="payment-service",outcome="ok"} 1`}

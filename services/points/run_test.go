@@ -118,6 +118,12 @@ func TestService(t *testing.T) {
 		if b := s.balance("C-dup"); b != 80 {
 			t.Fatalf("customer balance = %d, want 80", b)
 		}
+		// The reconciliation view reads the consumer's own version guard.
+		code, raw := s.Do(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-dup"]}`)
+		if code != http.StatusOK || !strings.Contains(string(raw), `"points":80`) ||
+			!strings.Contains(string(raw), `"consumer":{"version":3,"state":"EARNED"},"deadLetters":[]`) {
+			t.Fatalf("reconciliation view: %d %s", code, raw)
+		}
 	})
 
 	t.Run("OrderRefunded before OrderPaid applies both in order", func(t *testing.T) {

@@ -63,11 +63,33 @@ func (r *Repository) List(ctx context.Context, orderID string) ([]notification.S
 	}
 	out := make([]notification.Sent, len(rows))
 	for i, row := range rows {
-		out[i] = notification.Sent{
-			Notification: notification.Notification{OrderID: row.OrderID, CustomerID: row.CustomerID, EventID: row.EventID,
-				Kind: notification.Kind(row.Kind), Channel: row.Channel, Body: row.Body},
-			CreatedAt: row.CreatedAt,
-		}
+		out[i] = row.sent()
 	}
 	return out, nil
+}
+
+// ListOf reads the notifications of many orders through q with one
+// statement, each order's in the order they were sent, times in UTC; q is
+// a snapshot the caller reads other tables in too. An order without
+// notifications has none in the map.
+func (r *Repository) ListOf(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string][]notification.Sent, error) {
+	var rows []notificationRow
+	if err := sqlx.SelectContext(ctx, q, &rows, `
+		SELECT order_id, customer_id, event_id, kind, channel, body, created_at
+		FROM notifications WHERE order_id = ANY($1) ORDER BY id`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("list notifications of %d orders: %w", len(orderIDs), err)
+	}
+	out := make(map[string][]notification.Sent, len(orderIDs))
+	for _, row := range rows {
+		out[row.OrderID] = append(out[row.OrderID], row.sent())
+	}
+	return out, nil
+}
+
+func (row notificationRow) sent() notification.Sent {
+	return notification.Sent{
+		Notification: notification.Notification{OrderID: row.OrderID, CustomerID: row.CustomerID, EventID: row.EventID,
+			Kind: notification.Kind(row.Kind), Channel: row.Channel, Body: row.Body},
+		CreatedAt: row.CreatedAt.UTC(),
+	}
 }

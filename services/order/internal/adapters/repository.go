@@ -237,6 +237,116 @@ func (r *Repository) OutboxBacklog(ctx context.Context) (outbox.Backlog, error) 
 	return outbox.PendingBacklog(ctx, r.db)
 }
 
+// OrderRecord is an order as reconciliation reads it: the aggregate, when
+// it was created and last changed, and its outbox rows, oldest first.
+type OrderRecord struct {
+	Order     *order.Order
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Events    []outbox.Event
+}
+
+// ChangedPage selects a page of orders by when they last changed: those
+// whose (updated_at, order_id) comes after (After, AfterID), changed before
+// Before unless it is zero, the first Limit in that order.
+type ChangedPage struct {
+	After   time.Time
+	AfterID string
+	Before  time.Time
+	Limit   int
+}
+
+const selectRecords = `
+	SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, created_at, updated_at
+	FROM orders`
+
+// Records returns the stored orders among ids, by id, read with three
+// statements in one snapshot whatever their number: the orders, their
+// refunds and their outbox rows. An id the service never saw is absent.
+func (r *Repository) Records(ctx context.Context, ids []string) (map[string]OrderRecord, error) {
+	var recs []OrderRecord
+	err := postgres.InSnapshot(ctx, r.db, func(tx *sqlx.Tx) error {
+		var rows []orderRow
+		if err := tx.SelectContext(ctx, &rows, selectRecords+` WHERE order_id = ANY($1)`, pq.Array(ids)); err != nil {
+			return fmt.Errorf("load %d orders: %w", len(ids), err)
+		}
+		var err error
+		recs, err = records(ctx, tx, rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]OrderRecord, len(recs))
+	for _, rec := range recs {
+		out[rec.Order.ID] = rec
+	}
+	return out, nil
+}
+
+// ChangedOrders returns the page p selects, in (updated_at, order_id)
+// order, read like Records. The row comparison walks the orders_updated
+// index, and UpdatedAt keeps Postgres's microseconds, so the last record's
+// (UpdatedAt, ID) continues the walk exactly.
+func (r *Repository) ChangedOrders(ctx context.Context, p ChangedPage) ([]OrderRecord, error) {
+	before := sql.NullTime{Time: p.Before, Valid: !p.Before.IsZero()}
+	var recs []OrderRecord
+	err := postgres.InSnapshot(ctx, r.db, func(tx *sqlx.Tx) error {
+		var rows []orderRow
+		if err := tx.SelectContext(ctx, &rows, selectRecords+`
+			WHERE (updated_at, order_id) > ($1, $2) AND ($3::timestamptz IS NULL OR updated_at < $3)
+			ORDER BY updated_at, order_id
+			LIMIT $4`, p.After, p.AfterID, before, p.Limit); err != nil {
+			return fmt.Errorf("page orders changed after %s %q: %w", p.After.Format(time.RFC3339Nano), p.AfterID, err)
+		}
+		var err error
+		recs, err = records(ctx, tx, rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// records completes rows with their refunds and outbox rows: two
+// statements for all of them.
+func records(ctx context.Context, tx *sqlx.Tx, rows []orderRow) ([]OrderRecord, error) {
+	if len(rows) == 0 {
+		return []OrderRecord{}, nil
+	}
+	ids := make([]string, len(rows))
+	recs := make([]OrderRecord, len(rows))
+	at := make(map[string]int, len(rows))
+	for i, row := range rows {
+		o, err := row.order()
+		if err != nil {
+			return nil, err
+		}
+		ids[i], at[row.OrderID] = row.OrderID, i
+		recs[i] = OrderRecord{Order: o, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC(), Events: []outbox.Event{}}
+	}
+	var refunds []refundRow
+	if err := tx.SelectContext(ctx, &refunds, `
+		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason
+		FROM order_refunds WHERE order_id = ANY($1) ORDER BY order_id, requested_at, refund_id`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("load refunds of %d orders: %w", len(ids), err)
+	}
+	for _, rf := range refunds {
+		if err := rf.addTo(recs[at[rf.OrderID]].Order); err != nil {
+			return nil, err
+		}
+	}
+	events, err := outbox.ForAggregates(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for id, es := range events {
+		recs[at[id]].Events = es
+	}
+	return recs, nil
+}
+
 type orderRow struct {
 	OrderID    string          `db:"order_id"`
 	CustomerID string          `db:"customer_id"`
@@ -246,6 +356,7 @@ type orderRow struct {
 	Version    int64           `db:"version"`
 	Items      []byte          `db:"items"`
 	PaymentID  sql.NullString  `db:"payment_id"`
+	CreatedAt  time.Time       `db:"created_at"`
 	UpdatedAt  time.Time       `db:"updated_at"`
 }
 

@@ -44,6 +44,8 @@ type Orders interface {
 	OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error)
 	OutboxBacklog(ctx context.Context) (outbox.Backlog, error)
 	OutboxRows(ctx context.Context, orderID string) ([]outbox.Status, error)
+	Records(ctx context.Context, ids []string) (map[string]adapters.OrderRecord, error)
+	ChangedOrders(ctx context.Context, p adapters.ChangedPage) ([]adapters.OrderRecord, error)
 }
 
 // Peers reads what the other services know about an order.
@@ -79,6 +81,8 @@ func (h *Handler) Register(e *echo.Echo, admin *echo.Group) {
 	e.POST("/payments/callback", h.callback)
 	admin.GET("/outbox", h.backlog)
 	admin.GET("/outbox/:eventId", h.outboxEvent)
+	admin.POST("/reconciliation/orders", h.reconcile)
+	admin.GET("/reconciliation/orders", h.changed)
 }
 
 // result answers the order commands: SUCCESS or a named rejection, and

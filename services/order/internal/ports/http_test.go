@@ -16,6 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
@@ -55,7 +56,9 @@ func newEnv(t *testing.T) *env {
 	converged := true
 	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
 		Converged: &converged, Findings: 0}}
-	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, srv.Admin())
+	adminGroup := srv.Admin()
+	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, adminGroup)
+	admin.RegisterOutboxRepublish(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &env{t: t, db: db, fp: fp, url: ts.URL}

@@ -1,5 +1,6 @@
 // Package ports is the payment service's HTTP API: POST /payments,
-// GET /payments/orders/{orderId} and GET /admin/outbox/{eventId}. Every
+// GET /payments/orders/{orderId}, GET /admin/outbox/{eventId}, and the
+// reconciliation service's view of many orders and its refunds. Every
 // error becomes an HTTP answer in MapError, the one place that knows the
 // business codes.
 package ports

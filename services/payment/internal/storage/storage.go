@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
@@ -125,15 +126,23 @@ func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb callback.Callbac
 	return outbox.Add(ctx, tx, msg)
 }
 
-// RefundRequest is a refund the order service asked for.
+// RefundRequest is a refund the order service asked for, or an operator
+// (reconciliation) through the admin API.
 type RefundRequest struct {
 	RefundID  string
 	OrderID   string
 	PaymentID string
 	Amount    decimal.Decimal
-	Currency  string
-	// OrderVersion is the aggregate version of the OrderRefundRequested event.
+	// Currency is the refund's; empty means the payment's (an operator's
+	// refund names none).
+	Currency string
+	// OrderVersion is the aggregate version of the OrderRefundRequested
+	// event; 0 for an operator's refund (the callback carries it for
+	// information only).
 	OrderVersion int64
+	// Reason says why an operator asked for the refund; the ledger keeps
+	// it. Empty for the refunds the order service requests.
+	Reason string
 }
 
 // RefundOutcome is what became of a refund request.
@@ -143,8 +152,41 @@ type RefundOutcome struct {
 	// Reason says why a refund was rejected.
 	Reason string
 	// CallbackID is the event id of the callback written; empty when the
-	// refund had already been recorded (a repeat with a new event id).
+	// refund had already been recorded (a repeat with a new event id), or
+	// when an operator's refund of an order without a payment has no
+	// currency to report it in.
 	CallbackID string
+}
+
+// recordedRefund returns the outcome the ledger holds for refundID, if any.
+func recordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (RefundOutcome, bool, error) {
+	var existing struct {
+		Status string `db:"status"`
+		Reason string `db:"reason"`
+	}
+	err := tx.GetContext(ctx, &existing, `SELECT status, coalesce(reason, '') AS reason FROM refunds WHERE refund_id = $1`, refundID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return RefundOutcome{}, false, nil
+	case err != nil:
+		return RefundOutcome{}, false, fmt.Errorf("read refund %s: %w", refundID, err)
+	}
+	return RefundOutcome{Status: existing.Status, Reason: existing.Reason}, true, nil
+}
+
+// RefundPayment executes or rejects req in a transaction of its own, as
+// Refund does inside the consumer's: an operator's refund (reconciliation
+// returning a payment an order could not take, say) takes the very path
+// of the refunds the order service asks for. It is idempotent per refund
+// id: a repeat answers the recorded outcome and writes nothing.
+func (r *Repository) RefundPayment(ctx context.Context, req RefundRequest) (RefundOutcome, error) {
+	var out RefundOutcome
+	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
+		var err error
+		out, err = r.Refund(ctx, tx, req)
+		return err
+	})
+	return out, err
 }
 
 // Refund executes or rejects req inside tx, the consumer's transaction: it
@@ -158,18 +200,13 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 	if err != nil && !noPayment {
 		return RefundOutcome{}, err
 	}
-	var existing struct {
-		Status string `db:"status"`
-		Reason string `db:"reason"`
-	}
-	err = tx.GetContext(ctx, &existing, `SELECT status, coalesce(reason, '') AS reason FROM refunds WHERE refund_id = $1`, req.RefundID)
-	switch {
-	case err == nil:
-		return RefundOutcome{Status: existing.Status, Reason: existing.Reason}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return RefundOutcome{}, fmt.Errorf("read refund %s: %w", req.RefundID, err)
+	if out, found, err := recordedRefund(ctx, tx, req.RefundID); err != nil || found {
+		return out, err
 	}
 
+	if req.Currency == "" && !noPayment {
+		req.Currency = p.Currency
+	}
 	var refundErr error
 	if noPayment {
 		refundErr = &payment.RefundError{Reason: payment.ReasonNoPayment, Detail: "order " + req.OrderID + " has no payment"}
@@ -188,11 +225,22 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 		out = RefundOutcome{Status: RefundRejected, Reason: rejection.Reason}
 		cbType = callback.RefundRejected
 	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason)
-		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`,
-		req.RefundID, req.OrderID, paymentID, req.Amount, req.Currency, out.Status, out.Reason); err != nil {
+	// The payment's row lock serializes two requests of one refund id, but
+	// not when there is no payment: the second insert then waits for the
+	// first and answers what it recorded.
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason, requested_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8)
+		ON CONFLICT (refund_id) DO NOTHING`,
+		req.RefundID, req.OrderID, paymentID, req.Amount, req.Currency, out.Status, out.Reason, req.Reason)
+	if err != nil {
 		return RefundOutcome{}, fmt.Errorf("record refund %s: %w", req.RefundID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return RefundOutcome{}, fmt.Errorf("record refund %s: %w", req.RefundID, err)
+	} else if n == 0 {
+		out, _, err := recordedRefund(ctx, tx, req.RefundID)
+		return out, err
 	}
 	if rejection == nil {
 		if _, err := tx.ExecContext(ctx, `
@@ -202,6 +250,13 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 		}
 	}
 
+	if req.Currency == "" {
+		// An operator's refund of an order without a payment here: the
+		// order service did not ask for it, and a callback in no currency
+		// would be refused (400) and retried forever, holding back the
+		// order's later callbacks. The ledger keeps the rejection.
+		return out, nil
+	}
 	cbPaymentID := p.ID
 	if noPayment {
 		cbPaymentID = req.PaymentID
@@ -213,5 +268,79 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 		return RefundOutcome{}, err
 	}
 	out.CallbackID = cb.CallbackID
+	return out, nil
+}
+
+// PaymentRecord is an order's payment as reconciliation reads it.
+type PaymentRecord struct {
+	payment.Payment
+	UpdatedAt time.Time
+}
+
+// RefundRecord is one entry of the refunds ledger: an executed or a
+// rejected refund.
+type RefundRecord struct {
+	RefundID  string          `db:"refund_id"`
+	OrderID   string          `db:"order_id"`
+	Amount    decimal.Decimal `db:"amount"`
+	Currency  string          `db:"currency"`
+	Status    string          `db:"status"`
+	Reason    string          `db:"reason"`
+	CreatedAt time.Time       `db:"created_at"`
+}
+
+// OrderRecord is what the payment service holds of one order: its payment
+// (nil if none), its refunds and its callbacks' outbox rows, oldest first.
+type OrderRecord struct {
+	Payment *PaymentRecord
+	Refunds []RefundRecord
+	Outbox  []outbox.Event
+}
+
+// Records reads the records of orderIDs through q with three statements,
+// whatever their number; q is a snapshot the caller reads other tables in
+// too. Every id has a record, empty for an order the service never saw;
+// times are in UTC.
+func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]OrderRecord, error) {
+	var payments []struct {
+		paymentRow
+		UpdatedAt time.Time `db:"updated_at"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &payments, `
+		SELECT payment_id, order_id, amount, currency, status, refunded, created_at, updated_at
+		FROM payments WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("read payments of %d orders: %w", len(orderIDs), err)
+	}
+	var refunds []RefundRecord
+	if err := sqlx.SelectContext(ctx, q, &refunds, `
+		SELECT refund_id, order_id, amount, currency, status, coalesce(reason, '') AS reason, created_at
+		FROM refunds WHERE order_id = ANY($1) ORDER BY created_at, refund_id`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("read refunds of %d orders: %w", len(orderIDs), err)
+	}
+	rows, err := outbox.ForAggregates(ctx, q, orderIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]OrderRecord, len(orderIDs))
+	for _, id := range orderIDs {
+		events := rows[id]
+		if events == nil {
+			events = []outbox.Event{}
+		}
+		out[id] = OrderRecord{Refunds: []RefundRecord{}, Outbox: events}
+	}
+	for _, p := range payments {
+		rec := out[p.OrderID]
+		d := p.domain()
+		d.CreatedAt = d.CreatedAt.UTC()
+		rec.Payment = &PaymentRecord{Payment: d, UpdatedAt: p.UpdatedAt.UTC()}
+		out[p.OrderID] = rec
+	}
+	for _, rf := range refunds {
+		rec := out[rf.OrderID]
+		rf.CreatedAt = rf.CreatedAt.UTC()
+		rec.Refunds = append(rec.Refunds, rf)
+		out[rf.OrderID] = rec
+	}
 	return out, nil
 }

@@ -68,10 +68,14 @@ func (h handlers) order(c echo.Context) error {
 	}
 	out := OrderResponse{OrderID: orderID, Status: string(state), Count: len(entries), Entries: make([]Entry, len(entries))}
 	for i, e := range entries {
-		out.Entries[i] = Entry{EventID: e.EventID, Type: string(e.Type), Points: e.Points,
-			Amount: e.Amount.StringFixed(2), CreatedAt: e.CreatedAt.UTC()}
+		out.Entries[i] = entry(e)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+func entry(e points.LedgerEntry) Entry {
+	return Entry{EventID: e.EventID, Type: string(e.Type), Points: e.Points,
+		Amount: e.Amount.StringFixed(2), CreatedAt: e.CreatedAt.UTC()}
 }
 
 func (h handlers) balance(c echo.Context) error {

@@ -94,10 +94,32 @@ func (r *Repository) Entries(ctx context.Context, orderID string) ([]points.Ledg
 	}
 	out := make([]points.LedgerEntry, len(rows))
 	for i, row := range rows {
-		out[i] = points.LedgerEntry{
-			Entry:   points.Entry{Type: points.EntryType(row.EntryType), Points: row.Points, Amount: row.Amount},
-			OrderID: row.OrderID, CustomerID: row.CustomerID, EventID: row.EventID, CreatedAt: row.CreatedAt,
-		}
+		out[i] = row.entry()
+	}
+	return out, nil
+}
+
+func (row entryRow) entry() points.LedgerEntry {
+	return points.LedgerEntry{
+		Entry:   points.Entry{Type: points.EntryType(row.EntryType), Points: row.Points, Amount: row.Amount},
+		OrderID: row.OrderID, CustomerID: row.CustomerID, EventID: row.EventID, CreatedAt: row.CreatedAt.UTC(),
+	}
+}
+
+// EntriesOf reads the ledger entries of many orders through q with one
+// statement, each order's in the order they were applied, times in UTC;
+// q is a snapshot the caller reads other tables in too. An order without
+// entries has none in the map.
+func (r *Repository) EntriesOf(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string][]points.LedgerEntry, error) {
+	var rows []entryRow
+	if err := sqlx.SelectContext(ctx, q, &rows, `
+		SELECT order_id, customer_id, event_id, entry_type, points, amount, created_at
+		FROM points_ledger WHERE order_id = ANY($1) ORDER BY id`, pq.Array(orderIDs)); err != nil {
+		return nil, fmt.Errorf("list points of %d orders: %w", len(orderIDs), err)
+	}
+	out := make(map[string][]points.LedgerEntry, len(orderIDs))
+	for _, row := range rows {
+		out[row.OrderID] = append(out[row.OrderID], row.entry())
 	}
 	return out, nil
 }

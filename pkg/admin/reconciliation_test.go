@@ -1,0 +1,84 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+)
+
+func ids(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"O-%d"`, i)
+	}
+	return `{"orderIds":[` + strings.Join(parts, ",") + `]}`
+}
+
+func TestBindOrderIDs(t *testing.T) {
+	srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.Echo.POST("/ids", func(c echo.Context) error {
+		got, err := admin.BindOrderIDs(c)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, got)
+	})
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(ts.Close)
+
+	tests := []struct {
+		name string
+		body string
+		// wantIDs is the number of ids answered, for a valid request.
+		wantIDs int
+		// wantField is what a 400's message starts with.
+		wantField string
+	}{
+		{name: "one id", body: `{"orderIds":["O-1"]}`, wantIDs: 1},
+		{name: "the most ids", body: ids(admin.MaxOrderIDs), wantIDs: admin.MaxOrderIDs},
+		{name: "repeated ids are each answered", body: `{"orderIds":["O-1","O-1"]}`, wantIDs: 2},
+		{name: "no ids", body: `{"orderIds":[]}`, wantField: "orderIds must hold 1 to 1000"},
+		{name: "no field", body: `{}`, wantField: "orderIds must hold 1 to 1000"},
+		{name: "one id too many", body: ids(admin.MaxOrderIDs + 1), wantField: "orderIds must hold 1 to 1000 order ids, got 1001"},
+		{name: "an id with a space", body: `{"orderIds":["O-1","O 2"]}`, wantField: "orderIds[1] must be 1 to 128"},
+		{name: "an empty id", body: `{"orderIds":[""]}`, wantField: "orderIds[0] is required"},
+		{name: "an id too long", body: `{"orderIds":["` + strings.Repeat("x", 129) + `"]}`, wantField: "orderIds[0] must be 1 to 128"},
+		{name: "malformed JSON", body: `{"orderIds":["O-1"`, wantField: "malformed JSON body"},
+		{name: "ids that are not strings", body: `{"orderIds":[1,2]}`, wantField: "malformed JSON body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(ts.URL+"/ids", "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if tt.wantField == "" {
+				var got []string
+				if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &got) != nil || len(got) != tt.wantIDs {
+					t.Fatalf("%d %s, want 200 with %d ids", resp.StatusCode, raw, tt.wantIDs)
+				}
+				return
+			}
+			var body httpapi.ErrorBody
+			if err := json.Unmarshal(raw, &body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || body.BusinessCode != httpapi.CodeInvalidRequest ||
+				!strings.HasPrefix(body.Message, tt.wantField) {
+				t.Fatalf("%d %s, want 400 INVALID_REQUEST starting %q", resp.StatusCode, raw, tt.wantField)
+			}
+		})
+	}
+}

@@ -1,0 +1,173 @@
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
+)
+
+// Records reads what the payment service holds of many orders, through a
+// snapshot the consumer facts are read in too.
+type Records interface {
+	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]storage.OrderRecord, error)
+}
+
+// Facts reads the refund consumer's version and dead letters of orders,
+// and calls own in the same snapshot.
+type Facts interface {
+	Read(ctx context.Context, orderIDs []string, own func(q sqlx.QueryerContext) error) (map[string]admin.ConsumerFacts, error)
+}
+
+// Refunds executes an operator's refund through the service's refund path.
+type Refunds interface {
+	RefundPayment(ctx context.Context, req storage.RefundRequest) (storage.RefundOutcome, error)
+}
+
+// ReconciliationView is the payment service's view of one order for the
+// reconciliation service: its payment (null if none), the refunds ledger,
+// the callbacks to the order service and the refund consumer's facts.
+type ReconciliationView struct {
+	OrderID string             `json:"orderId"`
+	Payment *ReconciledPayment `json:"payment"`
+	Refunds []ReconciledRefund `json:"refunds"`
+	Outbox  []outbox.Event     `json:"outbox"`
+	admin.ConsumerFacts
+}
+
+// ReconciledPayment is an order's payment in a ReconciliationView.
+type ReconciledPayment struct {
+	PaymentID string      `json:"paymentId"`
+	Amount    event.Money `json:"amount"`
+	Currency  string      `json:"currency"`
+	Status    string      `json:"status"`
+	Refunded  event.Money `json:"refunded"`
+	CreatedAt time.Time   `json:"createdAt"`
+	UpdatedAt time.Time   `json:"updatedAt"`
+}
+
+// ReconciledRefund is one entry of the refunds ledger in a
+// ReconciliationView; Reason says why a REJECTED one was.
+type ReconciledRefund struct {
+	RefundID  string      `json:"refundId"`
+	Amount    event.Money `json:"amount"`
+	Currency  string      `json:"currency"`
+	Status    string      `json:"status"`
+	Reason    string      `json:"reason"`
+	CreatedAt time.Time   `json:"createdAt"`
+}
+
+// ReconciliationViews answers POST /admin/reconciliation/orders: one view
+// per requested id, in the request's order.
+type ReconciliationViews struct {
+	Orders []ReconciliationView `json:"orders"`
+}
+
+// RefundBody is the body of POST /admin/payments/orders/{orderId}/refunds.
+// Amount is kept raw so that a number instead of a decimal string gets a
+// precise answer.
+type RefundBody struct {
+	RefundID string          `json:"refundId"`
+	Amount   json.RawMessage `json:"amount"`
+	Reason   string          `json:"reason"`
+}
+
+// RefundResponse answers an operator's refund: SUCCEEDED or REJECTED, and
+// for a rejection why (NO_PAYMENT, REFUND_EXCEEDS_PAYMENT, ...).
+type RefundResponse struct {
+	BusinessCode string `json:"businessCode"`
+	RefundID     string `json:"refundId"`
+	Status       string `json:"status"`
+	Reason       string `json:"reason"`
+}
+
+// RegisterReconciliation adds POST /reconciliation/orders to the admin
+// group: the views of up to admin.MaxOrderIDs orders, read with five
+// statements in one snapshot whatever their number.
+func RegisterReconciliation(g *echo.Group, records Records, facts Facts) {
+	g.POST("/reconciliation/orders", func(c echo.Context) error {
+		ids, err := admin.BindOrderIDs(c)
+		if err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		var recs map[string]storage.OrderRecord
+		fs, err := facts.Read(ctx, ids, func(q sqlx.QueryerContext) error {
+			var err error
+			recs, err = records.Records(ctx, q, ids)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		out := ReconciliationViews{Orders: make([]ReconciliationView, len(ids))}
+		for i, id := range ids {
+			out.Orders[i] = reconciliationView(id, recs[id], fs[id])
+		}
+		return c.JSON(http.StatusOK, out)
+	})
+}
+
+func reconciliationView(orderID string, rec storage.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+	v := ReconciliationView{OrderID: orderID, Refunds: make([]ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
+	if p := rec.Payment; p != nil {
+		v.Payment = &ReconciledPayment{PaymentID: p.ID, Amount: event.NewMoney(p.Amount), Currency: p.Currency,
+			Status: string(p.Status), Refunded: event.NewMoney(p.Refunded), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	}
+	for i, r := range rec.Refunds {
+		v.Refunds[i] = ReconciledRefund{RefundID: r.RefundID, Amount: event.NewMoney(r.Amount), Currency: r.Currency,
+			Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt}
+	}
+	return v
+}
+
+// RegisterRefunds adds POST /payments/orders/{orderId}/refunds to the
+// admin group: reconciliation's compensation for money the customer must
+// get back, executed by the refund path the order service's refunds take
+// (refunds ledger, payment, callback in one transaction), never more than
+// is left of the payment. A refund of an order without a payment is a
+// REJECTED outcome (NO_PAYMENT), not an error; a repeat of a refund id
+// answers the recorded outcome and changes nothing.
+func RegisterRefunds(g *echo.Group, refunds Refunds) {
+	g.POST("/payments/orders/:orderId/refunds", func(c echo.Context) error {
+		orderID := c.Param("orderId")
+		if err := event.ValidateID("orderId", orderID); err != nil {
+			return err
+		}
+		var body RefundBody
+		if err := httpapi.Bind(c, &body); err != nil {
+			return err
+		}
+		if err := event.ValidateID("refundId", body.RefundID); err != nil {
+			return err
+		}
+		text, err := amountText(body.Amount)
+		if err != nil {
+			return err
+		}
+		amount, err := event.ParsePositiveAmount("amount", text)
+		if err != nil {
+			return err
+		}
+		if err := event.ValidateReason("reason", body.Reason); err != nil {
+			return err
+		}
+		out, err := refunds.RefundPayment(c.Request().Context(), storage.RefundRequest{
+			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason,
+		})
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, RefundResponse{BusinessCode: httpapi.CodeSuccess, RefundID: body.RefundID,
+			Status: out.Status, Reason: out.Reason})
+	})
+}
