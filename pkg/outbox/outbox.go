@@ -163,14 +163,19 @@ func PendingBacklog(ctx context.Context, q sqlx.QueryerContext) (Backlog, error)
 // it. It is how an operator, or reconciliation, repairs a message a
 // consumer never received (its offset skipped, its dead letter lost)
 // without writing the event anew. attempts keeps counting; a row that is
-// already PENDING only becomes due now, overriding its backoff. The relay
+// already PENDING only becomes due now, overriding its backoff. A SENT row
+// enters the backlog anew: its created_at becomes now, so its pending age
+// (outbox_oldest_pending_age_seconds, and reconciliation's stuck check)
+// counts from the republish, not from the event's first commit. The relay
 // is woken through the insert trigger's channel, so it does not wait for
 // its next poll. It returns the row as Lookup shows it, or an error
 // wrapping ErrNotFound.
 func Republish(ctx context.Context, q sqlx.ExtContext, eventID string) (Status, error) {
 	var s Status
 	err := sqlx.GetContext(ctx, q, &s, `
-		UPDATE outbox_events SET status = 'PENDING', next_attempt_at = now(), sent_at = NULL
+		UPDATE outbox_events
+		SET created_at = CASE WHEN status = 'SENT' THEN now() ELSE created_at END,
+		    status = 'PENDING', next_attempt_at = now(), sent_at = NULL
 		WHERE event_id = $1
 		RETURNING event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at`, eventID)
 	if errors.Is(err, sql.ErrNoRows) {

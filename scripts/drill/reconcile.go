@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -71,7 +72,8 @@ func (r runView) String() string {
 func (s *session) reconcile(orderIDs ...string) (runView, time.Duration, error) {
 	var r runView
 	start := time.Now()
-	err := s.call(Reconciliation, "POST", "/admin/reconciliation/runs", map[string]any{"orderIds": orderIDs, "minAge": "0s"}, &r)
+	by := http.Header{"X-Requested-By": {"drill " + s.t.RunID + " " + s.slug}}
+	_, err := s.do(Reconciliation, "POST", "/admin/reconciliation/runs", by, map[string]any{"orderIds": orderIDs, "minAge": "0s"}, &r, nil)
 	if err == nil && r.Status != "SUCCEEDED" {
 		err = fmt.Errorf("reconciliation run %d %s: %s", r.ID, r.Status, r.Error)
 	}

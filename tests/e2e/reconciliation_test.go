@@ -47,6 +47,9 @@ func TestConvergenceDeadlineIsMeasuredAndReconciled(t *testing.T) {
 			s.Metric("reconciliation", "orders_unconverged_oldest_age_seconds", nil) >= 3
 	})
 	s.Restart("inventory", nil)
+	s.WaitUntil(30*time.Second, "O-D2 converged once inventory is back", func() bool {
+		return s.Converged("O-D2") && s.Metric("reconciliation", "orders_unconverged", nil) == 0
+	})
 
 	run := s.Reconcile("O-D1", "O-D2")
 	if got := run.Kinds(); !slices.Equal(got, []string{"MISSING_EFFECT inventory REPUBLISH"}) || run.Actions != 1 {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -70,16 +71,23 @@ func (m *Monitor) Run(ctx context.Context) error {
 }
 
 // Look reads the orders that changed since the last look, checks the ones
-// not yet converged, and updates the gauges.
+// not yet converged, and updates the gauges. The gauges are measured even
+// when a service cannot be read: an outage is exactly when orders stop
+// converging, and the watched orders alone say how many are past the
+// deadline.
 func (m *Monitor) Look(ctx context.Context) error {
-	if err := m.follow(ctx); err != nil {
-		return err
+	err := m.follow(ctx)
+	if err == nil {
+		err = m.check(ctx)
 	}
-	if err := m.check(ctx); err != nil {
-		return err
-	}
-	return m.measure(ctx)
+	return errors.Join(err, m.measure(ctx))
 }
+
+// commitMargin keeps the cursor this far behind now. An order's updated_at
+// is its transaction's start, so a transaction that commits after a page
+// was read may carry a time behind the page: reading only changes older
+// than the margin, longer than an order's transaction takes, misses none.
+const commitMargin = time.Second
 
 // follow records the orders' new versions.
 func (m *Monitor) follow(ctx context.Context) error {
@@ -87,8 +95,9 @@ func (m *Monitor) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	before := m.now().Add(-commitMargin)
 	for read := 0; read < m.cfg.MaxOrders; {
-		orders, next, err := m.peers.ChangedOrders(ctx, cursor, time.Time{}, m.pageSize)
+		orders, next, err := m.peers.ChangedOrders(ctx, cursor, before, m.pageSize)
 		if err != nil {
 			return err
 		}
