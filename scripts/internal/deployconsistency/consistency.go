@@ -5,6 +5,11 @@
 // environment variable they (and the runner) give a service is one of those
 // documented in README.md (Configuration).
 //
+// CheckMonitoring checks compose's Prometheus and Grafana against the files
+// under deploy/prometheus and deploy/grafana, and PromtoolChecks are the
+// promtool runs (rules, configuration, the alerts' unit tests) its tests
+// make.
+//
 // Each Check function returns every disagreement it finds, so one run lists
 // them all.
 package deployconsistency

@@ -1,6 +1,7 @@
 package deployconsistency_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,10 +17,12 @@ import (
 type repo struct {
 	compose, initSQL, prometheus, makefile []byte
 	base                                   fstest.MapFS
+	grafana                                fstest.MapFS // deploy/grafana
 	documented                             map[string]bool
 }
 
-func loadRepo(t *testing.T) repo {
+// repoRoot is the directory of go.work above the test's directory.
+func repoRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(".")
 	if err != nil {
@@ -27,7 +30,7 @@ func loadRepo(t *testing.T) repo {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			break
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -35,6 +38,11 @@ func loadRepo(t *testing.T) repo {
 		}
 		dir = parent
 	}
+}
+
+func loadRepo(t *testing.T) repo {
+	t.Helper()
+	dir := repoRoot(t)
 	read := func(rel string) []byte {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(dir, rel))
@@ -49,8 +57,22 @@ func loadRepo(t *testing.T) repo {
 		prometheus: read("deploy/prometheus/prometheus.yml"),
 		makefile:   read("Makefile"),
 		base:       fstest.MapFS{},
+		grafana:    fstest.MapFS{},
 	}
+	var err error
 	if r.documented, err = deployconsistency.DocumentedEnv(read("README.md")); err != nil {
+		t.Fatal(err)
+	}
+	grafana := os.DirFS(filepath.Join(dir, "deploy/grafana"))
+	err = fs.WalkDir(grafana, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(grafana, name)
+		r.grafana[name] = &fstest.MapFile{Data: data}
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "deploy/base/*.yaml"))
@@ -72,6 +94,7 @@ func (r repo) check(services []suite.Service) []error {
 	errs = append(errs, deployconsistency.CheckPrometheus(r.prometheus, services)...)
 	errs = append(errs, deployconsistency.CheckInitSQL(r.initSQL, services)...)
 	errs = append(errs, deployconsistency.CheckMakefile(r.makefile, services)...)
+	errs = append(errs, deployconsistency.CheckMonitoring(r.compose, r.prometheus, r.grafana)...)
 	for _, s := range services {
 		env := map[string]string{}
 		for _, kv := range devrun.ServiceEnv(nil, services, s, suite.DefaultDatabaseURL, suite.DefaultKafkaBrokers) {
@@ -95,7 +118,7 @@ func TestRepositoryIsConsistent(t *testing.T) {
 func TestChecksCatchDrift(t *testing.T) {
 	tests := []struct {
 		name     string
-		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile or a deploy/base file
+		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile, a deploy/base file or grafana/<path in deploy/grafana>
 		old, new string
 		want     string
 	}{
@@ -120,6 +143,15 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"prometheus scrapes a wrong port", "prometheus.yml", "points-service:8084", "points-service:8083", "points-service scraped on port 8083"},
 		{"init.sql misses a database", "init.sql", "CREATE DATABASE points;", "", "does not create points"},
 		{"Makefile misses a service", "Makefile", "SERVICES := order payment inventory points notification", "SERVICES := order payment inventory points", "Makefile: SERVICES is"},
+		{"compose does not mount the alert rules", "docker-compose.yml", "      - ./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro\n", "", "prometheus: /etc/prometheus/alerts.yml is not mounted"},
+		{"prometheus reads its configuration elsewhere", "docker-compose.yml", "--config.file=/etc/prometheus/prometheus.yml", "--config.file=/etc/prometheus/main.yml", "prometheus: /etc/prometheus/main.yml is not mounted"},
+		{"prometheus names a rule file compose does not mount", "prometheus.yml", "  - alerts.yml", "  - rules/alerts.yml", "/etc/prometheus/rules/alerts.yml is not mounted"},
+		{"grafana provisioning mounted from elsewhere", "docker-compose.yml", "./deploy/grafana/provisioning:", "./deploy/provisioning:", "grafana: /etc/grafana/provisioning is mounted from ./deploy/provisioning, want ./deploy/grafana/provisioning"},
+		{"grafana loads dashboards from an unmounted path", "grafana/provisioning/dashboards/fulfillment.yml", "path: /var/lib/grafana/dashboards", "path: /var/lib/grafana/boards", "loads /var/lib/grafana/boards, which compose does not mount"},
+		{"grafana's home dashboard is missing", "docker-compose.yml", "dashboards/fulfillment.json", "dashboards/missing.json", "home dashboard /var/lib/grafana/dashboards/missing.json is no file"},
+		{"the datasource points at no compose service", "grafana/provisioning/datasources/prometheus.yml", "url: http://prometheus:9090", "url: http://prom:9090", "no compose service prom"},
+		{"the datasource points at a wrong port", "grafana/provisioning/datasources/prometheus.yml", "url: http://prometheus:9090", "url: http://prometheus:9091", "compose service prometheus has no port 9091"},
+		{"a panel uses a datasource that is not provisioned", "grafana/dashboards/fulfillment.json", `"uid": "prometheus"`, `"uid": "prom"`, `uses datasource uid "prom", which is not provisioned`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,6 +159,13 @@ func TestChecksCatchDrift(t *testing.T) {
 			target := map[string]*[]byte{
 				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile,
 			}[tt.file]
+			if name, ok := strings.CutPrefix(tt.file, "grafana/"); ok {
+				f, ok := r.grafana[name]
+				if !ok {
+					t.Fatalf("no deploy/grafana/%s", name)
+				}
+				target = &f.Data
+			}
 			if target == nil {
 				f, ok := r.base[tt.file]
 				if !ok {
