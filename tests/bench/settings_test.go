@@ -24,10 +24,21 @@ type settings struct {
 	ConsumerEvents int
 	// BacklogEvents is the backlog drill's size (BENCH_BACKLOG_EVENTS).
 	BacklogEvents int
+	// ReconcileOrders is how many orders a reconciliation run checks
+	// (BENCH_RECONCILE_ORDERS), created at ReconcileRate a second
+	// (BENCH_RECONCILE_RATE).
+	ReconcileOrders int
+	ReconcileRate   int
+	// ConvergenceOrders is how many orders the convergence benchmark pays
+	// at ConvergenceRate a second, then again while inventory is away
+	// (BENCH_CONVERGENCE_ORDERS, BENCH_CONVERGENCE_RATE).
+	ConvergenceOrders int
+	ConvergenceRate   int
 }
 
 func defaultSettings() settings {
-	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000, BacklogEvents: 100_000}
+	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000, BacklogEvents: 100_000,
+		ReconcileOrders: 10_000, ReconcileRate: 250, ConvergenceOrders: 1_000, ConvergenceRate: 50}
 }
 
 // Validate reports unusable settings, naming their variables.
@@ -48,6 +59,12 @@ func (s settings) Validate() error {
 	if s.APIRate < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_API_RATE=%d: want at least 1", s.APIRate))
 	}
+	for name, v := range map[string]int{"BENCH_RECONCILE_ORDERS": s.ReconcileOrders, "BENCH_RECONCILE_RATE": s.ReconcileRate,
+		"BENCH_CONVERGENCE_ORDERS": s.ConvergenceOrders, "BENCH_CONVERGENCE_RATE": s.ConvergenceRate} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s=%d: want at least 1", name, v))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -61,6 +78,10 @@ func loadSettings(b *testing.B) settings {
 	s.APIRate = r.Int("BENCH_API_RATE", s.APIRate)
 	s.ConsumerEvents = r.Int("BENCH_CONSUMER_EVENTS", s.ConsumerEvents)
 	s.BacklogEvents = r.Int("BENCH_BACKLOG_EVENTS", s.BacklogEvents)
+	s.ReconcileOrders = r.Int("BENCH_RECONCILE_ORDERS", s.ReconcileOrders)
+	s.ReconcileRate = r.Int("BENCH_RECONCILE_RATE", s.ReconcileRate)
+	s.ConvergenceOrders = r.Int("BENCH_CONVERGENCE_ORDERS", s.ConvergenceOrders)
+	s.ConvergenceRate = r.Int("BENCH_CONVERGENCE_RATE", s.ConvergenceRate)
 	if err := errors.Join(r.Err(), s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}
