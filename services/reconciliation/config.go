@@ -53,6 +53,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		Monitor: app.MonitorConfig{
 			Interval:  r.Duration("CONVERGENCE_CHECK_INTERVAL", 5*time.Second),
 			MaxOrders: 5000,
+			MaxChecks: 1000,
 		},
 		Interval: r.Duration("RECONCILIATION_INTERVAL", 5*time.Minute),
 	}

@@ -47,16 +47,18 @@ const (
 )
 
 // suiteDefaults undoes the harness's test tunings (debug logs, 20 ms relay
-// polls, short retries): an empty value makes each service use its
-// documented default, as `make run` does.
+// polls, short retries, a convergence check five times a second): an empty
+// value makes each service use its documented default, as `make run` does.
 func suiteDefaults() map[string]string {
 	return map[string]string{
-		"LOG_LEVEL":              "",
-		"OUTBOX_POLL_INTERVAL":   "",
-		"OUTBOX_BACKOFF_INITIAL": "",
-		"OUTBOX_BACKOFF_MAX":     "",
-		"RETRY_INITIAL_INTERVAL": "",
-		"RETRY_MAX_INTERVAL":     "",
+		"LOG_LEVEL":                  "",
+		"OUTBOX_POLL_INTERVAL":       "",
+		"OUTBOX_BACKOFF_INITIAL":     "",
+		"OUTBOX_BACKOFF_MAX":         "",
+		"RETRY_INITIAL_INTERVAL":     "",
+		"RETRY_MAX_INTERVAL":         "",
+		"CONVERGENCE_DEADLINE":       "",
+		"CONVERGENCE_CHECK_INTERVAL": "",
 	}
 }
 

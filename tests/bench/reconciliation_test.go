@@ -26,9 +26,7 @@ const reconcileLost = 100
 // a second, waiting until every one has converged.
 func startPaid(b *testing.B, n, rate int) (*harness.Suite, *generator) {
 	b.Helper()
-	env := suiteDefaults()
-	env["CONVERGENCE_DEADLINE"], env["CONVERGENCE_CHECK_INTERVAL"] = "", ""
-	s := harness.Start(b, harness.Options{Partitions: 64, Env: env})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}

@@ -38,7 +38,7 @@ type settings struct {
 
 func defaultSettings() settings {
 	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000, BacklogEvents: 100_000,
-		ReconcileOrders: 10_000, ReconcileRate: 250, ConvergenceOrders: 1_000, ConvergenceRate: 50}
+		ReconcileOrders: 10_000, ReconcileRate: 50, ConvergenceOrders: 1_000, ConvergenceRate: 50}
 }
 
 // Validate reports unusable settings, naming their variables.

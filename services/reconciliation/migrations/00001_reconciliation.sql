@@ -55,9 +55,14 @@ CREATE TABLE convergence_watch (
     order_id     TEXT        PRIMARY KEY,
     version      BIGINT      NOT NULL,
     changed_at   TIMESTAMPTZ NOT NULL,
-    converged_at TIMESTAMPTZ
+    converged_at TIMESTAMPTZ,
+    -- When the monitor last compared it: each look checks the orders it
+    -- checked longest ago, so a backlog of unconverged orders is checked
+    -- in turn, at a bounded cost per look.
+    checked_at   TIMESTAMPTZ
 );
-CREATE INDEX convergence_watch_open ON convergence_watch (changed_at, order_id) WHERE converged_at IS NULL;
+CREATE INDEX convergence_watch_open ON convergence_watch (checked_at NULLS FIRST, changed_at) WHERE converged_at IS NULL;
+CREATE INDEX convergence_watch_past ON convergence_watch (changed_at) WHERE converged_at IS NULL;
 
 -- How far the monitor has read the order service's changes.
 CREATE TABLE convergence_cursor (

@@ -282,13 +282,17 @@ func (s *Store) Watch(ctx context.Context, orders []rec.Order) error {
 	return nil
 }
 
-// Unconverged returns up to limit watched orders not yet converged, oldest
-// change first.
+// Unconverged returns up to limit watched orders not yet converged, those
+// never checked first, then those checked longest ago, and marks them
+// checked now: a backlog larger than limit is checked in turn.
 func (s *Store) Unconverged(ctx context.Context, limit int) ([]string, error) {
 	var ids []string
 	if err := s.db.SelectContext(ctx, &ids, `
-		SELECT order_id FROM convergence_watch WHERE converged_at IS NULL
-		ORDER BY changed_at, order_id LIMIT $1`, limit); err != nil {
+		UPDATE convergence_watch SET checked_at = now()
+		WHERE order_id IN (
+			SELECT order_id FROM convergence_watch WHERE converged_at IS NULL
+			ORDER BY checked_at NULLS FIRST, changed_at LIMIT $1)
+		RETURNING order_id`, limit); err != nil {
 		return nil, fmt.Errorf("list unconverged orders: %w", err)
 	}
 	return ids, nil

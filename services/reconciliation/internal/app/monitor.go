@@ -14,9 +14,14 @@ import (
 type MonitorConfig struct {
 	// Interval is how often it looks.
 	Interval time.Duration
-	// MaxOrders bounds the orders one look reads and checks, so a first
-	// look at a long history, or a large backlog, spreads over several.
+	// MaxOrders bounds the changed orders one look reads, so a first look
+	// at a long history spreads over several.
 	MaxOrders int
+	// MaxChecks bounds the unconverged orders one look compares (reading
+	// every service's view of each): however large a backlog of
+	// unconverged orders grows, a look costs the same, and the orders are
+	// checked in turn.
+	MaxChecks int
 }
 
 // Watch keeps the monitor's state.
@@ -76,9 +81,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 // converging, and the watched orders alone say how many are past the
 // deadline.
 func (m *Monitor) Look(ctx context.Context) error {
-	err := m.follow(ctx)
+	followed, err := m.follow(ctx)
 	if err == nil {
-		err = m.check(ctx)
+		err = m.check(ctx, followed)
 	}
 	return errors.Join(err, m.measure(ctx))
 }
@@ -89,45 +94,50 @@ func (m *Monitor) Look(ctx context.Context) error {
 // than the margin, longer than an order's transaction takes, misses none.
 const commitMargin = time.Second
 
-// follow records the orders' new versions.
-func (m *Monitor) follow(ctx context.Context) error {
+// follow records the orders' new versions and returns the views it read,
+// which check uses rather than read them again.
+func (m *Monitor) follow(ctx context.Context) (map[string]rec.Order, error) {
 	cursor, err := m.watch.Cursor(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	followed := map[string]rec.Order{}
 	before := m.now().Add(-commitMargin)
-	for read := 0; read < m.cfg.MaxOrders; {
+	for len(followed) < m.cfg.MaxOrders {
 		orders, next, err := m.peers.ChangedOrders(ctx, cursor, before, m.pageSize)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := m.watch.Watch(ctx, orders); err != nil {
-			return err
+			return nil, err
 		}
-		read += len(orders)
+		for _, o := range orders {
+			followed[o.ID] = o
+		}
 		if len(orders) > 0 {
 			last := orders[len(orders)-1]
 			cursor = adapters.Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}
 			if err := m.watch.SaveCursor(ctx, cursor); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if next == nil {
-			return nil
+			break
 		}
 	}
-	return nil
+	return followed, nil
 }
 
-// check compares the orders not yet converged, oldest change first.
-func (m *Monitor) check(ctx context.Context) error {
-	ids, err := m.watch.Unconverged(ctx, m.cfg.MaxOrders)
+// check compares the orders not yet converged, oldest change first; the
+// views of followed orders are fresh, the others are read again.
+func (m *Monitor) check(ctx context.Context, followed map[string]rec.Order) error {
+	ids, err := m.watch.Unconverged(ctx, m.cfg.MaxChecks)
 	if err != nil {
 		return err
 	}
 	stuckBefore := m.now().Add(-m.deadline)
 	for start := 0; start < len(ids); start += m.pageSize {
-		orders, err := m.peers.Orders(ctx, ids[start:min(start+m.pageSize, len(ids))])
+		orders, err := m.views(ctx, ids[start:min(start+m.pageSize, len(ids))], followed)
 		if err != nil {
 			return err
 		}
@@ -164,6 +174,31 @@ func (m *Monitor) check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// views returns the order views of ids: those followed as they were read,
+// the others from the order service.
+func (m *Monitor) views(ctx context.Context, ids []string, followed map[string]rec.Order) ([]rec.Order, error) {
+	var missing []string
+	for _, id := range ids {
+		if _, ok := followed[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	var read []rec.Order
+	if len(missing) > 0 {
+		var err error
+		if read, err = m.peers.Orders(ctx, missing); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]rec.Order, 0, len(ids))
+	for _, id := range ids {
+		if o, ok := followed[id]; ok {
+			out = append(out, o)
+		}
+	}
+	return append(out, read...), nil
 }
 
 // needsEffects reports whether the order's last change asked something of

@@ -28,7 +28,7 @@ func TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline(t *testing.T) 
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	r, store, reg := newReconcilerAt(t, svc, 30*time.Second, clock)
-	m := app.NewMonitor(app.MonitorConfig{Interval: time.Second, MaxOrders: 100}, r, store)
+	m := app.NewMonitor(app.MonitorConfig{Interval: time.Second, MaxOrders: 100, MaxChecks: 100}, r, store)
 	ctx := context.Background()
 
 	for range 2 {
