@@ -18,7 +18,7 @@ const (
 	// PaymentBody is POST /payments.
 	PaymentBody = `{"orderId":"O-1001","amount":"80.00","currency":"CNY"}`
 	// WantSnapshot is GET /orders/O-1001/snapshot once the chain has run.
-	WantSnapshot = `{"order":"PAID","orderVersion":3,"payment":"SUCCEEDED","inventory":"DEDUCTED","pointsLedger":1,"notifications":1,"dlq":0}`
+	WantSnapshot = `{"order":"PAID","orderVersion":3,"payment":"SUCCEEDED","inventory":"DEDUCTED","pointsLedger":1,"notifications":1,"dlq":0,"converged":true,"findings":0}`
 )
 
 // Walkthrough writes the services' URLs and, when the order, payment and
