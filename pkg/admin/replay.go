@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
 // RequestedByHeader names who asks for a replay in the audit; without it
@@ -77,7 +77,7 @@ func PublishWith(publisher message.Publisher) dlq.Publish {
 			msg.Metadata.Set(k, v)
 		}
 		if len(key) > 0 {
-			msg.Metadata.Set(outbox.HeaderAggregateID, string(key))
+			msg.Metadata.Set(event.HeaderAggregateID, string(key))
 		}
 		return publisher.Publish(topic, msg)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // saramaVersion is the protocol version spoken to Redpanda and kfake.
@@ -23,7 +23,7 @@ var saramaVersion = sarama.V3_0_0_0
 // one order land on one partition, in order.
 func marshaler() kafka.MarshalerUnmarshaler {
 	return kafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
-		return msg.Metadata.Get(outbox.HeaderAggregateID), nil
+		return msg.Metadata.Get(event.HeaderAggregateID), nil
 	})
 }
 

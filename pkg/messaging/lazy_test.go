@@ -9,8 +9,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
@@ -18,7 +18,7 @@ import (
 
 func keyed(key, value string) *message.Message {
 	msg := message.NewMessage(watermill.NewUUID(), []byte(value))
-	msg.Metadata.Set(outbox.HeaderAggregateID, key)
+	msg.Metadata.Set(event.HeaderAggregateID, key)
 	return msg
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -157,7 +156,7 @@ func (s *GapSweeper) Sweep(ctx context.Context) (int, error) {
 // relay publishes it (same key, eventId and headers) and its original
 // partition and offset are unknown (-1).
 func (s *GapSweeper) record(e versionguard.Expired) (dlq.Record, error) {
-	msg, err := outbox.FromEnvelope(s.dead.cfg.Topic, e.Event)
+	payload, err := e.Event.Marshal()
 	if err != nil {
 		return dlq.Record{}, fmt.Errorf("rebuild parked event %s: %w", e.Event.EventID, err)
 	}
@@ -168,8 +167,8 @@ func (s *GapSweeper) record(e versionguard.Expired) (dlq.Record, error) {
 	rec.AggregateID = e.Event.AggregateID
 	rec.EventType = string(e.Event.EventType)
 	rec.Key = []byte(e.Event.AggregateID)
-	rec.Value = msg.Payload
-	rec.Headers = msg.Headers
+	rec.Value = payload
+	rec.Headers = e.Event.Headers()
 	rec.Attempts = 1
 	rec.FirstFailedAt = e.ParkedAt.UTC()
 	return rec, nil

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
 // The services (Sarama via Watermill) and franz-go's default partitioner —
@@ -42,7 +42,7 @@ func TestPartitioningMatchesTheJavaClient(t *testing.T) {
 	for i := range keys {
 		key := fmt.Sprintf("O-%06d", i)
 		m := message.NewMessage(watermill.NewUUID(), []byte("sarama"))
-		m.Metadata.Set(outbox.HeaderAggregateID, key)
+		m.Metadata.Set(event.HeaderAggregateID, key)
 		if err := pub.Publish(topic, m); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/backoff"
 )
 
 // retry runs a message's handler up to cfg.MaxAttempts times while it fails
@@ -30,7 +30,7 @@ func retry(cfg RetryConfig) message.HandlerMiddleware {
 				if class, _ := Classify(err); class != Retryable || attempt >= cfg.MaxAttempts {
 					return nil, err
 				}
-				wait := time.NewTimer(outbox.Backoff(attempt, cfg.InitialInterval, cfg.MaxInterval))
+				wait := time.NewTimer(backoff.Jittered(attempt, cfg.InitialInterval, cfg.MaxInterval))
 				select {
 				case <-ctx.Done():
 					wait.Stop()

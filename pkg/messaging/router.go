@@ -17,7 +17,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -226,9 +225,9 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 		headers[k] = v
 	}
 	rec := d.record(class, reason, cause)
-	rec.EventID = msg.Metadata.Get(outbox.HeaderEventID)
-	rec.AggregateID = msg.Metadata.Get(outbox.HeaderAggregateID)
-	rec.EventType = msg.Metadata.Get(outbox.HeaderEventType)
+	rec.EventID = msg.Metadata.Get(event.HeaderEventID)
+	rec.AggregateID = msg.Metadata.Get(event.HeaderAggregateID)
+	rec.EventType = msg.Metadata.Get(event.HeaderEventType)
 	rec.Value = msg.Payload
 	rec.Headers = headers
 	rec.Attempts = max(log.attempts, 1)
@@ -283,7 +282,7 @@ func (d deadLetterer) publish(rec dlq.Record) error {
 	for k, v := range rec.Headers {
 		dm.Metadata.Set(k, v)
 	}
-	dm.Metadata.Set(outbox.HeaderAggregateID, rec.AggregateID)
+	dm.Metadata.Set(event.HeaderAggregateID, rec.AggregateID)
 	dm.Metadata.Set(MetaOriginalTopic, rec.OriginalTopic)
 	dm.Metadata.Set(MetaOriginalPartition, strconv.Itoa(int(rec.OriginalPartition)))
 	dm.Metadata.Set(MetaOriginalOffset, strconv.FormatInt(rec.OriginalOffset, 10))

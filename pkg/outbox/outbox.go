@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -31,15 +30,6 @@ func Schema() postgres.MigrationSet { return postgres.EmbeddedSet("outbox", migr
 const (
 	StatusPending = "PENDING"
 	StatusSent    = "SENT"
-)
-
-// Header names every message carries besides its payload.
-const (
-	HeaderEventID      = "eventId"
-	HeaderEventType    = "eventType"
-	HeaderEventVersion = "eventVersion"
-	HeaderAggregateID  = "aggregateId"
-	HeaderTraceparent  = "traceparent"
 )
 
 // ErrNotFound is returned for an event id the outbox does not hold.
@@ -70,13 +60,7 @@ func FromEnvelope(topic string, env event.Envelope) (Message, error) {
 		EventType:        string(env.EventType),
 		Topic:            topic,
 		Payload:          payload,
-		Headers: map[string]string{
-			HeaderEventID:      env.EventID,
-			HeaderEventType:    string(env.EventType),
-			HeaderEventVersion: strconv.Itoa(env.EventVersion),
-			HeaderAggregateID:  env.AggregateID,
-			HeaderTraceparent:  env.Traceparent(),
-		},
+		Headers:          env.Headers(),
 	}, nil
 }
 

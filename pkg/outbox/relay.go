@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/pkg/backoff"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 )
 
@@ -238,7 +238,7 @@ func (r *Relay) runOnce(ctx context.Context, db queryer) (int, error) {
 		r.logger.WarnContext(ctx, "outbox publish failed; rows stay pending",
 			"error", sendErr, "failed", len(rows)-sent, "sent", sent)
 		for _, row := range rows[sent:] {
-			next := time.Now().Add(Backoff(row.Attempts+1, r.cfg.BackoffInitial, r.cfg.BackoffMax))
+			next := time.Now().Add(backoff.Jittered(row.Attempts+1, r.cfg.BackoffInitial, r.cfg.BackoffMax))
 			if _, err := db.ExecContext(ctx, `
 				UPDATE outbox_events SET attempts = attempts + 1, last_error = $2, next_attempt_at = $3
 				WHERE event_id = $1 AND status = 'PENDING'`, row.EventID, truncate(sendErr.Error(), 500), next); err != nil {
@@ -247,20 +247,6 @@ func (r *Relay) runOnce(ctx context.Context, db queryer) (int, error) {
 		}
 	}
 	return len(rows), nil
-}
-
-// Backoff is the delay before attempt n+1 after n failures: exponential from
-// initial, capped at max, with ±50 % jitter so that many rows failing
-// together do not retry in lock step. It is stateless per row, which is why
-// it is computed here rather than with a stateful backoff object.
-func Backoff(failures int, initial, max time.Duration) time.Duration {
-	d := initial
-	for i := 1; i < failures && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	jitter := 0.5 + rand.Float64() // [0.5, 1.5)
-	return time.Duration(float64(d) * jitter)
 }
 
 func truncate(s string, n int) string {

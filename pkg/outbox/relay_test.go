@@ -200,15 +200,6 @@ func TestBrokerFailureKeepsRowsPendingThenDelivers(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsAndIsCapped(t *testing.T) {
-	for failures, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 30 * time.Second} {
-		got := outbox.Backoff(failures, time.Second, 30*time.Second)
-		if got < want/2 || got >= want*3/2 {
-			t.Errorf("Backoff(%d) = %v, want %v ±50%%", failures, got, want)
-		}
-	}
-}
-
 // ForAggregate lists one aggregate's rows in sending order, with what the
 // relay did to each, and nobody else's.
 func TestForAggregate(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
 // Tutorial: "区分可恢复失败、毒消息与死信" (tell recoverable failures, poison
@@ -111,10 +110,10 @@ func poisonInvalidJSON(s *session) (string, error) {
 	rec := &kgo.Record{Topic: s.t.Topic, Key: []byte(orderID),
 		Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
 		Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte(eventID)},
-			{Key: outbox.HeaderEventType, Value: []byte(event.OrderPaid)},
-			{Key: outbox.HeaderEventVersion, Value: []byte("1")},
-			{Key: outbox.HeaderAggregateID, Value: []byte(orderID)},
+			{Key: event.HeaderEventID, Value: []byte(eventID)},
+			{Key: event.HeaderEventType, Value: []byte(event.OrderPaid)},
+			{Key: event.HeaderEventVersion, Value: []byte("1")},
+			{Key: event.HeaderAggregateID, Value: []byte(orderID)},
 		}}
 	start := time.Now()
 	placed, err := s.produce(rec)
@@ -302,7 +301,7 @@ func poisonUnknownVersion(s *session) (string, error) {
 	rec, eventID, err := mutatedPaid(s, orderID, func(m map[string]any, rec *kgo.Record) {
 		m["eventVersion"] = 99
 		for i := range rec.Headers {
-			if rec.Headers[i].Key == outbox.HeaderEventVersion {
+			if rec.Headers[i].Key == event.HeaderEventVersion {
 				rec.Headers[i].Value = []byte("99")
 			}
 		}

@@ -452,11 +452,11 @@ func record(topic string, env event.Envelope) (*kgo.Record, error) {
 		return nil, err
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(env.AggregateID), Value: raw, Headers: []kgo.RecordHeader{
-		{Key: outbox.HeaderEventID, Value: []byte(env.EventID)},
-		{Key: outbox.HeaderEventType, Value: []byte(env.EventType)},
-		{Key: outbox.HeaderEventVersion, Value: []byte(strconv.Itoa(env.EventVersion))},
-		{Key: outbox.HeaderAggregateID, Value: []byte(env.AggregateID)},
-		{Key: outbox.HeaderTraceparent, Value: []byte(env.Traceparent())},
+		{Key: event.HeaderEventID, Value: []byte(env.EventID)},
+		{Key: event.HeaderEventType, Value: []byte(env.EventType)},
+		{Key: event.HeaderEventVersion, Value: []byte(strconv.Itoa(env.EventVersion))},
+		{Key: event.HeaderAggregateID, Value: []byte(env.AggregateID)},
+		{Key: event.HeaderTraceparent, Value: []byte(env.Traceparent())},
 	}}, nil
 }
 

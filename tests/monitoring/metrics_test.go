@@ -13,7 +13,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -145,10 +144,10 @@ func publishPoison(t *testing.T, s *harness.Suite, orderID string) {
 	rec := &kgo.Record{Topic: s.Topic, Key: []byte(orderID),
 		Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
 		Headers: []kgo.RecordHeader{
-			{Key: outbox.HeaderEventID, Value: []byte(eventID)},
-			{Key: outbox.HeaderEventType, Value: []byte(event.OrderPaid)},
-			{Key: outbox.HeaderEventVersion, Value: []byte("1")},
-			{Key: outbox.HeaderAggregateID, Value: []byte(orderID)},
+			{Key: event.HeaderEventID, Value: []byte(eventID)},
+			{Key: event.HeaderEventType, Value: []byte(event.OrderPaid)},
+			{Key: event.HeaderEventVersion, Value: []byte("1")},
+			{Key: event.HeaderAggregateID, Value: []byte(orderID)},
 		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

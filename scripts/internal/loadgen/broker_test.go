@@ -12,7 +12,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
@@ -108,8 +107,8 @@ func TestPublishViaBroker(t *testing.T) {
 		if p.key != env.AggregateID {
 			t.Errorf("key %q, want the order id %q", p.key, env.AggregateID)
 		}
-		wantHeaders := map[string]string{outbox.HeaderEventID: env.EventID, outbox.HeaderEventType: "OrderPaid",
-			outbox.HeaderEventVersion: "1", outbox.HeaderAggregateID: env.AggregateID, outbox.HeaderTraceparent: env.Traceparent()}
+		wantHeaders := map[string]string{event.HeaderEventID: env.EventID, event.HeaderEventType: "OrderPaid",
+			event.HeaderEventVersion: "1", event.HeaderAggregateID: env.AggregateID, event.HeaderTraceparent: env.Traceparent()}
 		if !maps.Equal(p.headers, wantHeaders) {
 			t.Errorf("headers %v, want %v", p.headers, wantHeaders)
 		}

@@ -87,8 +87,8 @@ func Record(topic string, env event.Envelope) (*kgo.Record, error) {
 		return nil, err
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(env.AggregateID), Value: msg.Payload}
-	for _, k := range []string{outbox.HeaderEventID, outbox.HeaderEventType, outbox.HeaderEventVersion,
-		outbox.HeaderAggregateID, outbox.HeaderTraceparent} {
+	for _, k := range []string{event.HeaderEventID, event.HeaderEventType, event.HeaderEventVersion,
+		event.HeaderAggregateID, event.HeaderTraceparent} {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(msg.Headers[k])})
 	}
 	return rec, nil

@@ -412,7 +412,7 @@ func traceContext(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		tp := req.Header.Get("traceparent")
 		if tp == "" {
-			tp = req.Header.Get("X-" + outbox.HeaderTraceparent)
+			tp = req.Header.Get("X-" + event.HeaderTraceparent)
 		}
 		if id, ok := traceID(tp); ok {
 			c.SetRequest(req.WithContext(observability.WithEvent(req.Context(), id, "")))

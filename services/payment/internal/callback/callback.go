@@ -75,9 +75,9 @@ func (c Callback) Message(orderVersion int64) (outbox.Message, error) {
 		Topic:            Topic,
 		Payload:          payload,
 		Headers: map[string]string{
-			outbox.HeaderEventID:     c.CallbackID,
-			outbox.HeaderEventType:   string(c.Type),
-			outbox.HeaderAggregateID: c.OrderID,
+			event.HeaderEventID:     c.CallbackID,
+			event.HeaderEventType:   string(c.Type),
+			event.HeaderAggregateID: c.OrderID,
 		},
 	}, nil
 }
