@@ -1,11 +1,13 @@
-// Package messaging wires Watermill to the Kafka-API broker the same way in
-// every service: one Sarama configuration, one partition-key rule (the
-// aggregateId header), one middleware order (DLQ outermost, then retry, then
-// recovery, then metrics, then the handler) and one error classification.
+// Package messaging connects Watermill to the Kafka-API broker the same way
+// in every service and tool: one Sarama configuration, one partition-key
+// rule (the aggregateId header, hashed as Kafka's Java client does), a
+// batching publisher and a lazy one that outlives broker outages. What a
+// consumer does with the messages is package consumer's.
 package messaging
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -112,9 +114,9 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 	}, logger)
 }
 
-// probe reports whether one of brokers answers a metadata request: the
+// Probe reports whether one of brokers answers a metadata request: the
 // first thing a subscription does, here without Watermill around it.
-func probe(brokers []string) error {
+func Probe(brokers []string) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = saramaVersion
 	cfg.ClientID = "fulfillment-probe"
@@ -126,4 +128,10 @@ func probe(brokers []string) error {
 		return fmt.Errorf("connect to kafka %v: %w", brokers, err)
 	}
 	return client.Close()
+}
+
+// WatermillLogger adapts logger for Watermill, whose Info lines (one per
+// subscription step and handler start) are logged at Debug.
+func WatermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	eventconsumer "github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -79,13 +80,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	lagMonitor := lag.Register(srv.Admin(), reg, lag.Config{Brokers: cfg.Consumer.Brokers,
 		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
 
-	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, messaging.NewMetrics(lagMonitor.Registerer()), logger, handle)
+	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, eventconsumer.NewMetrics(lagMonitor.Registerer()), logger, handle)
 	consumerRuntime.Config.FailPoints = fp
 	consumerRuntime.Parked, consumerRuntime.DB = proc, db
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return batcher.Run(ctx) })
-	g.Go(func() error { return messaging.RunConsumer(ctx, consumerRuntime) })
+	g.Go(func() error { return eventconsumer.Run(ctx, consumerRuntime) })
 	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "inventory service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)
 	err = g.Wait()

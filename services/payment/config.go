@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
@@ -22,7 +22,7 @@ type config struct {
 	AdminToken     string
 	LogLevel       string
 	FailPoints     string
-	Consumer       messaging.ConsumerEnv
+	Consumer       consumer.Env
 	Relay          outbox.RelayConfig
 }
 
@@ -40,7 +40,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AdminToken:     r.String("ADMIN_TOKEN", ""),
 		LogLevel:       strings.ToLower(r.String("LOG_LEVEL", "info")),
 		FailPoints:     r.String("FAILPOINTS", ""),
-		Consumer:       messaging.ReadConsumerEnv(r, "payment-service"),
+		Consumer:       consumer.ReadEnv(r, "payment-service"),
 		Relay: outbox.RelayConfig{
 			BatchSize:      r.Int("OUTBOX_BATCH_SIZE", relay.BatchSize),
 			PollInterval:   r.Duration("OUTBOX_POLL_INTERVAL", relay.PollInterval),

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	eventconsumer "github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
@@ -95,7 +96,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}, reg)
 	// Process returns only after the transaction committed, so the router
 	// acknowledges after the commit.
-	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, messaging.NewMetrics(lagMonitor.Registerer()), logger, batcher.Process)
+	refunds := cfg.Consumer.Runtime(dlqPub, dlqStore, eventconsumer.NewMetrics(lagMonitor.Registerer()), logger, batcher.Process)
 	refunds.Config.FailPoints = fp
 	refunds.Parked, refunds.DB = proc, db
 
@@ -103,7 +104,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return batcher.Run(ctx) })
-	g.Go(func() error { return messaging.RunConsumer(ctx, refunds) })
+	g.Go(func() error { return eventconsumer.Run(ctx, refunds) })
 	g.Go(func() error { return lagMonitor.Run(ctx) })
 	logger.InfoContext(ctx, "payment service started", "addr", cfg.HTTPAddr, "orderUrl", cfg.OrderURL)
 	err = g.Wait()

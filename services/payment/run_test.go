@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
@@ -189,7 +189,7 @@ func TestRunServesWithoutBroker(t *testing.T) {
 		return len(orders.received(callback.PaymentSucceeded)) == 1
 	})
 	s.WaitFor("the consumer logs that it retries", func() bool {
-		return strings.Contains(s.Logs(), messaging.ReconnectWarning)
+		return strings.Contains(s.Logs(), consumer.ReconnectWarning)
 	})
 	if status, _ := call(s, http.MethodGet, "/admin/dlq", ""); status != http.StatusUnauthorized {
 		t.Fatalf("admin without token answered %d, want 401", status)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
@@ -19,7 +19,7 @@ type config struct {
 	AdminToken  string
 	LogLevel    string
 	FailPoints  string
-	Consumer    messaging.ConsumerEnv
+	Consumer    consumer.Env
 }
 
 // loadConfig reads the environment through getenv, the only place the
@@ -33,7 +33,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AdminToken:  r.String("ADMIN_TOKEN", ""),
 		LogLevel:    r.String("LOG_LEVEL", "info"),
 		FailPoints:  r.String("FAILPOINTS", ""),
-		Consumer:    messaging.ReadConsumerEnv(r, "points-service"),
+		Consumer:    consumer.ReadEnv(r, "points-service"),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, fmt.Errorf("configuration: %w", err)

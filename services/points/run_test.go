@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/servicetest"
 	"github.com/reliable-orders/fulfillment/services/points/internal/ports"
 )
@@ -222,7 +222,7 @@ func TestService(t *testing.T) {
 // serves at once, and the consumer connects when the broker comes up.
 func TestStartsWhileBrokerIsDown(t *testing.T) {
 	s := &service{Service: servicetest.StartWithoutBroker(t, run, nil)}
-	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), messaging.ReconnectWarning) })
+	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
 	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while the broker is down, want 200", code)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -23,7 +23,7 @@ func TestConsumerCrashAfterCommitBeforeAck(t *testing.T) {
 	s.WaitUntil(20*time.Second, "inventory read OrderCreated and OrderCheckedOut", func() bool {
 		return s.Metric("inventory", "consumer_messages_total", map[string]string{"outcome": "ok"}) >= 2
 	})
-	s.Restart("inventory", map[string]string{"FAILPOINTS": messaging.FailPointAfterCommit + "=exit"})
+	s.Restart("inventory", map[string]string{"FAILPOINTS": consumer.FailPointAfterCommit + "=exit"})
 
 	if code, out := s.Pay("O-C1", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
 		t.Fatalf("pay: %d %v", code, out)

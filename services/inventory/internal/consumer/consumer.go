@@ -13,8 +13,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
@@ -130,7 +130,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 				// Lines that break a rule (which Parse already refuses) or
 				// that the stock range cannot hold fail the same way on
 				// every delivery.
-				return nil, messaging.PermanentError("INVALID_ITEMS", err)
+				return nil, consumer.PermanentError("INVALID_ITEMS", err)
 			}
 		case event.OrderRefunded:
 			ch, err = order.Refund(lines[i])

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
@@ -93,7 +93,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		if errors.As(err, &ruleErr) {
 			// An amount that breaks the contract's rule (which Parse
 			// already refuses) fails the same way on every delivery.
-			return nil, messaging.PermanentError("INVALID_AMOUNT", err)
+			return nil, consumer.PermanentError("INVALID_AMOUNT", err)
 		}
 		if err != nil {
 			return nil, err

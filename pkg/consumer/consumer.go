@@ -1,4 +1,11 @@
-package messaging
+// Package consumer runs the consumer side of the order-events topic the same
+// way in every service: one Watermill router per consumer group with one
+// middleware order (DLQ outermost, then retry, then recovery, then metrics,
+// then the handler), one error classification (retryable, permanent,
+// business rejection), the sweeper that dead-letters events parked past
+// their deadline, reconnection after broker outages, and the settings every
+// consumer shares.
+package consumer
 
 import (
 	"context"
@@ -7,18 +14,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
-// ReconnectWarning is the message RunConsumer logs, at warning level, each
+// ReconnectWarning is the message Run logs, at warning level, each
 // time it could not keep the consumer connected and will try again; the
 // services' READMEs and tests name it.
 const ReconnectWarning = "consumer not connected to the broker; retrying"
 
-// ReconnectConfig bounds how fast RunConsumer tries the broker again.
+// ReconnectConfig bounds how fast Run tries the broker again.
 type ReconnectConfig struct {
 	// Initial is the first delay; it doubles after each failure.
 	Initial time.Duration
@@ -40,12 +48,12 @@ func (c ReconnectConfig) Validate() error {
 	return nil
 }
 
-// ConsumerRuntime is what RunConsumer needs to keep one consumer running.
-type ConsumerRuntime struct {
+// Runtime is what Run needs to keep one consumer running.
+type Runtime struct {
 	Brokers []string
 	// Group is the Kafka consumer group.
 	Group  string
-	Config ConsumerConfig
+	Config Config
 	// DLQ publishes dead letters. Pass a LazyPublisher: it outlives broker
 	// outages, so the service can share it with its replay endpoint.
 	DLQ      message.Publisher
@@ -56,7 +64,7 @@ type ConsumerRuntime struct {
 	// Reconnect is the backoff between attempts; the zero value means
 	// DefaultReconnect.
 	Reconnect ReconnectConfig
-	// Parked, when set, is the version guard whose events RunConsumer
+	// Parked, when set, is the version guard whose events Run
 	// dead-letters once they were parked longer than Parking.Deadline (a
 	// GapSweeper next to the router, in DB's transactions). The zero
 	// Parking means DefaultParkingConfig.
@@ -69,13 +77,13 @@ type ConsumerRuntime struct {
 // problem that no reconnect cures.
 var errBuildRouter = errors.New("build router")
 
-// RunConsumer keeps rt's consumer running until ctx ends, and returns nil
+// Run keeps rt's consumer running until ctx ends, and returns nil
 // then. A service starts, and serves HTTP, while the broker is down: when
-// the broker cannot be reached or the router stops, RunConsumer logs one
+// the broker cannot be reached or the router stops, Run logs one
 // ReconnectWarning and tries again after a capped exponential backoff,
 // which starts over once a router has run. With rt.Parked set it also runs
 // the consumer's GapSweeper. An unusable configuration is returned at once.
-func RunConsumer(ctx context.Context, rt ConsumerRuntime) error {
+func Run(ctx context.Context, rt Runtime) error {
 	if rt.Reconnect == (ReconnectConfig{}) {
 		rt.Reconnect = DefaultReconnect()
 	}
@@ -98,8 +106,8 @@ func RunConsumer(ctx context.Context, rt ConsumerRuntime) error {
 	return g.Wait()
 }
 
-// consume is RunConsumer's reconnect loop.
-func (rt ConsumerRuntime) consume(ctx context.Context) error {
+// consume is Run's reconnect loop.
+func (rt Runtime) consume(ctx context.Context) error {
 	delay := rt.Reconnect.Initial
 	for {
 		ran, err := rt.runOnce(ctx)
@@ -124,7 +132,7 @@ func (rt ConsumerRuntime) consume(ctx context.Context) error {
 	}
 }
 
-func (rt ConsumerRuntime) validate() error {
+func (rt Runtime) validate() error {
 	var errs []error
 	if len(rt.Brokers) == 0 || rt.Group == "" {
 		errs = append(errs, errors.New("brokers and consumer group are required"))
@@ -137,14 +145,14 @@ func (rt ConsumerRuntime) validate() error {
 
 // runOnce connects to the broker and runs the router until ctx ends or the
 // router stops. It reports whether the router got to run.
-func (rt ConsumerRuntime) runOnce(ctx context.Context) (bool, error) {
+func (rt Runtime) runOnce(ctx context.Context) (bool, error) {
 	// Watermill leaks a goroutine for every subscription that fails (the
 	// router's watcher of a handler that never started waits forever), so
 	// the router only subscribes once a broker has answered.
-	if err := probe(rt.Brokers); err != nil {
+	if err := messaging.Probe(rt.Brokers); err != nil {
 		return false, err
 	}
-	sub, err := NewSubscriber(rt.Brokers, rt.Group, WatermillLogger(rt.Logger))
+	sub, err := messaging.NewSubscriber(rt.Brokers, rt.Group, messaging.WatermillLogger(rt.Logger))
 	if err != nil {
 		return false, fmt.Errorf("create subscriber: %w", err)
 	}
@@ -171,10 +179,4 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// WatermillLogger adapts logger for Watermill, whose Info lines (one per
-// subscription step and handler start) are logged at Debug.
-func WatermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 }

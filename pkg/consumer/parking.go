@@ -1,4 +1,4 @@
-package messaging
+package consumer
 
 import (
 	"context"
@@ -66,7 +66,7 @@ type GapSweeper struct {
 }
 
 // NewGapSweeper returns the sweeper of cfg's consumer; run it with Run.
-func NewGapSweeper(cfg ConsumerConfig, parking ParkingConfig, db *sqlx.DB, parked ParkedEvents,
+func NewGapSweeper(cfg Config, parking ParkingConfig, db *sqlx.DB, parked ParkedEvents,
 	dlqPublisher message.Publisher, metrics *Metrics, logger *slog.Logger,
 ) (*GapSweeper, error) {
 	if err := errors.Join(cfg.Validate(), parking.Validate()); err != nil {

@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
@@ -122,9 +123,9 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 	}
 	defer pub.Close()
 
-	const consumer = "gap-test"
+	const group = "gap-test"
 	effects := &ledger{applied: map[string]int{}}
-	guard := versionguard.New(consumer, versionguard.Transitions{
+	guard := versionguard.New(group, versionguard.Transitions{
 		event.OrderPaid:     {versionguard.InitialState},
 		event.OrderRefunded: {"PAID"},
 	}, effects.apply)
@@ -151,16 +152,16 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 	}
 
 	const deadline = 300 * time.Millisecond
-	cfg := messaging.ConsumerConfig{Consumer: consumer, Topic: topic, DLQTopic: dlqTopic, Retry: messaging.DefaultRetryConfig()}
-	parking := messaging.ParkingConfig{Deadline: deadline, SweepInterval: 10 * time.Millisecond}
+	cfg := consumer.Config{Consumer: group, Topic: topic, DLQTopic: dlqTopic, Retry: consumer.DefaultRetryConfig()}
+	parking := consumer.ParkingConfig{Deadline: deadline, SweepInterval: 10 * time.Millisecond}
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
-	metrics := messaging.NewMetrics(reg)
+	metrics := consumer.NewMetrics(reg)
 	store := dlq.NewStore(db)
 
 	// The broker refuses the DLQ message: nothing is recorded and the
 	// event stays parked for the next sweep.
-	down, err := messaging.NewGapSweeper(cfg, parking, db, guard, failingPublisher{}, metrics, logger)
+	down, err := consumer.NewGapSweeper(cfg, parking, db, guard, failingPublisher{}, metrics, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 		t.Fatalf("%d parked (%v) after a failed publish, want O-LOST's refund still parked", n, err)
 	}
 
-	sweeper, err := messaging.NewGapSweeper(cfg, parking, db, guard, pub, metrics, logger)
+	sweeper, err := consumer.NewGapSweeper(cfg, parking, db, guard, pub, metrics, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +192,8 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 		t.Fatalf("%d dead letters (%v), want 1", len(recs), err)
 	}
 	r := recs[0]
-	if r.Consumer != consumer || r.EventID != lostRefund.EventID || r.AggregateID != "O-LOST" ||
-		r.EventType != string(event.OrderRefunded) || r.ErrorClass != string(messaging.Permanent) || r.Attempts != 1 ||
+	if r.Consumer != group || r.EventID != lostRefund.EventID || r.AggregateID != "O-LOST" ||
+		r.EventType != string(event.OrderRefunded) || r.ErrorClass != string(consumer.Permanent) || r.Attempts != 1 ||
 		r.OriginalTopic != topic || string(r.Key) != "O-LOST" || r.FirstFailedAt.IsZero() {
 		t.Errorf("dead letter %+v", r)
 	}
@@ -211,7 +212,7 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 	h := headerMap(dead[0])
 	for k, want := range map[string]string{
 		"originalTopic": topic, "eventId": lostRefund.EventID, "errorClass": "PERMANENT", "attempts": "1",
-		"consumer": consumer, "failureReason": r.FailureReason,
+		"consumer": group, "failureReason": r.FailureReason,
 	} {
 		if h[k] != want {
 			t.Errorf("DLQ header %s = %q, want %q", k, h[k], want)
@@ -242,7 +243,7 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 	}
 }
 
-// RunConsumer runs the sweeper of a runtime with Parked set, next to the
+// Run runs the sweeper of a runtime with Parked set, next to the
 // router, and stops both with its context.
 func TestRunConsumerSweepsParkedEvents(t *testing.T) {
 	ctx := context.Background()
@@ -266,19 +267,19 @@ func TestRunConsumerSweepsParkedEvents(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	store := dlq.NewStore(db)
-	rt := messaging.ConsumerRuntime{
+	rt := consumer.Runtime{
 		Brokers: b.Addrs(),
 		Group:   "runner-gap",
-		Config:  messaging.ConsumerConfig{Consumer: "runner-gap", Topic: topic, DLQTopic: dlqTopic, Retry: messaging.DefaultRetryConfig()},
-		DLQ:     pub, Recorder: store, Metrics: messaging.NewMetrics(reg), Logger: slog.New(slog.DiscardHandler),
+		Config:  consumer.Config{Consumer: "runner-gap", Topic: topic, DLQTopic: dlqTopic, Retry: consumer.DefaultRetryConfig()},
+		DLQ:     pub, Recorder: store, Metrics: consumer.NewMetrics(reg), Logger: slog.New(slog.DiscardHandler),
 		Handle: (&seen{events: map[string]int{}}).handle,
 		Parked: guard, DB: db,
-		Parking: messaging.ParkingConfig{Deadline: 100 * time.Millisecond, SweepInterval: 20 * time.Millisecond},
+		Parking: consumer.ParkingConfig{Deadline: 100 * time.Millisecond, SweepInterval: 20 * time.Millisecond},
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- messaging.RunConsumer(runCtx, rt) }()
+	go func() { done <- consumer.Run(runCtx, rt) }()
 
 	poll.Until(t, 20*time.Second, "the parked event dead-lettered", func() bool {
 		n, _ := store.Count(ctx, "O-GAP")
@@ -291,10 +292,10 @@ func TestRunConsumerSweepsParkedEvents(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("RunConsumer = %v, want nil after its context ended", err)
+			t.Fatalf("Run = %v, want nil after its context ended", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("RunConsumer did not return after its context ended")
+		t.Fatal("Run did not return after its context ended")
 	}
 }
 

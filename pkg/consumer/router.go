@@ -1,4 +1,4 @@
-package messaging
+package consumer
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -64,8 +65,8 @@ func (c RetryConfig) Validate() error {
 	return nil
 }
 
-// ConsumerConfig configures one consumer's router.
-type ConsumerConfig struct {
+// Config configures one consumer's router.
+type Config struct {
 	// Consumer names the handler, its dedup rows and its DLQ records.
 	Consumer string
 	Topic    string
@@ -76,7 +77,7 @@ type ConsumerConfig struct {
 }
 
 // Validate reports a missing or unusable setting.
-func (c ConsumerConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Consumer == "" || c.Topic == "" || c.DLQTopic == "" {
 		errs = append(errs, errors.New("consumer, topic and DLQ topic are required"))
@@ -99,7 +100,7 @@ type DeadLetterRecorder interface {
 // NewRouter returns a Watermill router that feeds cfg.Topic to handle with
 // the suite's middleware order. Run it with Run(ctx); it stops with ctx.
 func NewRouter(
-	cfg ConsumerConfig,
+	cfg Config,
 	subscriber message.Subscriber,
 	dlqPublisher message.Publisher,
 	recorder DeadLetterRecorder,
@@ -110,7 +111,7 @@ func NewRouter(
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	wlogger := WatermillLogger(logger)
+	wlogger := messaging.WatermillLogger(logger)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlogger)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
@@ -125,7 +126,7 @@ func NewRouter(
 // eventHandler parses and validates the message, then calls handle. The
 // after-commit fail point fires once handle's work is committed, before the
 // router acknowledges the message.
-func eventHandler(cfg ConsumerConfig, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
+func eventHandler(cfg Config, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
 	consumer := cfg.Consumer
 	return func(msg *message.Message) error {
 		start := time.Now()
@@ -183,7 +184,7 @@ func attempts(consumer string, metrics *Metrics) message.HandlerMiddleware {
 }
 
 type deadLetterer struct {
-	cfg       ConsumerConfig
+	cfg       Config
 	publisher message.Publisher
 	recorder  DeadLetterRecorder
 	metrics   *Metrics

@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
@@ -71,7 +72,7 @@ func (r *stampedRecorder) len() int {
 
 // startRouter runs a router over a new topic of the given partitions until
 // the test ends.
-func startRouter(t *testing.T, partitions int32, retry messaging.RetryConfig, handle messaging.EventHandler) *routerFixture {
+func startRouter(t *testing.T, partitions int32, retry consumer.RetryConfig, handle consumer.EventHandler) *routerFixture {
 	t.Helper()
 	f := &routerFixture{
 		topic:      postgrestest.UniqueName("events"),
@@ -95,8 +96,8 @@ func startRouter(t *testing.T, partitions int32, retry messaging.RetryConfig, ha
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
-	cfg := messaging.ConsumerConfig{Consumer: "test-consumer", Topic: f.topic, DLQTopic: f.dlqTopic, Retry: retry}
-	router, err := messaging.NewRouter(cfg, sub, pub, f.recorder, messaging.NewMetrics(f.reg), slog.New(slog.DiscardHandler), handle)
+	cfg := consumer.Config{Consumer: "test-consumer", Topic: f.topic, DLQTopic: f.dlqTopic, Retry: retry}
+	router, err := consumer.NewRouter(cfg, sub, pub, f.recorder, consumer.NewMetrics(f.reg), slog.New(slog.DiscardHandler), handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +144,16 @@ func (f *routerFixture) publishRecords(t *testing.T, recs ...*kgo.Record) {
 }
 
 // keysOn returns n keys with prefix that land on partition p of f's topic.
-func (f *routerFixture) keysOn(prefix string, p int32, n int) []string {
+func (f *routerFixture) keysOn(t *testing.T, prefix string, p int32, n int) []string {
+	t.Helper()
 	var keys []string
 	for i := 0; len(keys) < n; i++ {
-		if k := fmt.Sprintf("%s-%d", prefix, i); messaging.PartitionOf(k, f.partitions) == p {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		got, err := messaging.KeyPartition(k, f.partitions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == p {
 			keys = append(keys, k)
 		}
 	}
@@ -207,11 +214,11 @@ func (f *inFlight) done() int {
 func TestRouterHandlesAnOrderAtATimeAndOrdersInParallel(t *testing.T) {
 	const partitions, keysPerPartition, versions = 4, 2, 5
 	h := &inFlight{perKey: map[string]int{}, handled: map[string][]int64{}}
-	f := startRouter(t, partitions, messaging.DefaultRetryConfig(), h.handle)
+	f := startRouter(t, partitions, consumer.DefaultRetryConfig(), h.handle)
 
 	var keys []string
 	for p := range int32(partitions) {
-		keys = append(keys, f.keysOn("O-PAR", p, keysPerPartition)...)
+		keys = append(keys, f.keysOn(t, "O-PAR", p, keysPerPartition)...)
 	}
 	// Interleaved, so every partition has work from the start.
 	var envs []event.Envelope
@@ -265,10 +272,10 @@ func (p *poisonVictim) handle(_ context.Context, env event.Envelope) (versiongua
 // right after the poison is dead-lettered, within the bound plus slack.
 func TestPoisonMessageHoldsItsPartitionOnlyForTheRetryBound(t *testing.T) {
 	const partitions = 4
-	retry := messaging.RetryConfig{MaxAttempts: 4, InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond}
+	retry := consumer.RetryConfig{MaxAttempts: 4, InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond}
 	h := &poisonVictim{applied: map[string][]time.Time{}}
 	f := startRouter(t, partitions, retry, h.handle)
-	keys := f.keysOn("O-POISON", 2, 2)
+	keys := f.keysOn(t, "O-POISON", 2, 2)
 	poison, victim := keys[0], keys[1]
 	h.mu.Lock()
 	h.poison = poison
@@ -292,7 +299,7 @@ func TestPoisonMessageHoldsItsPartitionOnlyForTheRetryBound(t *testing.T) {
 	recs, deadAt := f.recorder.find(poison)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(recs) != 1 || recs[0].ErrorClass != string(messaging.Retryable) || recs[0].Attempts != retry.MaxAttempts ||
+	if len(recs) != 1 || recs[0].ErrorClass != string(consumer.Retryable) || recs[0].Attempts != retry.MaxAttempts ||
 		recs[0].OriginalPartition != 2 {
 		t.Fatalf("poison dead letters %+v, want one RETRYABLE record after %d attempts from partition 2", recs, retry.MaxAttempts)
 	}

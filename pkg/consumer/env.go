@@ -1,4 +1,4 @@
-package messaging
+package consumer
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 )
 
-// ConsumerEnv is the part of a consumer service's environment that every
+// Env is the part of a consumer service's environment that every
 // consumer shares (docs/configuration.md). It is read and checked here, so
 // the names, defaults and rules are the same in every service.
-type ConsumerEnv struct {
+type Env struct {
 	Brokers          []string
 	OrderEventsTopic string
 	DLQTopic         string
@@ -42,16 +42,16 @@ const (
 	DefaultDBMaxConns  = 8
 )
 
-// ReadConsumerEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
+// ReadEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
 // CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
 // PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_LINGER and
 // DB_MAX_CONNS through r, which collects the malformed values with
 // the service's own.
-func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
+func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 	retry := DefaultRetryConfig()
 	parking := DefaultParkingConfig()
-	return ConsumerEnv{
+	return Env{
 		Brokers:          r.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
 		OrderEventsTopic: r.String("ORDER_EVENTS_TOPIC", "order-events"),
 		DLQTopic:         r.String("DLQ_TOPIC", "order-events.dlq"),
@@ -72,7 +72,7 @@ func ReadConsumerEnv(r *envconfig.Reader, defaultGroup string) ConsumerEnv {
 }
 
 // Validate reports every unusable setting, naming its variable.
-func (e ConsumerEnv) Validate() error {
+func (e Env) Validate() error {
 	var errs []error
 	if len(e.Brokers) == 0 {
 		errs = append(errs, errors.New("KAFKA_BROKERS must name at least one broker"))
@@ -80,7 +80,7 @@ func (e ConsumerEnv) Validate() error {
 	if e.OrderEventsTopic == e.DLQTopic {
 		errs = append(errs, errors.New("DLQ_TOPIC must differ from ORDER_EVENTS_TOPIC"))
 	}
-	if err := e.ConsumerConfig().Validate(); err != nil {
+	if err := e.Config().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("RETRY_*: %w", err))
 	}
 	if err := e.Parking.Validate(); err != nil {
@@ -98,10 +98,10 @@ func (e ConsumerEnv) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ConsumerConfig is the router's configuration. The consumer is named after
+// Config is the router's configuration. The consumer is named after
 // its group, so its dedup rows and DLQ records name the group.
-func (e ConsumerEnv) ConsumerConfig() ConsumerConfig {
-	return ConsumerConfig{
+func (e Env) Config() Config {
+	return Config{
 		Consumer: e.ConsumerGroup,
 		Topic:    e.OrderEventsTopic,
 		DLQTopic: e.DLQTopic,
@@ -109,17 +109,17 @@ func (e ConsumerEnv) ConsumerConfig() ConsumerConfig {
 	}
 }
 
-// Runtime is what RunConsumer needs to consume these settings' topic with
+// Runtime is what Run needs to consume these settings' topic with
 // handle; failures past the retry bound are recorded by recorder and
 // published through dlq. Set the runtime's DB and Parked to have parked
 // events dead-lettered after PARK_DEADLINE.
-func (e ConsumerEnv) Runtime(dlq message.Publisher, recorder DeadLetterRecorder, metrics *Metrics,
+func (e Env) Runtime(dlq message.Publisher, recorder DeadLetterRecorder, metrics *Metrics,
 	logger *slog.Logger, handle EventHandler,
-) ConsumerRuntime {
-	return ConsumerRuntime{
+) Runtime {
+	return Runtime{
 		Brokers:  e.Brokers,
 		Group:    e.ConsumerGroup,
-		Config:   e.ConsumerConfig(),
+		Config:   e.Config(),
 		DLQ:      dlq,
 		Recorder: recorder,
 		Metrics:  metrics,

@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -30,7 +30,7 @@ func (c *classified) handle(_ context.Context, env event.Envelope) (versionguard
 	defer c.mu.Unlock()
 	c.runs[env.EventID]++
 	if c.reject[env.EventID] {
-		return "", messaging.Rejection("INSUFFICIENT_STOCK", errors.New("SKU-1 has 0 left"))
+		return "", consumer.Rejection("INSUFFICIENT_STOCK", errors.New("SKU-1 has 0 left"))
 	}
 	return versionguard.Applied, nil
 }
@@ -73,7 +73,7 @@ func mutated(t *testing.T, env event.Envelope, change func(m map[string]any)) []
 // which is handled only once the case's message was acknowledged.
 func TestRouterHandlesEachFailureClass(t *testing.T) {
 	h := &classified{reject: map[string]bool{}, runs: map[string]int{}}
-	retry := messaging.RetryConfig{MaxAttempts: 4, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond}
+	retry := consumer.RetryConfig{MaxAttempts: 4, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond}
 	f := startRouter(t, 4, retry, h.handle)
 
 	tests := []struct {
@@ -143,7 +143,7 @@ func TestRouterHandlesEachFailureClass(t *testing.T) {
 				t.Fatalf("%d dead letters, want 1", len(recs))
 			}
 			r := recs[0]
-			if r.ErrorClass != string(messaging.Permanent) || r.Attempts != 1 || r.EventID != env.EventID ||
+			if r.ErrorClass != string(consumer.Permanent) || r.Attempts != 1 || r.EventID != env.EventID ||
 				!strings.HasPrefix(r.FailureReason, tt.wantReason+": ") {
 				t.Errorf("dead letter %+v, want PERMANENT after 1 attempt with reason %s", r, tt.wantReason)
 			}

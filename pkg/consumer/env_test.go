@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"errors"
@@ -6,31 +6,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
 func TestReadConsumerEnv(t *testing.T) {
 	tests := []struct {
 		name    string
 		env     map[string]string
-		check   func(t *testing.T, e messaging.ConsumerEnv)
+		check   func(t *testing.T, e consumer.Env)
 		wantErr []string
 	}{
 		{
 			name: "defaults",
 			env:  map[string]string{},
-			check: func(t *testing.T, e messaging.ConsumerEnv) {
+			check: func(t *testing.T, e consumer.Env) {
 				if len(e.Brokers) != 1 || e.Brokers[0] != "127.0.0.1:9092" || e.ConsumerGroup != "test-service" ||
 					e.OrderEventsTopic != "order-events" || e.DLQTopic != "order-events.dlq" ||
 					e.Retry.MaxAttempts != 5 || e.Retry.InitialInterval != time.Second || e.Retry.MaxInterval != 30*time.Second {
 					t.Fatalf("defaults = %+v", e)
 				}
-				want := messaging.ConsumerConfig{Consumer: "test-service", Topic: "order-events", DLQTopic: "order-events.dlq", Retry: e.Retry}
-				if got := e.ConsumerConfig(); got != want {
-					t.Fatalf("ConsumerConfig = %+v, want %+v", got, want)
+				want := consumer.Config{Consumer: "test-service", Topic: "order-events", DLQTopic: "order-events.dlq", Retry: e.Retry}
+				if got := e.Config(); got != want {
+					t.Fatalf("Config = %+v, want %+v", got, want)
 				}
-				if e.Parking != (messaging.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
+				if e.Parking != (consumer.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
 					t.Fatalf("parking defaults = %+v, want PARK_DEADLINE 5m and PARK_SWEEP_INTERVAL 10s", e.Parking)
 				}
 				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond || e.DBMaxConns != 8 {
@@ -47,7 +47,7 @@ func TestReadConsumerEnv(t *testing.T) {
 			env: map[string]string{"KAFKA_BROKERS": "a:1, b:2", "ORDER_EVENTS_TOPIC": "ev", "DLQ_TOPIC": "ev.dlq",
 				"CONSUMER_GROUP": "g", "RETRY_MAX_ATTEMPTS": "3", "RETRY_INITIAL_INTERVAL": "10ms", "RETRY_MAX_INTERVAL": "50ms",
 				"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "100ms", "CONSUMER_BATCH_SIZE": "1", "CONSUMER_BATCH_LINGER": "0s"},
-			check: func(t *testing.T, e messaging.ConsumerEnv) {
+			check: func(t *testing.T, e consumer.Env) {
 				if len(e.Brokers) != 2 || e.Brokers[1] != "b:2" || e.OrderEventsTopic != "ev" || e.DLQTopic != "ev.dlq" ||
 					e.ConsumerGroup != "g" || e.Retry.MaxAttempts != 3 ||
 					e.Retry.InitialInterval != 10*time.Millisecond || e.Retry.MaxInterval != 50*time.Millisecond ||
@@ -96,11 +96,11 @@ func TestReadConsumerEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := envconfig.New(func(k string) string { return tt.env[k] })
-			e := messaging.ReadConsumerEnv(r, "test-service")
+			e := consumer.ReadEnv(r, "test-service")
 			err := errors.Join(r.Err(), e.Validate())
 			if len(tt.wantErr) == 0 {
 				if err != nil {
-					t.Fatalf("ReadConsumerEnv: %v", err)
+					t.Fatalf("ReadEnv: %v", err)
 				}
 				tt.check(t, e)
 				return

@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
@@ -80,10 +81,10 @@ func TestRouterRetriesThenDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	cfg := messaging.ConsumerConfig{Consumer: "test-consumer", Topic: topic, DLQTopic: dlqTopic,
-		Retry: messaging.RetryConfig{MaxAttempts: 3, InitialInterval: 5 * time.Millisecond, MaxInterval: 20 * time.Millisecond}}
+	cfg := consumer.Config{Consumer: "test-consumer", Topic: topic, DLQTopic: dlqTopic,
+		Retry: consumer.RetryConfig{MaxAttempts: 3, InitialInterval: 5 * time.Millisecond, MaxInterval: 20 * time.Millisecond}}
 	reg := prometheus.NewRegistry()
-	router, err := messaging.NewRouter(cfg, sub, pub, store, messaging.NewMetrics(reg), logger, h.handle)
+	router, err := consumer.NewRouter(cfg, sub, pub, store, consumer.NewMetrics(reg), logger, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,15 +188,15 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want messaging.Class
+		want consumer.Class
 	}{
-		{"invalid event", invalid, messaging.Permanent},
-		{"marked permanent", messaging.PermanentError("X", errors.New("x")), messaging.Permanent},
-		{"business rejection", messaging.Rejection("INSUFFICIENT_STOCK", errors.New("x")), messaging.BusinessRejection},
-		{"anything else", errors.New("timeout"), messaging.Retryable},
+		{"invalid event", invalid, consumer.Permanent},
+		{"marked permanent", consumer.PermanentError("X", errors.New("x")), consumer.Permanent},
+		{"business rejection", consumer.Rejection("INSUFFICIENT_STOCK", errors.New("x")), consumer.BusinessRejection},
+		{"anything else", errors.New("timeout"), consumer.Retryable},
 	}
 	for _, tt := range tests {
-		if got, _ := messaging.Classify(tt.err); got != tt.want {
+		if got, _ := consumer.Classify(tt.err); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}

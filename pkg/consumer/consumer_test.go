@@ -1,4 +1,4 @@
-package messaging_test
+package consumer_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
@@ -75,28 +76,28 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 	defer pub.Close()
 	recorder := &memoryRecorder{}
 	handled := &seen{events: map[string]int{}}
-	rt := messaging.ConsumerRuntime{
+	rt := consumer.Runtime{
 		Brokers: []string{addr},
 		Group:   "runner-test",
-		Config: messaging.ConsumerConfig{Consumer: "runner-test", Topic: topic, DLQTopic: dlqTopic,
-			Retry: messaging.RetryConfig{MaxAttempts: 2, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+		Config: consumer.Config{Consumer: "runner-test", Topic: topic, DLQTopic: dlqTopic,
+			Retry: consumer.RetryConfig{MaxAttempts: 2, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 		DLQ:       pub,
 		Recorder:  recorder,
 		Logger:    logger,
 		Handle:    handled.handle,
-		Reconnect: messaging.ReconnectConfig{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		Reconnect: consumer.ReconnectConfig{Initial: time.Millisecond, Max: 5 * time.Millisecond},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- messaging.RunConsumer(ctx, rt) }()
+	go func() { done <- consumer.Run(ctx, rt) }()
 
 	// Each attempt has goroutines of its own while it runs, so compare the
 	// fewest seen over a few attempts early on and eight attempts later.
 	fewest := func(from, to int) int {
 		low := math.MaxInt
 		poll.Until(t, 30*time.Second, fmt.Sprintf("%d reconnect warnings", to), func() bool {
-			n := strings.Count(logs.String(), messaging.ReconnectWarning)
+			n := strings.Count(logs.String(), consumer.ReconnectWarning)
 			if n >= from {
 				low = min(low, runtime.NumGoroutine())
 			}
@@ -140,10 +141,10 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("RunConsumer = %v after its context ended, want nil", err)
+			t.Fatalf("Run = %v after its context ended, want nil", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("RunConsumer did not return after its context ended")
+		t.Fatal("Run did not return after its context ended")
 	}
 	if n := handled.count(env.EventID); n != 1 {
 		t.Errorf("event handled %d times, want once", n)
@@ -153,10 +154,10 @@ func TestRunConsumerWaitsForTheBroker(t *testing.T) {
 // TestRunConsumerReturnsConfigurationErrors needs no broker: an unusable
 // configuration is not worth a reconnect.
 func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
-	rt := messaging.ConsumerRuntime{
+	rt := consumer.Runtime{
 		Brokers:  []string{servicetest.FreeAddr(t)},
 		Group:    "g",
-		Config:   messaging.ConsumerConfig{Consumer: "c", Topic: "t", DLQTopic: "t.dlq", Retry: messaging.RetryConfig{MaxAttempts: 0}},
+		Config:   consumer.Config{Consumer: "c", Topic: "t", DLQTopic: "t.dlq", Retry: consumer.RetryConfig{MaxAttempts: 0}},
 		DLQ:      messaging.NewLazyPublisher(nil, watermill.NopLogger{}),
 		Recorder: &memoryRecorder{},
 		Logger:   slog.New(slog.DiscardHandler),
@@ -164,8 +165,8 @@ func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := messaging.RunConsumer(ctx, rt)
+	err := consumer.Run(ctx, rt)
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "retry max attempts") {
-		t.Fatalf("RunConsumer = %v, want the retry configuration error at once", err)
+		t.Fatalf("Run = %v, want the retry configuration error at once", err)
 	}
 }
