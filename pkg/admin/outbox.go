@@ -1,12 +1,14 @@
 package admin
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
@@ -21,43 +23,60 @@ type OutboxBacklog struct {
 	Events []outbox.Status `json:"events,omitempty"`
 }
 
-// RegisterOutboxBacklog adds GET /outbox to the admin group of a service
-// with an outbox, so a backlog drill reads the producer side of the queue
-// next to the consumers' GET /admin/lag. With ?aggregateId= it also lists
-// that aggregate's rows, which is how an outage drill follows a callback.
-func RegisterOutboxBacklog(g *echo.Group, q sqlx.QueryerContext) {
+// RegisterOutbox adds the outbox endpoints to the admin group of a service
+// with an outbox:
+//   - GET /outbox: the backlog, so a backlog drill reads the producer side
+//     of the queue next to the consumers' GET /admin/lag; with
+//     ?aggregateId= also that aggregate's rows, which is how an outage
+//     drill follows an event or a callback;
+//   - GET /outbox/{eventId}: one row and what the relay did with it;
+//   - POST /outbox/{eventId}/republish: the row is sent again with the same
+//     event id (outbox.Republish), which is how reconciliation repairs an
+//     event a consumer never applied. It answers the row as GET shows it.
+//
+// An unknown event id is a 404.
+func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 	g.GET("/outbox", func(c echo.Context) error {
 		ctx := c.Request().Context()
-		b, err := outbox.PendingBacklog(ctx, q)
+		b, err := outbox.PendingBacklog(ctx, db)
 		if err != nil {
 			return err
 		}
 		out := OutboxBacklog{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()}
 		if id := c.QueryParam("aggregateId"); id != "" {
-			if out.Events, err = outbox.ForAggregate(ctx, q, id); err != nil {
+			if out.Events, err = outbox.ForAggregate(ctx, db, id); err != nil {
 				return err
 			}
 		}
 		return c.JSON(http.StatusOK, out)
 	})
-}
-
-// RegisterOutboxRepublish adds POST /outbox/{eventId}/republish to the
-// admin group of a service with an outbox: the row is sent again with the
-// same event id (outbox.Republish), which is how reconciliation repairs an
-// event a consumer never applied. It answers the row as GET
-// /admin/outbox/{eventId} shows it; an unknown id is an error wrapping
-// outbox.ErrNotFound, which the service's MapError answers with 404.
-func RegisterOutboxRepublish(g *echo.Group, q sqlx.ExtContext) {
+	g.GET("/outbox/:eventId", func(c echo.Context) error {
+		s, err := outbox.Lookup(c.Request().Context(), db, c.Param("eventId"))
+		if err != nil {
+			return outboxError(err)
+		}
+		return c.JSON(http.StatusOK, s)
+	})
 	g.POST("/outbox/:eventId/republish", func(c echo.Context) error {
 		id := c.Param("eventId")
 		if err := event.ValidateID("eventId", id); err != nil {
 			return err
 		}
-		s, err := outbox.Republish(c.Request().Context(), q, id)
+		s, err := outbox.Republish(c.Request().Context(), db, id)
 		if err != nil {
-			return err
+			return outboxError(err)
 		}
 		return c.JSON(http.StatusOK, s)
 	})
+}
+
+// CodeEventNotFound answers an event id the outbox does not hold.
+const CodeEventNotFound = "EVENT_NOT_FOUND"
+
+// outboxError answers an event id the outbox does not hold with 404.
+func outboxError(err error) error {
+	if errors.Is(err, outbox.ErrNotFound) {
+		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeEventNotFound, Message: err.Error(), Err: err}
+	}
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/backoff"
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 )
 
@@ -48,6 +49,20 @@ type RelayConfig struct {
 	ListenURL string
 }
 
+// ReadRelayEnv reads OUTBOX_BATCH_SIZE, OUTBOX_POLL_INTERVAL,
+// OUTBOX_BACKOFF_INITIAL and OUTBOX_BACKOFF_MAX through r, which collects
+// the malformed values with the service's own: every service with an
+// outbox reads its relay's settings here, under the same names and
+// defaults. ListenURL is the caller's: it is the service's database.
+func ReadRelayEnv(r *envconfig.Reader) RelayConfig {
+	c := DefaultRelayConfig()
+	c.BatchSize = r.Int("OUTBOX_BATCH_SIZE", c.BatchSize)
+	c.PollInterval = r.Duration("OUTBOX_POLL_INTERVAL", c.PollInterval)
+	c.BackoffInitial = r.Duration("OUTBOX_BACKOFF_INITIAL", c.BackoffInitial)
+	c.BackoffMax = r.Duration("OUTBOX_BACKOFF_MAX", c.BackoffMax)
+	return c
+}
+
 // notifyChannel is the channel the outbox's insert trigger notifies
 // (migrations/00003_notify_relay.sql).
 const notifyChannel = "outbox_events"
@@ -63,17 +78,19 @@ func DefaultRelayConfig() RelayConfig {
 	}
 }
 
-// Validate reports an unusable configuration.
+// Validate reports an unusable configuration, naming the variable
+// ReadRelayEnv reads each setting from.
 func (c RelayConfig) Validate() error {
 	var errs []error
 	if c.BatchSize < 1 {
-		errs = append(errs, errors.New("outbox batch size must be at least 1"))
+		errs = append(errs, fmt.Errorf("OUTBOX_BATCH_SIZE=%d: want at least 1", c.BatchSize))
 	}
 	if c.PollInterval <= 0 {
-		errs = append(errs, errors.New("outbox poll interval must be positive"))
+		errs = append(errs, fmt.Errorf("OUTBOX_POLL_INTERVAL=%s: must be positive", c.PollInterval))
 	}
 	if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
-		errs = append(errs, errors.New("outbox backoff needs 0 < initial <= max"))
+		errs = append(errs, fmt.Errorf("OUTBOX_BACKOFF_INITIAL=%s, OUTBOX_BACKOFF_MAX=%s: want 0 < initial <= max",
+			c.BackoffInitial, c.BackoffMax))
 	}
 	return errors.Join(errs...)
 }

@@ -32,11 +32,6 @@ type config struct {
 // defaults, and reports every malformed or unusable value at once.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
-	relay := outbox.DefaultRelayConfig()
-	relay.BatchSize = r.Int("OUTBOX_BATCH_SIZE", relay.BatchSize)
-	relay.PollInterval = r.Duration("OUTBOX_POLL_INTERVAL", relay.PollInterval)
-	relay.BackoffInitial = r.Duration("OUTBOX_BACKOFF_INITIAL", relay.BackoffInitial)
-	relay.BackoffMax = r.Duration("OUTBOX_BACKOFF_MAX", relay.BackoffMax)
 	cfg := config{
 		DatabaseURL:      r.String("DATABASE_URL", postgres.DefaultServerURL),
 		DBName:           r.String("DB_NAME", "orders"),
@@ -53,7 +48,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CallbackSecret: r.String("CALLBACK_SECRET", "dev-callback-secret"),
 		AdminToken:     r.String("ADMIN_TOKEN", ""),
 		LogLevel:       r.String("LOG_LEVEL", "info"),
-		Relay:          relay,
+		Relay:          outbox.ReadRelayEnv(r),
 		FailPoints:     r.String("FAILPOINTS", ""),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
@@ -89,7 +84,7 @@ func (c config) Validate() error {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
 	}
 	if err := c.Relay.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("OUTBOX_*: %w", err))
+		errs = append(errs, err)
 	}
 	if _, err := failpoint.Parse(c.FailPoints); err != nil {
 		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))

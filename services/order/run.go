@@ -45,7 +45,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer db.Close()
-	reg.MustRegister(adapters.NewBacklogCollector(db, logger))
+	reg.MustRegister(outbox.NewBacklogCollector(db, logger))
 
 	repo := adapters.NewRepository(db, cfg.OrderEventsTopic, fp)
 	// A snapshot asks four services at once, many snapshots at a time under
@@ -62,7 +62,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	adminGroup := srv.Admin()
 	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), fp).Register(srv.Echo, adminGroup)
 	admin.RegisterFailPoints(adminGroup, fp)
-	admin.RegisterOutboxRepublish(adminGroup, db)
+	admin.RegisterOutbox(adminGroup, db)
 
 	// The publisher connects lazily: a broker outage leaves rows PENDING and
 	// never stops the service.

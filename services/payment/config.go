@@ -30,7 +30,6 @@ type config struct {
 // defaults and reports every malformed value at once.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
-	relay := outbox.DefaultRelayConfig()
 	cfg := config{
 		DatabaseURL:    r.String("DATABASE_URL", postgres.DefaultServerURL),
 		DBName:         r.String("DB_NAME", "payments"),
@@ -41,13 +40,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:       strings.ToLower(r.String("LOG_LEVEL", "info")),
 		FailPoints:     r.String("FAILPOINTS", ""),
 		Consumer:       consumer.ReadEnv(r, "payment-service"),
-		Relay: outbox.RelayConfig{
-			BatchSize:      r.Int("OUTBOX_BATCH_SIZE", relay.BatchSize),
-			PollInterval:   r.Duration("OUTBOX_POLL_INTERVAL", relay.PollInterval),
-			BackoffInitial: r.Duration("OUTBOX_BACKOFF_INITIAL", relay.BackoffInitial),
-			BackoffMax:     r.Duration("OUTBOX_BACKOFF_MAX", relay.BackoffMax),
-			LockKey:        relay.LockKey,
-		},
+		Relay:          outbox.ReadRelayEnv(r),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, err
@@ -74,7 +67,7 @@ func (c config) Validate() error {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
 	}
 	if err := c.Relay.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("OUTBOX_*: %w", err))
+		errs = append(errs, err)
 	}
 	return errors.Join(append(errs, c.Consumer.Validate())...)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/consumer"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/metrics"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/orderclient"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
@@ -72,17 +71,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	orders := orderclient.New(toOrders, cfg.OrderURL)
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	adminGroup := srv.Admin()
-	ports.RegisterAdmin(adminGroup, db)
 	admin.RegisterConsumer(adminGroup, db, cfg.Consumer.ConsumerGroup, dlqStore)
 	admin.RegisterReplay(adminGroup, dlqStore, dlqPub)
 	admin.RegisterFailPoints(adminGroup, fp)
-	admin.RegisterOutboxBacklog(adminGroup, db)
-	admin.RegisterOutboxRepublish(adminGroup, db)
+	admin.RegisterOutbox(adminGroup, db)
 	ports.RegisterReconciliation(adminGroup, repo, admin.NewFactsReader(db, cfg.Consumer.ConsumerGroup))
 	ports.RegisterRefunds(adminGroup, repo)
 	lagMonitor := lag.Register(adminGroup, reg, lag.Config{Brokers: cfg.Consumer.Brokers,
 		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
-	reg.MustRegister(metrics.NewBacklog(db))
+	reg.MustRegister(outbox.NewBacklogCollector(db, logger))
 
 	sink := outbox.NewHTTPSink(toOrders, cfg.OrderURL+callback.Path, []byte(cfg.CallbackSecret))
 	relay, err := outbox.NewRelay(db, sink, cfg.Relay, logger, outbox.NewRelayMetrics(reg), fp)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 )
 
@@ -158,9 +159,9 @@ func TestBacklogCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(adapters.NewBacklogCollector(db, quietLogger()))
+	reg.MustRegister(outbox.NewBacklogCollector(db, quietLogger()))
 	want := `
-# HELP outbox_pending_events Outbox rows not yet delivered to the broker.
+# HELP outbox_pending_events Outbox rows not yet delivered to the sink.
 # TYPE outbox_pending_events gauge
 outbox_pending_events 2
 `

@@ -221,22 +221,6 @@ func (r *Repository) Events(ctx context.Context, id string) ([]EventRecord, erro
 	return out, nil
 }
 
-// OutboxEvent returns the outbox row of eventID or outbox.ErrNotFound.
-func (r *Repository) OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error) {
-	return outbox.Lookup(ctx, r.db, eventID)
-}
-
-// OutboxRows returns the outbox rows of an order with what the relay did
-// to each (attempts, next attempt), oldest first.
-func (r *Repository) OutboxRows(ctx context.Context, orderID string) ([]outbox.Status, error) {
-	return outbox.ForAggregate(ctx, r.db, orderID)
-}
-
-// OutboxBacklog measures the relay's backlog.
-func (r *Repository) OutboxBacklog(ctx context.Context) (outbox.Backlog, error) {
-	return outbox.PendingBacklog(ctx, r.db)
-}
-
 // OrderRecord is an order as reconciliation reads it: the aggregate, when
 // it was created and last changed, and its outbox rows, oldest first.
 type OrderRecord struct {

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -13,7 +12,6 @@ import (
 const (
 	CodeOrderNotFound      = "ORDER_NOT_FOUND"
 	CodeOrderExists        = "ORDER_EXISTS"
-	CodeEventNotFound      = "EVENT_NOT_FOUND"
 	CodeInvalidSignature   = "INVALID_SIGNATURE"
 	CodeConcurrentUpdate   = "CONCURRENT_UPDATE"
 	CodeNotCheckoutable    = "ORDER_NOT_CHECKOUTABLE"
@@ -81,8 +79,6 @@ func MapError(err error) *httpapi.Error {
 		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeOrderExists, Message: err.Error()}
 	case errors.Is(err, order.ErrConcurrentUpdate):
 		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeConcurrentUpdate, Message: err.Error()}
-	case errors.Is(err, outbox.ErrNotFound):
-		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeEventNotFound, Message: err.Error()}
 	}
 	if code, ok := rejectionCode(err); ok {
 		return &httpapi.Error{Status: http.StatusOK, BusinessCode: code, Message: err.Error()}

@@ -1,6 +1,6 @@
 // Package ports is the order service's HTTP API (DESIGN §6): the order
-// commands and queries, the signed payment callback, the snapshot that
-// reads the whole chain, and the outbox admin endpoints.
+// commands and queries, the signed payment callback and the snapshot that
+// reads the whole chain.
 package ports
 
 import (
@@ -41,9 +41,6 @@ type Orders interface {
 	Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error)
 	ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error)
 	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
-	OutboxEvent(ctx context.Context, eventID string) (outbox.Status, error)
-	OutboxBacklog(ctx context.Context) (outbox.Backlog, error)
-	OutboxRows(ctx context.Context, orderID string) ([]outbox.Status, error)
 	Records(ctx context.Context, ids []string) (map[string]adapters.OrderRecord, error)
 	ChangedOrders(ctx context.Context, p adapters.ChangedPage) ([]adapters.OrderRecord, error)
 }
@@ -79,8 +76,6 @@ func (h *Handler) Register(e *echo.Echo, admin *echo.Group) {
 	e.GET("/orders/:id/snapshot", h.snapshot)
 	e.GET("/orders/:id/events", h.events)
 	e.POST("/payments/callback", h.callback)
-	admin.GET("/outbox", h.backlog)
-	admin.GET("/outbox/:eventId", h.outboxEvent)
 	admin.POST("/reconciliation/orders", h.reconcile)
 	admin.GET("/reconciliation/orders", h.changed)
 }
@@ -368,38 +363,6 @@ func (h *Handler) events(c echo.Context) error {
 	for i, r := range records {
 		out.Events[i] = eventView{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
 			Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt, SentAt: r.SentAt}
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
-func (h *Handler) outboxEvent(c echo.Context) error {
-	s, err := h.orders.OutboxEvent(c.Request().Context(), c.Param("eventId"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s)
-}
-
-// backlogView answers GET /admin/outbox as pkg/admin's OutboxBacklog does
-// for the payment service: the backlog, and with ?aggregateId= that
-// order's rows.
-type backlogView struct {
-	Pending                 int             `json:"pending"`
-	OldestPendingAgeSeconds float64         `json:"oldestPendingAgeSeconds"`
-	Events                  []outbox.Status `json:"events,omitempty"`
-}
-
-func (h *Handler) backlog(c echo.Context) error {
-	ctx := c.Request().Context()
-	b, err := h.orders.OutboxBacklog(ctx)
-	if err != nil {
-		return err
-	}
-	out := backlogView{Pending: b.Pending, OldestPendingAgeSeconds: b.OldestAge.Seconds()}
-	if id := c.QueryParam("aggregateId"); id != "" {
-		if out.Events, err = h.orders.OutboxRows(ctx, id); err != nil {
-			return err
-		}
 	}
 	return c.JSON(http.StatusOK, out)
 }

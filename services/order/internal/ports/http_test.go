@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 		Converged: &converged, Findings: 0}}
 	adminGroup := srv.Admin()
 	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, adminGroup)
-	admin.RegisterOutboxRepublish(adminGroup, db)
+	admin.RegisterOutbox(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &env{t: t, db: db, fp: fp, url: ts.URL}

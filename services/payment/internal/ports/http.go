@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -169,18 +167,6 @@ func (h *Handler) get(c echo.Context) error {
 	})
 }
 
-// RegisterAdmin adds GET /admin/outbox/{eventId} to the admin group, so an
-// operator sees whether a callback was delivered and how often it was tried.
-func RegisterAdmin(g *echo.Group, q sqlx.QueryerContext) {
-	g.GET("/outbox/:eventId", func(c echo.Context) error {
-		s, err := outbox.Lookup(c.Request().Context(), q, c.Param("eventId"))
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, s)
-	})
-}
-
 // MapError turns the service's errors into HTTP answers: malformed input is
 // a 400, unknown ids a 404, business rejections a 200 with their code, a
 // failed order look-up a 503; anything else is left to httpapi (500).
@@ -190,8 +176,6 @@ func MapError(err error) *httpapi.Error {
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
 	case errors.Is(err, payment.ErrPaymentNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodePaymentNotFound, Message: err.Error()}
-	case errors.Is(err, outbox.ErrNotFound):
-		return httpapi.NotFound("%s", err.Error())
 	case errors.Is(err, payment.ErrOrderNotPayable):
 		return &httpapi.Error{Status: http.StatusOK, BusinessCode: CodeOrderNotPayable, Message: err.Error()}
 	case errors.Is(err, payment.ErrAmountMismatch):

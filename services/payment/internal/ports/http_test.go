@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -73,7 +74,7 @@ func setup(t *testing.T) *fixture {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, logger)
 	ports.NewHandler(orders, storage.New(db)).Register(srv.Echo)
-	ports.RegisterAdmin(srv.Admin(), db)
+	admin.RegisterOutbox(srv.Admin(), db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &fixture{db: db, orders: orders, url: ts.URL}

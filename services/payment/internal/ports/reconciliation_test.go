@@ -60,8 +60,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	g := srv.Admin()
-	ports.RegisterAdmin(g, db)
-	admin.RegisterOutboxRepublish(g, db)
+	admin.RegisterOutbox(g, db)
 	ports.RegisterReconciliation(g, repo, admin.NewFactsReader(db, consumerName))
 	ports.RegisterRefunds(g, repo)
 	ts := httptest.NewServer(srv.Echo)
@@ -463,7 +462,7 @@ func TestRepublishCallback(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND sent_at IS NULL`); n != 1 {
 		t.Fatalf("%d PENDING rows, want 1", n)
 	}
-	if code, raw := f.call(t, http.MethodPost, "/admin/outbox/E-404/republish", "", adminToken); code != 404 || !strings.Contains(raw, `"businessCode":"NOT_FOUND"`) {
+	if code, raw := f.call(t, http.MethodPost, "/admin/outbox/E-404/republish", "", adminToken); code != 404 || !strings.Contains(raw, `"businessCode":"EVENT_NOT_FOUND"`) {
 		t.Fatalf("unknown event: %d %s", code, raw)
 	}
 	if code, raw := f.call(t, http.MethodPost, "/admin/outbox/E!1/republish", "", adminToken); code != 400 || !strings.Contains(raw, `"message":"eventId must be`) {
