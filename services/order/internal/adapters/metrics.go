@@ -15,9 +15,10 @@ import (
 // database cannot hang /metrics.
 const backlogQueryTimeout = 2 * time.Second
 
-// BacklogCollector exposes the outbox backlog (DESIGN §5: outbox pending
-// count and oldest pending age). It measures at scrape time with one query,
-// so the figures are never staler than the scrape and no goroutine polls.
+// BacklogCollector exposes the outbox backlog (docs/design.md, Lag and age
+// metrics: outbox pending count and oldest pending age). It measures at
+// scrape time with one query, so the figures are never staler than the
+// scrape and no goroutine polls.
 type BacklogCollector struct {
 	db      *sqlx.DB
 	logger  *slog.Logger
