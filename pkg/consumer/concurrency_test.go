@@ -208,9 +208,9 @@ func (f *inFlight) done() int {
 	return f.count
 }
 
-// DESIGN §5: an order's events are handled one at a time, in order (they
-// share a partition); different orders' events are handled in parallel
-// across partitions.
+// docs/design.md, Consumers and partitions: an order's events are handled
+// one at a time, in order (they share a partition); different orders'
+// events are handled in parallel across partitions.
 func TestRouterHandlesAnOrderAtATimeAndOrdersInParallel(t *testing.T) {
 	const partitions, keysPerPartition, versions = 4, 2, 5
 	h := &inFlight{perKey: map[string]int{}, handled: map[string][]int64{}}
@@ -266,10 +266,11 @@ func (p *poisonVictim) handle(_ context.Context, env event.Envelope) (versiongua
 	return versionguard.Applied, nil
 }
 
-// DESIGN §5: "one bad message must not stop its partition for longer than
-// the retry bound". A message that fails retryably forever is followed, on
-// its partition, by another order's event: that event is applied once,
-// right after the poison is dead-lettered, within the bound plus slack.
+// docs/design.md, Retry and backoff: a bad message holds its partition no
+// longer than the retry bound. A message that fails retryably forever is
+// followed, on its partition, by another order's event: that event is
+// applied once, right after the poison is dead-lettered, within the bound
+// plus slack.
 func TestPoisonMessageHoldsItsPartitionOnlyForTheRetryBound(t *testing.T) {
 	const partitions = 4
 	retry := consumer.RetryConfig{MaxAttempts: 4, InitialInterval: 50 * time.Millisecond, MaxInterval: 400 * time.Millisecond}

@@ -12,7 +12,7 @@ import (
 )
 
 // Env is the part of a consumer service's environment that every
-// consumer shares (docs/configuration.md). It is read and checked here, so
+// consumer shares (README.md, Configuration). It is read and checked here, so
 // the names, defaults and rules are the same in every service.
 type Env struct {
 	Brokers          []string

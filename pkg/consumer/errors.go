@@ -9,7 +9,7 @@ import (
 // Class is how a failure is handled.
 type Class string
 
-// The error classes of DESIGN §5.
+// The error classes (docs/design.md, Error classes).
 const (
 	// Retryable failures (timeouts, lost connections, deadlocks) are retried
 	// with backoff up to the bound, then dead-lettered.

@@ -16,10 +16,10 @@ import (
 )
 
 // ParkingConfig bounds how long the version guard may hold an event that
-// waits for its predecessor (WAITING_FOR_GAP). DESIGN §5: parked past a
-// deadline, an event is counted, alerted on and dead-lettered, so a
-// predecessor lost for good shows up instead of holding its successor
-// forever.
+// waits for its predecessor (WAITING_FOR_GAP). Parked past a deadline
+// (docs/design.md, Version guard and parking), an event is counted,
+// alerted on and dead-lettered, so a predecessor lost for good shows up
+// instead of holding its successor forever.
 type ParkingConfig struct {
 	// Deadline is how long an event may stay parked.
 	Deadline time.Duration
@@ -55,9 +55,9 @@ const sweepBatch = 100
 
 // GapSweeper dead-letters the events parked for longer than the deadline,
 // exactly as the router dead-letters a message (a dead_letters record and a
-// DLQ topic message with the DESIGN §5 metadata), with errorClass PERMANENT
-// and a failureReason starting with WAITING_FOR_GAP that names the missing
-// predecessor.
+// DLQ topic message with the metadata of docs/design.md, Dead letters),
+// with errorClass PERMANENT and a failureReason starting with
+// WAITING_FOR_GAP that names the missing predecessor.
 type GapSweeper struct {
 	db     *sqlx.DB
 	parked ParkedEvents

@@ -28,7 +28,8 @@ import (
 // "error", it is retried at once. Either way the redelivery is a duplicate.
 const FailPointAfterCommit = "consumer.after-commit"
 
-// DLQ metadata keys added to a dead-lettered message (DESIGN §5).
+// DLQ metadata keys added to a dead-lettered message (docs/design.md, Dead
+// letters).
 const (
 	MetaOriginalTopic     = "originalTopic"
 	MetaOriginalPartition = "originalPartition"
@@ -277,7 +278,7 @@ func (d deadLetterer) record(class Class, reason string, cause error) dlq.Record
 }
 
 // publish sends rec to the DLQ topic: its original key, value and headers
-// plus the DESIGN §5 metadata.
+// plus the metadata of docs/design.md, Dead letters.
 func (d deadLetterer) publish(rec dlq.Record) error {
 	dm := message.NewMessage(watermill.NewUUID(), rec.Value)
 	for k, v := range rec.Headers {

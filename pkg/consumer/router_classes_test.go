@@ -66,7 +66,7 @@ func mutated(t *testing.T, env event.Envelope, change func(m map[string]any)) []
 	return out
 }
 
-// DESIGN §5 failure handling, per class: a schema violation and an unknown
+// docs/design.md, Error classes, per class: a schema violation and an unknown
 // eventVersion are dead-lettered at once (one attempt, PERMANENT); a
 // business rejection is acknowledged with no retry and no dead letter. Each
 // case is followed on its partition by a valid event of the same order,

@@ -24,7 +24,8 @@ var migrations embed.FS
 // Schema creates dead_letters and dlq_replays.
 func Schema() postgres.MigrationSet { return postgres.EmbeddedSet("dlq", migrations) }
 
-// Record is one dead-lettered message with the metadata of DESIGN §5.
+// Record is one dead-lettered message with the metadata of docs/design.md,
+// Dead letters.
 type Record struct {
 	ID                int64             `db:"id" json:"id"`
 	Consumer          string            `db:"consumer" json:"consumer"`

@@ -44,8 +44,8 @@ func CurrentVersion(t Type) int {
 	return 1
 }
 
-// Envelope is the value of every Kafka message (DESIGN §3). Field names are
-// part of the public contract.
+// Envelope is the value of every Kafka message (docs/design.md, Event
+// contract). Field names are part of the public contract.
 type Envelope struct {
 	EventID          string          `json:"eventId"`
 	EventType        Type            `json:"eventType"`

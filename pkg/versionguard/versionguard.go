@@ -1,5 +1,6 @@
 // Package versionguard stops reordered events from moving a consumer's view
-// of an aggregate backwards (the tutorial's apply_event, DESIGN §5).
+// of an aggregate backwards (the tutorial's apply_event; docs/design.md,
+// Version guard and parking).
 //
 // Per (consumer, aggregate) it keeps the last applied aggregateVersion and
 // the consumer's own small state. An event at or below that version is

@@ -1,11 +1,12 @@
-// Package drill replays the failure windows of the tutorial ("Tutorial 17"
-// in ../shared/seeds) against a running suite and says, for each case,
+// Package drill replays the failure windows of the tutorial ("Tutorial 17:
+// testing message queues and asynchronous tasks", its final exercise
+// 完成一次订单事件可靠性演练) against a running suite and says, for each case,
 // whether the suite kept its promise: PASS or FAIL, what was expected, what
 // was seen, and how long the suite took to converge.
 //
-// A drill sees the suite only as a learner would: the HTTP API of DESIGN §6
-// (plus /admin/failpoints/{name}, /admin/outbox/{eventId},
-// /orders/{id}/events and /metrics) and raw Kafka records published with
+// A drill sees the suite only as a learner would: the HTTP API of
+// README.md (API), with /admin/failpoints/{name}, /admin/outbox/{eventId},
+// /orders/{id}/events and /metrics, and raw Kafka records published with
 // franz-go, with the key and headers the outbox relay sets. Every id it
 // creates starts with the run id, so drills can be run again and again
 // against one long-lived suite. The crash drills also need a Controller to
@@ -241,7 +242,7 @@ func (t Target) Validate() error {
 }
 
 // jitter is the consumers' backoff randomisation: each wait lies within
-// ±50 % of its nominal interval (DESIGN §5: backoff with jitter).
+// ±50 % of its nominal interval (docs/design.md, Retry and backoff).
 const jitter = 0.5
 
 // RetryBound is the longest a message that fails every attempt may hold its

@@ -79,7 +79,8 @@ func reasonCode(reason string) string {
 	return code
 }
 
-// checkMetadata checks a dead letter carries the metadata of DESIGN §5.
+// checkMetadata checks a dead letter carries the metadata of docs/design.md,
+// Dead letters.
 func checkMetadata(s *session, who string, dl deadLetter, eventID, class string, attempts int) error {
 	var errs []error
 	if dl.EventID != eventID {
@@ -149,8 +150,8 @@ func poisonInvalidJSON(s *session) (string, error) {
 const handlerSlack = time.Second
 
 // Tutorial: "重试有上限 … 超过上限进入 DLQ" with the metadata of the
-// tutorial's deadLetter.include list, and DESIGN §5: "One bad message must
-// not stop its partition for longer than the retry bound".
+// tutorial's deadLetter.include list, and docs/design.md, Retry and
+// backoff: a bad message holds its partition no longer than the retry bound.
 func poisonRetriesExhausted(s *session) (seen string, err error) {
 	const quantity = 2
 	attempts := s.t.RetryMaxAttempts

@@ -8,7 +8,7 @@ import (
 
 // Tutorial: a business rejection (not enough stock, a refund above the
 // payment) is an outcome, not a failure: recorded once, never retried,
-// never dead-lettered (DESIGN §5 failure classes).
+// never dead-lettered (docs/design.md, Error classes).
 
 // noDeadLetters checks service holds no dead letter of orderID.
 func (s *session) noDeadLetters(service, orderID string) error {

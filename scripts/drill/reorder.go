@@ -185,8 +185,8 @@ func (s *session) outcomesNow(outcome string) (map[string]float64, error) {
 	return out, nil
 }
 
-// DESIGN §5: "one order's events are handled one at a time and in order;
-// different orders in parallel" (pkg/messaging
+// docs/design.md, Consumers and partitions: one order's events are handled
+// one at a time and in order, different orders' in parallel (pkg/messaging
 // TestRouterHandlesAnOrderAtATimeAndOrdersInParallel proves the concurrency
 // itself). From outside, an order handled out of turn shows as a REFUNDED
 // v5 parked for its PAID v3.
@@ -361,8 +361,9 @@ func reorderCrossClientPartition(s *session) (string, error) {
 		orders, len(used), n), nil
 }
 
-// DESIGN §5: a gap that never fills is dead-lettered after PARK_DEADLINE
-// and counted (consumer_gap_timeouts_total).
+// docs/design.md, Version guard and parking: a gap that never fills is
+// dead-lettered after PARK_DEADLINE and counted
+// (consumer_gap_timeouts_total).
 func reorderGapDeadline(s *session) (string, error) {
 	if s.t.ParkDeadline > MaxParkDeadline {
 		return "", skip(fmt.Sprintf("PARK_DEADLINE is %s, longer than the %s this drill waits: run the suite and the drill with a short one (e.g. PARK_DEADLINE=10s)",

@@ -205,7 +205,8 @@ type (
 		EventID string `json:"eventId"`
 		Kind    string `json:"kind"`
 	}
-	// deadLetter is a DLQ record with the metadata of DESIGN §5.
+	// deadLetter is a DLQ record with the metadata of docs/design.md, Dead
+	// letters.
 	deadLetter struct {
 		ID             int64     `json:"id"`
 		Consumer       string    `json:"consumer"`

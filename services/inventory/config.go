@@ -11,7 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
-// config is every setting of the service (docs/configuration.md).
+// config is every setting of the service (README.md, Configuration).
 type config struct {
 	DatabaseURL string
 	DBName      string

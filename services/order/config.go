@@ -13,7 +13,7 @@ import (
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 )
 
-// config is the order service's environment (docs/configuration.md).
+// config is the order service's environment (README.md, Configuration).
 type config struct {
 	DatabaseURL      string
 	DBName           string

@@ -1,6 +1,7 @@
 // Command order is the order service: it owns the order lifecycle, applies
 // the payment service's signed callbacks, and emits every state change to
-// order-events through a transactional outbox (DESIGN §2, §6).
+// order-events through a transactional outbox (docs/design.md, Order
+// lifecycle and Outbox).
 package main
 
 import (

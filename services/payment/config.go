@@ -12,7 +12,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
-// config is the payment service's whole environment (docs/configuration.md).
+// config is the payment service's whole environment (README.md, Configuration).
 type config struct {
 	DatabaseURL    string
 	DBName         string

@@ -164,7 +164,8 @@ func (s *Suite) NotificationCount(orderID string) int {
 	return int(out["count"].(float64))
 }
 
-// Snapshot is the order's state across every service (DESIGN §6).
+// Snapshot is the order's state across every service (README.md, API:
+// GET /orders/{id}/snapshot).
 type Snapshot struct {
 	Order         string `json:"order"`
 	OrderVersion  int64  `json:"orderVersion"`

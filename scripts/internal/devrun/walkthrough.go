@@ -9,7 +9,7 @@ import (
 )
 
 // The request bodies and the expected snapshot of the walk-through
-// (DESIGN §6: one order, paid, consumed by everyone).
+// (README.md, Walk-through: one order, paid, consumed by everyone).
 const (
 	// StockBody is PUT /inventory/SKU-1.
 	StockBody = `{"available":100}`

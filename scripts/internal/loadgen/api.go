@@ -16,7 +16,7 @@ import (
 // httpTimeout bounds one call to a service.
 const httpTimeout = 10 * time.Second
 
-// The order statuses the API walk looks at (DESIGN §2).
+// The order statuses the API walk looks at (docs/design.md, Order lifecycle).
 const (
 	statusCreated        = "CREATED"
 	statusPendingPayment = "PENDING_PAYMENT"

@@ -1,9 +1,10 @@
-// Package loadgen is the load generator of the backlog drill (DESIGN §8):
-// it publishes N OrderPaid events straight to the order-events topic, or
-// drives N orders through the HTTP API, each event for its own order and
-// with ids derived from the run id and the index, so a re-run of the same
-// run id republishes the same events and the consumers must treat them as
-// duplicates. scripts/publish_orders is its command line.
+// Package loadgen is the load generator of the backlog drill
+// (docs/backlog.md): it publishes N OrderPaid events straight to the
+// order-events topic, or drives N orders through the HTTP API, each event
+// for its own order and with ids derived from the run id and the index, so
+// a re-run of the same run id republishes the same events and the
+// consumers must treat them as duplicates. scripts/publish_orders is its
+// command line.
 package loadgen
 
 import (

@@ -20,7 +20,8 @@ const Producer = "publish-orders"
 const (
 	Currency  = "CNY"
 	UnitPrice = "10.00"
-	// PaidVersion is the order's aggregateVersion once paid (DESIGN §2).
+	// PaidVersion is the order's aggregateVersion once paid (docs/design.md,
+	// Order lifecycle).
 	PaidVersion = 3
 	// ItemQuantity is how many units of its SKU each order buys.
 	ItemQuantity = 1

@@ -16,7 +16,7 @@ func TestServicesAreDistinct(t *testing.T) {
 			seen[key] = s.Name
 		}
 		if s.ConsumerGroup != "" && s.ConsumerGroup != s.FullName() {
-			t.Errorf("%s: consumer group %q, want %q (DESIGN §6)", s.Name, s.ConsumerGroup, s.FullName())
+			t.Errorf("%s: consumer group %q, want %q (docs/design.md, Architecture)", s.Name, s.ConsumerGroup, s.FullName())
 		}
 	}
 }

@@ -1,5 +1,6 @@
-// Package ports serves the inventory service's HTTP API (DESIGN §6): stock
-// per SKU, and inventory's view of each order with its stock movements.
+// Package ports serves the inventory service's HTTP API (README.md, API):
+// stock per SKU, and inventory's view of each order with its stock
+// movements.
 package ports
 
 import (

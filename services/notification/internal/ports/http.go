@@ -1,5 +1,5 @@
-// Package ports serves the notification service's HTTP API (DESIGN §6): the
-// notifications of an order.
+// Package ports serves the notification service's HTTP API (README.md,
+// API): the notifications of an order.
 package ports
 
 import (

@@ -1,4 +1,4 @@
-// Package ports is the order service's HTTP API (DESIGN §6): the order
+// Package ports is the order service's HTTP API (README.md, API): the order
 // commands and queries, the signed payment callback and the snapshot that
 // reads the whole chain.
 package ports

@@ -1,4 +1,4 @@
-// Package ports serves the points service's HTTP API (DESIGN §6): an
+// Package ports serves the points service's HTTP API (README.md, API): an
 // order's ledger entries and a customer's balance.
 package ports
 

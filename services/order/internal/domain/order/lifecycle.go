@@ -14,7 +14,7 @@ import (
 // eventType names of the order-events contract.
 type EventType string
 
-// The events of the order lifecycle (DESIGN §2).
+// The events of the order lifecycle (docs/design.md, Order lifecycle).
 const (
 	EventCreated         EventType = "OrderCreated"
 	EventCheckedOut      EventType = "OrderCheckedOut"

@@ -13,7 +13,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
-// Status is where an order is in its lifecycle (DESIGN §2).
+// Status is where an order is in its lifecycle (docs/design.md, Order
+// lifecycle).
 type Status string
 
 // The order statuses.
