@@ -9,18 +9,18 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
 // Env is the part of a consumer service's environment that every
 // consumer shares (README.md, Configuration). It is read and checked here, so
 // the names, defaults and rules are the same in every service.
 type Env struct {
-	Brokers          []string
-	OrderEventsTopic string
-	DLQTopic         string
-	ConsumerGroup    string
-	Retry            RetryConfig
-	Parking          ParkingConfig
+	messaging.Env
+	DLQTopic      string
+	ConsumerGroup string
+	Retry         RetryConfig
+	Parking       ParkingConfig
 	// BatchSize bounds the events applied in one transaction
 	// (CONSUMER_BATCH_SIZE); 1 is one transaction per event, the baseline.
 	BatchSize int
@@ -52,10 +52,9 @@ func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 	retry := DefaultRetryConfig()
 	parking := DefaultParkingConfig()
 	return Env{
-		Brokers:          r.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
-		OrderEventsTopic: r.String("ORDER_EVENTS_TOPIC", "order-events"),
-		DLQTopic:         r.String("DLQ_TOPIC", "order-events.dlq"),
-		ConsumerGroup:    r.String("CONSUMER_GROUP", defaultGroup),
+		Env:           messaging.ReadEnv(r),
+		DLQTopic:      r.String("DLQ_TOPIC", "order-events.dlq"),
+		ConsumerGroup: r.String("CONSUMER_GROUP", defaultGroup),
 		Retry: RetryConfig{
 			MaxAttempts:     r.Int("RETRY_MAX_ATTEMPTS", retry.MaxAttempts),
 			InitialInterval: r.Duration("RETRY_INITIAL_INTERVAL", retry.InitialInterval),
@@ -74,8 +73,8 @@ func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 // Validate reports every unusable setting, naming its variable.
 func (e Env) Validate() error {
 	var errs []error
-	if len(e.Brokers) == 0 {
-		errs = append(errs, errors.New("KAFKA_BROKERS must name at least one broker"))
+	if err := e.Env.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if e.OrderEventsTopic == e.DLQTopic {
 		errs = append(errs, errors.New("DLQ_TOPIC must differ from ORDER_EVENTS_TOPIC"))

@@ -8,6 +8,7 @@ package envconfig
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,17 @@ func (r *Reader) Duration(key string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// URL returns the absolute http(s) URL of key without a trailing slash, so
+// paths can be appended, or def. Anything else is malformed: a service
+// learns of a mistyped peer address at start, not at its first call.
+func (r *Reader) URL(key, def string) string {
+	v := strings.TrimRight(r.String(key, def), "/")
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want an absolute http(s) URL", key, v))
+	}
+	return v
 }
 
 // Err reports every malformed value read so far.

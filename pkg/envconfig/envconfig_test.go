@@ -32,3 +32,29 @@ func TestReader(t *testing.T) {
 		t.Fatal("malformed values not reported")
 	}
 }
+
+func TestURL(t *testing.T) {
+	tests := []struct {
+		name, value, want string
+		ok                bool
+	}{
+		{"default", "", "http://127.0.0.1:8081", true},
+		{"trailing slash trimmed", "https://orders.example/", "https://orders.example", true},
+		{"with a path", "http://gateway:80/orders", "http://gateway:80/orders", true},
+		{"no scheme", "order-service:8081", "", false},
+		{"other scheme", "ftp://orders", "", false},
+		{"no host", "http://", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := envconfig.New(func(string) string { return tt.value })
+			got := r.URL("ORDER_URL", "http://127.0.0.1:8081")
+			if err := r.Err(); (err == nil) != tt.ok {
+				t.Fatalf("URL(%q) error %v, want ok %v", tt.value, err, tt.ok)
+			}
+			if tt.ok && got != tt.want {
+				t.Fatalf("URL(%q) = %q, want %q", tt.value, got, tt.want)
+			}
+		})
+	}
+}

@@ -12,7 +12,7 @@ import (
 // dead-lettered a second after it was parked, as PERMANENT WAITING_FOR_GAP,
 // and counted; one whose OrderPaid follows in time is applied instead.
 func TestParkedEventPastTheDeadlineIsDeadLettered(t *testing.T) {
-	s := &service{Service: servicetest.Start(t, run, map[string]string{
+	s := &instance{Service: servicetest.Start(t, run, map[string]string{
 		"PARK_DEADLINE":       "1s",
 		"PARK_SWEEP_INTERVAL": "50ms",
 	})}

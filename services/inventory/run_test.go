@@ -12,40 +12,40 @@ import (
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
 )
 
-// service is one in-process inventory service with its own database,
+// instance is one in-process inventory service with its own database,
 // topics and broker.
-type service struct {
+type instance struct {
 	*servicetest.Service
 	probes int
 }
 
-func startService(t *testing.T) *service {
+func startService(t *testing.T) *instance {
 	t.Helper()
-	return &service{Service: servicetest.Start(t, run, nil)}
+	return &instance{Service: servicetest.Start(t, run, nil)}
 }
 
-func (s *service) setStock(sku string, available int) {
+func (s *instance) setStock(sku string, available int) {
 	s.T().Helper()
 	if code, _ := s.Do(http.MethodPut, "/inventory/"+sku, fmt.Sprintf(`{"available":%d}`, available)); code != http.StatusOK {
 		s.T().Fatalf("PUT /inventory/%s: %d", sku, code)
 	}
 }
 
-func (s *service) stock(sku string) ports.StockResponse {
+func (s *instance) stock(sku string) ports.StockResponse {
 	s.T().Helper()
 	var out ports.StockResponse
 	s.GetJSON("/inventory/"+sku, &out)
 	return out
 }
 
-func (s *service) status(orderID string) string {
+func (s *instance) status(orderID string) string {
 	s.T().Helper()
 	var out ports.OrderResponse
 	s.GetJSON("/inventory/orders/"+orderID, &out)
 	return out.Status
 }
 
-func (s *service) movements(orderID string) []string {
+func (s *instance) movements(orderID string) []string {
 	s.T().Helper()
 	var out ports.MovementsResponse
 	s.GetJSON("/inventory/orders/"+orderID+"/movements", &out)
@@ -59,7 +59,7 @@ func (s *service) movements(orderID string) []string {
 // barrier returns once every message published before it with key has
 // been handled: the consumer handles a partition in order, so when a probe
 // order sent with the same key shows its effect, everything before it did.
-func (s *service) barrier(key string) {
+func (s *instance) barrier(key string) {
 	s.T().Helper()
 	s.probes++
 	probe := fmt.Sprintf("probe-%s-%d", key, s.probes)
@@ -336,7 +336,7 @@ func TestHTTPValidation(t *testing.T) {
 // TestStartsWhileBrokerIsDown starts the service before its broker: HTTP
 // serves at once, and the consumer connects when the broker comes up.
 func TestStartsWhileBrokerIsDown(t *testing.T) {
-	s := &service{Service: servicetest.StartWithoutBroker(t, run, nil)}
+	s := &instance{Service: servicetest.StartWithoutBroker(t, run, nil)}
 	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
 	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while the broker is down, want 200", code)

@@ -2,26 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/reliable-orders/fulfillment/pkg/admin"
-	eventconsumer "github.com/reliable-orders/fulfillment/pkg/consumer"
-	"github.com/reliable-orders/fulfillment/pkg/dlq"
-	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/inbox"
-	"github.com/reliable-orders/fulfillment/pkg/lag"
-	"github.com/reliable-orders/fulfillment/pkg/messaging"
-	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/consumer"
+	"github.com/reliable-orders/fulfillment/pkg/service"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/app"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/storage"
 )
 
 // run wires the service and serves until ctx ends. It returns nil on a
@@ -31,63 +18,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := observability.NewLogger(stdout, "notification-service", cfg.LogLevel)
-	reg := observability.NewRegistry()
-	fp, err := failpoint.Parse(cfg.FailPoints)
+	svc, err := service.NewConsumer(ctx, cfg, stdout, service.Options{
+		Migrations: []postgres.MigrationSet{postgres.EmbeddedSet("notification", migrations)},
+	})
 	if err != nil {
 		return err
 	}
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{MaxOpen: cfg.Consumer.DBMaxConns},
-		inbox.Schema(), versionguard.Schema(), dlq.Schema(), postgres.EmbeddedSet("notification", migrations))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer svc.Close()
 
-	repo := storage.New(db)
-	dead := dlq.NewStore(db)
-	dlqPub := messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(logger))
-	cons := consumer.New(consumer.DBSink(repo, logger), fp, logger)
-	guard := versionguard.NewBatch(cfg.Consumer.ConsumerGroup, cons.Transitions(), cons.Apply)
-	proc := inbox.NewProcessor(db, cfg.Consumer.ConsumerGroup, guard)
-	// The batcher applies the in-flight events of every partition in one
-	// transaction (CONSUMER_BATCH_SIZE=1: one transaction per event).
-	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
-		MaxBatch: cfg.Consumer.BatchSize, Linger: cfg.Consumer.BatchLinger,
-	}, reg)
-	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
-		outcome, err := batcher.Process(ctx, env)
-		if err != nil {
-			return "", err
-		}
-		logger.DebugContext(ctx, "event processed",
-			"eventType", env.EventType, "aggregateId", env.AggregateID, "outcome", outcome)
-		return outcome, nil
-	}
-
-	srv := httpapi.New(httpapi.Config{
-		Addr:       cfg.HTTPAddr,
-		AdminToken: cfg.AdminToken,
-		Ready:      func(ctx context.Context) error { return db.PingContext(ctx) },
-		Registry:   reg,
-	}, logger)
-	ports.Register(srv.Echo, repo)
-	admin.RegisterConsumer(srv.Admin(), db, cfg.Consumer.ConsumerGroup, dead)
-	admin.RegisterReplay(srv.Admin(), dead, dlqPub)
-	admin.RegisterFailPoints(srv.Admin(), fp)
-	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, cfg.Consumer.ConsumerGroup))
-	lagMonitor := lag.Register(srv.Admin(), reg, lag.Config{Brokers: cfg.Consumer.Brokers,
-		Group: cfg.Consumer.ConsumerGroup, Topic: cfg.Consumer.OrderEventsTopic})
-
-	consumerRuntime := cfg.Consumer.Runtime(dlqPub, dead, eventconsumer.NewMetrics(lagMonitor.Registerer()), logger, handle)
-	consumerRuntime.Config.FailPoints = fp
-	consumerRuntime.Parked, consumerRuntime.DB = proc, db
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error { return batcher.Run(ctx) })
-	g.Go(func() error { return eventconsumer.Run(ctx, consumerRuntime) })
-	g.Go(func() error { return lagMonitor.Run(ctx) })
-	logger.InfoContext(ctx, "notification service started", "addr", cfg.HTTPAddr, "topic", cfg.Consumer.OrderEventsTopic)
-	err = g.Wait()
-	return errors.Join(err, dlqPub.Close())
+	repo := adapters.NewRepository(svc.DB)
+	ports.Register(svc.HTTP.Echo, repo)
+	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
+	// Notifications are recorded in the consumer's transaction: the
+	// suite simulates the provider (app.DBSink).
+	notices := app.NewConsumer(app.DBSink(repo, svc.Logger), svc.FailPoints, svc.Logger)
+	return svc.Run(ctx, service.Events{Transitions: notices.Transitions(), ApplyBatch: notices.Apply})
 }

@@ -12,19 +12,19 @@ import (
 	"github.com/reliable-orders/fulfillment/services/notification/internal/ports"
 )
 
-// service is one in-process notification service with its own database, topics
+// instance is one in-process notification service with its own database, topics
 // and broker.
-type service struct {
+type instance struct {
 	*servicetest.Service
 	probes int
 }
 
-func startService(t *testing.T) *service {
+func startService(t *testing.T) *instance {
 	t.Helper()
-	return &service{Service: servicetest.Start(t, run, nil)}
+	return &instance{Service: servicetest.Start(t, run, nil)}
 }
 
-func (s *service) list(orderID string) ports.ListResponse {
+func (s *instance) list(orderID string) ports.ListResponse {
 	s.T().Helper()
 	var out ports.ListResponse
 	s.GetJSON("/notifications?orderId="+orderID, &out)
@@ -32,7 +32,7 @@ func (s *service) list(orderID string) ports.ListResponse {
 }
 
 // kinds lists an order's notifications by kind, in order.
-func (s *service) kinds(orderID string) []string {
+func (s *instance) kinds(orderID string) []string {
 	s.T().Helper()
 	out := s.list(orderID)
 	kinds := make([]string, len(out.Items))
@@ -45,7 +45,7 @@ func (s *service) kinds(orderID string) []string {
 // barrier returns once every message published before it with key has
 // been handled: the consumer handles a partition in order, so when a probe
 // order sent with the same key shows its effect, everything before it did.
-func (s *service) barrier(key string) {
+func (s *instance) barrier(key string) {
 	s.T().Helper()
 	s.probes++
 	probe := fmt.Sprintf("probe-%s-%d", key, s.probes)
@@ -203,7 +203,7 @@ func TestService(t *testing.T) {
 // TestStartsWhileBrokerIsDown starts the service before its broker: HTTP
 // serves at once, and the consumer connects when the broker comes up.
 func TestStartsWhileBrokerIsDown(t *testing.T) {
-	s := &service{Service: servicetest.StartWithoutBroker(t, run, nil)}
+	s := &instance{Service: servicetest.StartWithoutBroker(t, run, nil)}
 	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
 	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while the broker is down, want 200", code)

@@ -3,21 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
-	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
 )
@@ -33,52 +27,28 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := observability.NewLogger(stdout, adapters.Producer, cfg.LogLevel)
-	reg := observability.NewRegistry()
-	fp, err := failpoint.Parse(cfg.FailPoints)
-	if err != nil {
-		return fmt.Errorf("fail points: %w", err)
-	}
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{},
-		outbox.Schema(), postgres.EmbeddedSet("order", migrations))
+	svc, err := service.New(ctx, cfg.Config, stdout, service.Options{
+		Migrations: []postgres.MigrationSet{outbox.Schema(), postgres.EmbeddedSet("order", migrations)},
+		MapError:   ports.MapError,
+	})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	reg.MustRegister(outbox.NewBacklogCollector(db, logger))
+	defer svc.Close()
 
-	repo := adapters.NewRepository(db, cfg.OrderEventsTopic, fp)
-	// A snapshot asks four services at once, many snapshots at a time under
+	repo := adapters.NewRepository(svc.DB, cfg.Events.OrderEventsTopic, svc.FailPoints)
+	// A snapshot asks five services at once, many snapshots at a time under
 	// load: keep the connections.
 	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
 	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
-	srv := httpapi.New(httpapi.Config{
-		Addr:       cfg.HTTPAddr,
-		AdminToken: cfg.AdminToken,
-		Ready:      func(ctx context.Context) error { return db.PingContext(ctx) },
-		Registry:   reg,
-		MapError:   ports.MapError,
-	}, logger)
-	adminGroup := srv.Admin()
-	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), fp).Register(srv.Echo, adminGroup)
-	admin.RegisterFailPoints(adminGroup, fp)
-	admin.RegisterOutbox(adminGroup, db)
+	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), svc.FailPoints).Register(svc.HTTP.Echo, svc.Admin)
 
 	// The publisher connects lazily: a broker outage leaves rows PENDING and
 	// never stops the service.
-	pub := messaging.NewLazyPublisher(cfg.Brokers, watermill.NewSlogLogger(logger))
-	relay, err := outbox.NewRelay(db, outbox.NewPublisherSink(pub), cfg.Relay, logger, outbox.NewRelayMetrics(reg), fp)
-	if err != nil {
-		return fmt.Errorf("outbox relay: %w", err)
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error {
-		err := relay.Run(ctx)
+	pub := messaging.NewLazyPublisher(cfg.Events.Brokers, messaging.WatermillLogger(svc.Logger))
+	if err := svc.AddRelay(cfg.Relay, outbox.NewPublisherSink(pub)); err != nil {
 		return errors.Join(err, pub.Close())
-	})
-	logger.InfoContext(ctx, "order service started", "addr", cfg.HTTPAddr, "database", cfg.DBName,
-		"brokers", cfg.Brokers, "topic", cfg.OrderEventsTopic)
-	return g.Wait()
+	}
+	err = svc.Run(ctx, "brokers", cfg.Events.Brokers, "topic", cfg.Events.OrderEventsTopic)
+	return errors.Join(err, pub.Close())
 }

@@ -28,8 +28,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != ":8081" || cfg.DBName != "orders" || cfg.OrderEventsTopic != "order-events" ||
-		cfg.Brokers[0] != "127.0.0.1:9092" || cfg.CallbackSecret != "dev-callback-secret" ||
+	if cfg.HTTPAddr != ":8081" || cfg.DBName != "orders" || cfg.Events.OrderEventsTopic != "order-events" ||
+		cfg.Events.Brokers[0] != "127.0.0.1:9092" || cfg.CallbackSecret != "dev-callback-secret" ||
 		cfg.Peers.Payment != "http://127.0.0.1:8082" || cfg.Peers.Notification != "http://127.0.0.1:8085" ||
 		cfg.Relay.BatchSize != 2000 || cfg.Relay.PollInterval != 100*time.Millisecond ||
 		cfg.Relay.BackoffInitial != time.Second || cfg.Relay.BackoffMax != 30*time.Second ||
@@ -45,9 +45,9 @@ func TestLoadConfigRejects(t *testing.T) {
 		want []string
 	}{
 		{"bad batch size", map[string]string{"OUTBOX_BATCH_SIZE": "many"}, []string{"OUTBOX_BATCH_SIZE"}},
-		{"zero batch size", map[string]string{"OUTBOX_BATCH_SIZE": "0"}, []string{"batch size"}},
+		{"zero batch size", map[string]string{"OUTBOX_BATCH_SIZE": "0"}, []string{"OUTBOX_BATCH_SIZE"}},
 		{"bad duration", map[string]string{"OUTBOX_POLL_INTERVAL": "fast"}, []string{"OUTBOX_POLL_INTERVAL"}},
-		{"backoff max below initial", map[string]string{"OUTBOX_BACKOFF_INITIAL": "10s", "OUTBOX_BACKOFF_MAX": "1s"}, []string{"backoff"}},
+		{"backoff max below initial", map[string]string{"OUTBOX_BACKOFF_INITIAL": "10s", "OUTBOX_BACKOFF_MAX": "1s"}, []string{"OUTBOX_BACKOFF_MAX"}},
 		{"bad peer url", map[string]string{"PAYMENT_URL": "localhost:8082"}, []string{"PAYMENT_URL"}},
 		{"bad database url", map[string]string{"DATABASE_URL": "mysql://x"}, []string{"DATABASE_URL"}},
 		{"bad log level", map[string]string{"LOG_LEVEL": "loud"}, []string{"LOG_LEVEL"}},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
 
 // TestAdminBacklogEndpoints reads both sides of the payment service's
@@ -17,7 +17,7 @@ import (
 func TestAdminBacklogEndpoints(t *testing.T) {
 	orders := &fakeOrderService{}
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == callback.Path {
+		if r.URL.Path == adapters.CallbackPath {
 			http.Error(w, `{"businessCode":"UNAVAILABLE"}`, http.StatusServiceUnavailable)
 			return
 		}
@@ -46,7 +46,7 @@ func TestAdminBacklogEndpoints(t *testing.T) {
 		s.GetJSON("/admin/outbox?aggregateId=O-1", &backlog)
 		return len(backlog.Events) == 1 && backlog.Events[0].Attempts >= 2
 	})
-	if cb := backlog.Events[0]; cb.EventType != string(callback.PaymentSucceeded) || cb.Status != "PENDING" || cb.NextAttemptAt.IsZero() {
+	if cb := backlog.Events[0]; cb.EventType != string(adapters.CallbackPaymentSucceeded) || cb.Status != "PENDING" || cb.NextAttemptAt.IsZero() {
 		t.Errorf("the callback row = %+v, want a PENDING PAYMENT_SUCCEEDED with its next attempt", cb)
 	}
 	var other admin.OutboxBacklog

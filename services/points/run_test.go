@@ -12,19 +12,19 @@ import (
 	"github.com/reliable-orders/fulfillment/services/points/internal/ports"
 )
 
-// service is one in-process points service with its own database, topics
+// instance is one in-process points service with its own database, topics
 // and broker.
-type service struct {
+type instance struct {
 	*servicetest.Service
 	probes int
 }
 
-func startService(t *testing.T) *service {
+func startService(t *testing.T) *instance {
 	t.Helper()
-	return &service{Service: servicetest.Start(t, run, nil)}
+	return &instance{Service: servicetest.Start(t, run, nil)}
 }
 
-func (s *service) ledger(orderID string) ports.OrderResponse {
+func (s *instance) ledger(orderID string) ports.OrderResponse {
 	s.T().Helper()
 	var out ports.OrderResponse
 	s.GetJSON("/points/orders/"+orderID, &out)
@@ -32,7 +32,7 @@ func (s *service) ledger(orderID string) ports.OrderResponse {
 }
 
 // entries lists an order's ledger as "TYPE points amount", in order.
-func (s *service) entries(orderID string) []string {
+func (s *instance) entries(orderID string) []string {
 	s.T().Helper()
 	out := s.ledger(orderID)
 	entries := make([]string, len(out.Entries))
@@ -42,7 +42,7 @@ func (s *service) entries(orderID string) []string {
 	return entries
 }
 
-func (s *service) balance(customerID string) int64 {
+func (s *instance) balance(customerID string) int64 {
 	s.T().Helper()
 	var out ports.BalanceResponse
 	s.GetJSON("/points/customers/"+customerID, &out)
@@ -52,7 +52,7 @@ func (s *service) balance(customerID string) int64 {
 // barrier returns once every message published before it with key has
 // been handled: the consumer handles a partition in order, so when a probe
 // order sent with the same key shows its effect, everything before it did.
-func (s *service) barrier(key string) {
+func (s *instance) barrier(key string) {
 	s.T().Helper()
 	s.probes++
 	probe := fmt.Sprintf("probe-%s-%d", key, s.probes)
@@ -221,7 +221,7 @@ func TestService(t *testing.T) {
 // TestStartsWhileBrokerIsDown starts the service before its broker: HTTP
 // serves at once, and the consumer connects when the broker comes up.
 func TestStartsWhileBrokerIsDown(t *testing.T) {
-	s := &service{Service: servicetest.StartWithoutBroker(t, run, nil)}
+	s := &instance{Service: servicetest.StartWithoutBroker(t, run, nil)}
 	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
 	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while the broker is down, want 200", code)

@@ -7,19 +7,14 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/ports"
 )
-
-// serviceName is the name in logs.
-const serviceName = "reconciliation-service"
 
 // peerTimeout bounds one read of a service: a page of 500 orders' views.
 const peerTimeout = 30 * time.Second
@@ -31,40 +26,27 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := observability.NewLogger(stdout, serviceName, cfg.LogLevel)
-	reg := observability.NewRegistry()
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, postgres.PoolConfig{},
-		postgres.EmbeddedSet("reconciliation", migrations))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	store := adapters.NewStore(db)
-	peers := adapters.NewPeers(&http.Client{Timeout: peerTimeout, Transport: httpapi.ClientTransport(8)}, cfg.Peers, cfg.AdminToken)
-	reconciler, err := app.NewReconciler(cfg.App, peers, store, app.NewMetrics(reg), logger)
-	if err != nil {
-		return err
-	}
-	monitor := app.NewMonitor(cfg.Monitor, reconciler, store)
-
-	srv := httpapi.New(httpapi.Config{
-		Addr:       cfg.HTTPAddr,
-		AdminToken: cfg.AdminToken,
-		Ready:      func(ctx context.Context) error { return db.PingContext(ctx) },
-		Registry:   reg,
+	svc, err := service.New(ctx, cfg.Config, stdout, service.Options{
+		Migrations: []postgres.MigrationSet{postgres.EmbeddedSet("reconciliation", migrations)},
 		MapError:   ports.MapError,
-	}, logger)
-	g, ctx := errgroup.WithContext(ctx)
-	ports.NewHandler(ctx, reconciler, store).Register(srv.Admin())
-	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error { return monitor.Run(ctx) })
-	if cfg.Interval > 0 {
-		g.Go(func() error { return schedule(ctx, cfg.Interval, reconciler, logger) })
+	})
+	if err != nil {
+		return err
 	}
-	logger.InfoContext(ctx, "reconciliation service started", "addr", cfg.HTTPAddr, "deadline", cfg.App.Deadline,
-		"interval", cfg.Interval)
-	return g.Wait()
+	defer svc.Close()
+
+	store := adapters.NewStore(svc.DB)
+	peers := adapters.NewPeers(&http.Client{Timeout: peerTimeout, Transport: httpapi.ClientTransport(8)}, cfg.Peers, cfg.AdminToken)
+	reconciler, err := app.NewReconciler(cfg.App, peers, store, app.NewMetrics(svc.Registry), svc.Logger)
+	if err != nil {
+		return err
+	}
+	ports.NewHandler(ctx, reconciler, store).Register(svc.Admin)
+	svc.Go(app.NewMonitor(cfg.Monitor, reconciler, store).Run)
+	if cfg.Interval > 0 {
+		svc.Go(func(ctx context.Context) error { return schedule(ctx, cfg.Interval, reconciler, svc.Logger) })
+	}
+	return svc.Run(ctx, "deadline", cfg.App.Deadline, "interval", cfg.Interval)
 }
 
 // schedule starts a run over every order older than the deadline each

@@ -9,14 +9,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/storage"
 )
 
 // Records reads inventory's view of many orders, through a snapshot the
 // consumer facts are read in too.
 type Records interface {
-	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]storage.OrderRecord, error)
+	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]adapters.OrderRecord, error)
 }
 
 // Facts reads the consumer's version and dead letters of orders, and
@@ -55,7 +55,7 @@ func RegisterReconciliation(g *echo.Group, records Records, facts Facts) {
 			return err
 		}
 		ctx := c.Request().Context()
-		var recs map[string]storage.OrderRecord
+		var recs map[string]adapters.OrderRecord
 		fs, err := facts.Read(ctx, ids, func(q sqlx.QueryerContext) error {
 			var err error
 			recs, err = records.Records(ctx, q, ids)

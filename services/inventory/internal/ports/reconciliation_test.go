@@ -24,9 +24,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/storage"
 )
 
 const (
@@ -37,7 +37,7 @@ const (
 type fixture struct {
 	t    *testing.T
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	proc *inbox.Processor
 	dead *dlq.Store
 	url  string
@@ -54,8 +54,8 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db)
-	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(db)
+	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, slog.New(slog.DiscardHandler))
 	ports.Register(srv.Echo, repo)
 	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))

@@ -24,9 +24,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/app"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/storage"
 )
 
 const (
@@ -37,7 +37,7 @@ const (
 type fixture struct {
 	t    *testing.T
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	proc *inbox.Processor
 	dead *dlq.Store
 	url  string
@@ -54,8 +54,8 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db)
-	c := consumer.New(consumer.DBSink(repo, slog.New(slog.DiscardHandler)), fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(db)
+	c := app.NewConsumer(app.DBSink(repo, slog.New(slog.DiscardHandler)), fp, slog.New(slog.DiscardHandler))
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken}, slog.New(slog.DiscardHandler))
 	ports.Register(srv.Echo, repo)
 	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))

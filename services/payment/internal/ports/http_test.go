@@ -22,10 +22,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
 
 // fakeOrders stands in for the order service, which runs in another process.
@@ -73,7 +72,7 @@ func setup(t *testing.T) *fixture {
 	orders.set(pendingOrder("O-1"))
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, logger)
-	ports.NewHandler(orders, storage.New(db)).Register(srv.Echo)
+	ports.NewHandler(orders, adapters.NewRepository(db)).Register(srv.Echo)
 	admin.RegisterOutbox(srv.Admin(), db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
@@ -297,12 +296,12 @@ func TestPayTwice(t *testing.T) {
 	if err := f.db.Get(&row, `SELECT event_id, event_type, topic, payload FROM outbox_events WHERE aggregate_id = 'O-1'`); err != nil {
 		t.Fatal(err)
 	}
-	var cb callback.Callback
+	var cb adapters.Callback
 	if err := json.Unmarshal(row.Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if row.Type != string(callback.PaymentSucceeded) || row.Topic != callback.Topic || cb.CallbackID != row.EventID ||
-		cb.Type != callback.PaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
+	if row.Type != string(adapters.CallbackPaymentSucceeded) || row.Topic != adapters.CallbackTopic || cb.CallbackID != row.EventID ||
+		cb.Type != adapters.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
 		cb.Amount.String() != "80.00" || cb.Currency != "CNY" || cb.RefundID != "" || cb.Reason != "" {
 		t.Fatalf("callback row %s %s %s", row.Type, row.Topic, row.Payload)
 	}

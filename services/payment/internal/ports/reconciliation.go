@@ -13,13 +13,13 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
 
 // Records reads what the payment service holds of many orders, through a
 // snapshot the consumer facts are read in too.
 type Records interface {
-	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]storage.OrderRecord, error)
+	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]adapters.OrderRecord, error)
 }
 
 // Facts reads the refund consumer's version and dead letters of orders,
@@ -30,7 +30,7 @@ type Facts interface {
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
-	RefundPayment(ctx context.Context, req storage.RefundRequest) (storage.RefundOutcome, error)
+	RefundPayment(ctx context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error)
 }
 
 // ReconciliationView is the payment service's view of one order for the
@@ -100,7 +100,7 @@ func RegisterReconciliation(g *echo.Group, records Records, facts Facts) {
 			return err
 		}
 		ctx := c.Request().Context()
-		var recs map[string]storage.OrderRecord
+		var recs map[string]adapters.OrderRecord
 		fs, err := facts.Read(ctx, ids, func(q sqlx.QueryerContext) error {
 			var err error
 			recs, err = records.Records(ctx, q, ids)
@@ -117,7 +117,7 @@ func RegisterReconciliation(g *echo.Group, records Records, facts Facts) {
 	})
 }
 
-func reconciliationView(orderID string, rec storage.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, rec adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
 	v := ReconciliationView{OrderID: orderID, Refunds: make([]ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
 	if p := rec.Payment; p != nil {
 		v.Payment = &ReconciledPayment{PaymentID: p.ID, Amount: event.NewMoney(p.Amount), Currency: p.Currency,
@@ -161,7 +161,7 @@ func RegisterRefunds(g *echo.Group, refunds Refunds) {
 		if err := event.ValidateReason("reason", body.Reason); err != nil {
 			return err
 		}
-		out, err := refunds.RefundPayment(c.Request().Context(), storage.RefundRequest{
+		out, err := refunds.RefundPayment(c.Request().Context(), adapters.RefundRequest{
 			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason,
 		})
 		if err != nil {

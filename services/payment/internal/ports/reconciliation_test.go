@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -25,11 +27,10 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
 
 const (
@@ -56,7 +57,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db)
+	repo := adapters.NewRepository(db)
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	g := srv.Admin()
@@ -67,7 +68,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 	t.Cleanup(ts.Close)
 	return &adminFixture{
 		fixture: &fixture{db: db, orders: orders, url: ts.URL},
-		proc:    consumer.NewProcessor(db, consumerName, consumer.NewApplier(repo, fp, logger)),
+		proc:    processor(db, app.NewConsumer(repo, fp, logger)),
 		dead:    dlq.NewStore(db),
 	}
 }
@@ -228,7 +229,7 @@ func TestReconciliationViews(t *testing.T) {
 				map[string]any{"refundId": "R-2", "amount": "60.00", "currency": "CNY", "status": "REJECTED", "reason": "REFUND_EXCEEDS_PAYMENT", "createdAt": refundTimes[1]},
 			},
 			"outbox":   f.storedOutbox(t, "O-1"),
-			"consumer": map[string]any{"version": 6.0, "state": consumer.StateRefundHandled},
+			"consumer": map[string]any{"version": 6.0, "state": app.StateRefundHandled},
 			"deadLetters": []any{map[string]any{"id": float64(again), "eventId": "E-dead", "eventType": "OrderRefundRequested",
 				"errorClass": "RETRYABLE", "failureReason": "HANDLER_ERROR: database down", "deadLetteredAt": deadAt[0], "replayedBefore": true}},
 		},
@@ -239,7 +240,7 @@ func TestReconciliationViews(t *testing.T) {
 			"refunds": []any{map[string]any{"refundId": "R-3", "amount": "10.00", "currency": "CNY", "status": "REJECTED",
 				"reason": "NO_PAYMENT", "createdAt": refundTimes[2]}},
 			"outbox":      f.storedOutbox(t, "O-2"),
-			"consumer":    map[string]any{"version": 4.0, "state": consumer.StateRefundHandled},
+			"consumer":    map[string]any{"version": 4.0, "state": app.StateRefundHandled},
 			"deadLetters": []any{},
 		},
 	}}
@@ -303,11 +304,11 @@ func (f *adminFixture) refundState(t *testing.T, orderID string) refundState {
 		Payload []byte `db:"payload"`
 	}
 	if err := f.db.Select(&rows, `SELECT aggregate_version, payload FROM outbox_events WHERE aggregate_id = $1 AND event_type <> $2 ORDER BY id`,
-		orderID, string(callback.PaymentSucceeded)); err != nil {
+		orderID, string(adapters.CallbackPaymentSucceeded)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		var cb callback.Callback
+		var cb adapters.Callback
 		if err := json.Unmarshal(r.Payload, &cb); err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +453,7 @@ func TestRepublishCallback(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		t.Fatal(err)
 	}
-	if code != 200 || s.EventID != eventID || s.EventType != string(callback.PaymentSucceeded) || s.Status != outbox.StatusPending ||
+	if code != 200 || s.EventID != eventID || s.EventType != string(adapters.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
 		s.Attempts != 1 || s.SentAt != nil || strings.Contains(raw, "sentAt") {
 		t.Fatalf("republish: %d %s", code, raw)
 	}
@@ -506,4 +507,10 @@ func TestConcurrentOperatorRefundsApplyOnce(t *testing.T) {
 	if got := f.refundState(t, "O-1"); got.refunded != "10.00" || len(got.callbacks) != 1 {
 		t.Fatalf("O-1 after the race: %+v", got)
 	}
+}
+
+// processor is the payment consumer's inbox processor, as the service
+// builds it: dedup row, version guard and refund in one transaction.
+func processor(db *sqlx.DB, c *app.Consumer) *inbox.Processor {
+	return inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
 }

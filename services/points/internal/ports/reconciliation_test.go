@@ -25,9 +25,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/points/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/points/internal/app"
 	"github.com/reliable-orders/fulfillment/services/points/internal/ports"
-	"github.com/reliable-orders/fulfillment/services/points/internal/storage"
 )
 
 const (
@@ -38,7 +38,7 @@ const (
 type fixture struct {
 	t    *testing.T
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	proc *inbox.Processor
 	dead *dlq.Store
 	url  string
@@ -55,8 +55,8 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db, consumerName)
-	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(db, consumerName)
+	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken}, slog.New(slog.DiscardHandler))
 	ports.Register(srv.Echo, repo)
 	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))

@@ -1,4 +1,4 @@
-package consumer_test
+package app_test
 
 import (
 	"context"
@@ -19,16 +19,16 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/storage"
 )
 
 const consumerName = "inventory-service"
 
 type fixture struct {
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	proc *inbox.Processor
 	fp   *failpoint.Registry
 }
@@ -41,8 +41,8 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db)
-	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(db)
+	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
 }
@@ -223,7 +223,7 @@ func TestRefundRestocksWhatWasDeducted(t *testing.T) {
 func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
 	env := paid(t, "O-1", items("A", 2))
@@ -300,7 +300,7 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	const orders, stock = 48, 24
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": stock, "B": stock})
-	c := consumer.New(f.repo, f.fp, slog.New(slog.DiscardHandler))
+	c := app.NewConsumer(f.repo, f.fp, slog.New(slog.DiscardHandler))
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	var workers errgroup.Group

@@ -1,4 +1,4 @@
-package storage_test
+package adapters_test
 
 import (
 	"context"
@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
 
 const secret = "test-callback-secret"
@@ -26,7 +25,7 @@ type orderService struct {
 	up        bool
 	refused   int
 	badSigned int
-	delivered []callback.Callback
+	delivered []adapters.Callback
 }
 
 func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +36,7 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r.URL.Path != callback.Path {
+	if r.URL.Path != adapters.CallbackPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -51,7 +50,7 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 		return
 	}
-	var cb callback.Callback
+	var cb adapters.Callback
 	if err := json.Unmarshal(body, &cb); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -61,10 +60,10 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"businessCode":"SUCCESS","status":"PAID","version":3}`))
 }
 
-func (o *orderService) snapshot() (refused, badSigned int, delivered []callback.Callback) {
+func (o *orderService) snapshot() (refused, badSigned int, delivered []adapters.Callback) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.refused, o.badSigned, append([]callback.Callback(nil), o.delivered...)
+	return o.refused, o.badSigned, append([]adapters.Callback(nil), o.delivered...)
 }
 
 func (o *orderService) start() {
@@ -88,7 +87,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 
 func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	db := newDB(t)
-	repo := storage.New(db)
+	repo := adapters.NewRepository(db)
 	p, _, err := repo.Create(context.Background(), payment.New(request(t, "O-1", "80.00")), 2)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +102,7 @@ func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	defer ts.Close()
 	cfg := outbox.DefaultRelayConfig()
 	cfg.PollInterval, cfg.BackoffInitial, cfg.BackoffMax = 5*time.Millisecond, 10*time.Millisecond, 20*time.Millisecond
-	relay, err := outbox.NewRelay(db, outbox.NewHTTPSink(ts.Client(), ts.URL+callback.Path, []byte(secret)), cfg,
+	relay, err := outbox.NewRelay(db, outbox.NewHTTPSink(ts.Client(), ts.URL+adapters.CallbackPath, []byte(secret)), cfg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +150,7 @@ func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	if sent.Attempts != refused+1 || sent.SentAt == nil {
 		t.Fatalf("sent row %+v after %d refusals", sent, refused)
 	}
-	want := callback.Callback{CallbackID: callbackID, Type: callback.PaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
+	want := adapters.Callback{CallbackID: callbackID, Type: adapters.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
 		Amount: delivered[0].Amount, Currency: "CNY"}
 	if len(delivered) != 1 || delivered[0] != want || delivered[0].Amount.String() != "80.00" {
 		t.Fatalf("delivered %+v, want once %+v", delivered, want)

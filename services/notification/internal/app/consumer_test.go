@@ -1,4 +1,4 @@
-package consumer_test
+package app_test
 
 import (
 	"context"
@@ -16,16 +16,16 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/notification/internal/app"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/storage"
 )
 
 const consumerName = "notification-service"
 
 type fixture struct {
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	fp   *failpoint.Registry
 }
 
@@ -37,17 +37,17 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fixture{db: db, repo: storage.New(db), fp: fp}
+	return fixture{db: db, repo: adapters.NewRepository(db), fp: fp}
 }
 
 // processor returns a processor sending through senders.
-func (f fixture) processor(senders consumer.SenderFactory) *inbox.Processor {
-	c := consumer.New(senders, f.fp, slog.New(slog.DiscardHandler))
+func (f fixture) processor(senders app.SenderFactory) *inbox.Processor {
+	c := app.NewConsumer(senders, f.fp, slog.New(slog.DiscardHandler))
 	return inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 }
 
 func (f fixture) dbProcessor() *inbox.Processor {
-	return f.processor(consumer.DBSink(f.repo, slog.New(slog.DiscardHandler)))
+	return f.processor(app.DBSink(f.repo, slog.New(slog.DiscardHandler)))
 }
 
 // sent lists an order's notifications as their kinds, in order.
@@ -199,7 +199,7 @@ func (failingSender) Send(context.Context, []notification.Notification) error { 
 func TestFailedSendRollsBackEverything(t *testing.T) {
 	f := newFixture(t)
 	env := newEvent(t, event.OrderPaid, "O-1", 3)
-	failing := f.processor(func(*sqlx.Tx) consumer.Sender { return failingSender{} })
+	failing := f.processor(func(*sqlx.Tx) app.Sender { return failingSender{} })
 
 	if _, err := failing.Process(context.Background(), env); !errors.Is(err, errProviderDown) {
 		t.Fatalf("process: %v, want the sender's error", err)
@@ -221,7 +221,7 @@ func TestFailedSendRollsBackEverything(t *testing.T) {
 func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	f := newFixture(t)
 	proc := f.dbProcessor()
-	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
 	env := newEvent(t, event.OrderPaid, "O-1", 3)

@@ -1,7 +1,4 @@
-// Package orderclient looks orders up in the order service
-// (GET {ORDER_URL}/orders/{id}), which the payment service must do before it
-// accepts a payment.
-package orderclient
+package adapters
 
 import (
 	"context"
@@ -11,24 +8,53 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // maxBody bounds how much of an answer is read.
 const maxBody = 1 << 20
 
-// Client talks to the order service.
-type Client struct {
+// orderServiceTimeout bounds one call to the order service (look-up or
+// callback).
+const orderServiceTimeout = 5 * time.Second
+
+// OrderService is how the payment service reaches the order service, over
+// one HTTP transport: the look-up of an order before a payment is accepted,
+// and the signed callbacks the outbox relay delivers.
+type OrderService struct {
+	Orders    *OrderClient
+	Callbacks *outbox.HTTPSink
+}
+
+// NewOrderService returns the order service at baseURL (ORDER_URL), whose
+// callbacks are signed with secret (CALLBACK_SECRET).
+func NewOrderService(baseURL string, secret []byte) OrderService {
+	// Keep enough idle connections for the callbacks in flight (Go's
+	// default keeps two).
+	client := &http.Client{Timeout: orderServiceTimeout, Transport: httpapi.ClientTransport(2 * outbox.DefaultHTTPSinkParallel)}
+	return OrderService{
+		Orders:    NewOrderClient(client, baseURL),
+		Callbacks: outbox.NewHTTPSink(client, strings.TrimRight(baseURL, "/")+CallbackPath, secret),
+	}
+}
+
+// OrderClient looks orders up in the order service (GET
+// {ORDER_URL}/orders/{id}), which the payment service must do before it
+// accepts a payment.
+type OrderClient struct {
 	http    *http.Client
 	baseURL string
 }
 
-// New returns a client for the order service at baseURL (ORDER_URL).
-func New(client *http.Client, baseURL string) *Client {
-	return &Client{http: client, baseURL: strings.TrimRight(baseURL, "/")}
+// NewOrderClient returns a client for the order service at baseURL (ORDER_URL).
+func NewOrderClient(client *http.Client, baseURL string) *OrderClient {
+	return &OrderClient{http: client, baseURL: strings.TrimRight(baseURL, "/")}
 }
 
 // orderView is the part of GET /orders/{id} the payment service needs.
@@ -42,7 +68,7 @@ type orderView struct {
 
 // Order returns the order orderID, or an error wrapping
 // payment.ErrOrderNotFound when the order service does not know it.
-func (c *Client) Order(ctx context.Context, orderID string) (payment.Order, error) {
+func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderID), nil)
 	if err != nil {
 		return payment.Order{}, fmt.Errorf("order look-up request: %w", err)

@@ -1,4 +1,4 @@
-package orderclient_test
+package adapters_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/orderclient"
 )
 
 func TestOrder(t *testing.T) {
@@ -28,7 +28,7 @@ func TestOrder(t *testing.T) {
 		}
 	}))
 	defer ts.Close()
-	c := orderclient.New(ts.Client(), ts.URL+"/")
+	c := adapters.NewOrderClient(ts.Client(), ts.URL+"/")
 
 	tests := []struct {
 		id         string

@@ -1,7 +1,7 @@
-// Package storage keeps the points ledger in Postgres. The consumer's
+// Package adapters keeps the points ledger in Postgres. The consumer's
 // methods run inside the transaction the inbox opened, so a ledger entry,
 // the dedup row and the version guard commit together or not at all.
-package storage
+package adapters
 
 import (
 	"context"
@@ -24,7 +24,9 @@ type Repository struct {
 
 // New returns a repository over db. The points state of an order is the
 // version guard's state for consumer, so it is read from there.
-func New(db *sqlx.DB, consumer string) *Repository { return &Repository{db: db, consumer: consumer} }
+func NewRepository(db *sqlx.DB, consumer string) *Repository {
+	return &Repository{db: db, consumer: consumer}
+}
 
 type entryRow struct {
 	OrderID    string          `db:"order_id"`

@@ -1,8 +1,10 @@
-// Package storage keeps payments and the refunds ledger in Postgres. Every
-// change is written in one transaction with the callback that reports it to
-// the order service (an outbox row), so a payment or refund is never
-// committed without its callback, nor a callback sent for a rolled-back one.
-package storage
+// Package adapters connects the payment service to the outside world:
+// payments and the refunds ledger in Postgres, each change written in one
+// transaction with the callback that reports it to the order service (an
+// outbox row, so a payment or refund is never committed without its
+// callback, nor a callback sent for a rolled-back one); the callback
+// contract; and the order service's API.
+package adapters
 
 import (
 	"context"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -32,8 +33,8 @@ type Repository struct {
 	db *sqlx.DB
 }
 
-// New returns a repository over db.
-func New(db *sqlx.DB) *Repository { return &Repository{db: db} }
+// NewRepository returns a repository over db.
+func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
 
 type paymentRow struct {
 	PaymentID string          `db:"payment_id"`
@@ -104,7 +105,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := callback.New(callback.PaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := NewCallback(CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
@@ -118,7 +119,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 	return stored, created, nil
 }
 
-func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb callback.Callback, orderVersion int64) error {
+func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb Callback, orderVersion int64) error {
 	msg, err := cb.Message(orderVersion)
 	if err != nil {
 		return err
@@ -220,10 +221,10 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 
 	paymentID := sql.NullString{String: p.ID, Valid: !noPayment}
 	out := RefundOutcome{Status: RefundSucceeded}
-	cbType := callback.RefundSucceeded
+	cbType := CallbackRefundSucceeded
 	if rejection != nil {
 		out = RefundOutcome{Status: RefundRejected, Reason: rejection.Reason}
-		cbType = callback.RefundRejected
+		cbType = CallbackRefundRejected
 	}
 	// The payment's row lock serializes two requests of one refund id, but
 	// not when there is no payment: the second insert then waits for the
@@ -261,7 +262,7 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 	if noPayment {
 		cbPaymentID = req.PaymentID
 	}
-	cb := callback.New(cbType, req.OrderID, cbPaymentID, req.Amount, req.Currency)
+	cb := NewCallback(cbType, req.OrderID, cbPaymentID, req.Amount, req.Currency)
 	cb.RefundID = req.RefundID
 	cb.Reason = out.Reason
 	if err := addCallback(ctx, tx, cb, req.OrderVersion); err != nil {

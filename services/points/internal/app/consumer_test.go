@@ -1,4 +1,4 @@
-package consumer_test
+package app_test
 
 import (
 	"context"
@@ -18,16 +18,16 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/points/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/points/internal/app"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
-	"github.com/reliable-orders/fulfillment/services/points/internal/storage"
 )
 
 const consumerName = "points-service"
 
 type fixture struct {
 	db   *sqlx.DB
-	repo *storage.Repository
+	repo *adapters.Repository
 	proc *inbox.Processor
 	fp   *failpoint.Registry
 }
@@ -40,8 +40,8 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := storage.New(db, consumerName)
-	c := consumer.New(repo, fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(db, consumerName)
+	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
 }
@@ -197,7 +197,7 @@ func TestApply(t *testing.T) {
 
 func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	f := newFixture(t)
-	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
 	env := paid(t, "O-1", "80.00")
@@ -231,8 +231,8 @@ func TestLargestAmountEarnsItsPoints(t *testing.T) {
 func TestBatchOfManyOrders(t *testing.T) {
 	const orders = 40
 	f := newFixture(t)
-	repo := storage.New(f.db, consumerName)
-	c := consumer.New(repo, f.fp, slog.New(slog.DiscardHandler))
+	repo := adapters.NewRepository(f.db, consumerName)
+	c := app.NewConsumer(repo, f.fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	bp := inbox.NewBatchProcessor(proc, inbox.BatchConfig{MaxBatch: 16, Linger: 5 * time.Millisecond}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,8 +1,8 @@
-// Package consumer applies order events to inventory: OrderPaid deducts the
+// Package app applies order events to inventory: OrderPaid deducts the
 // order's stock (or rejects the order when stock is short), OrderRefunded
 // restocks what was deducted. It runs inside the inbox transaction, behind
 // the version guard, so each event moves stock once and in order.
-package consumer
+package app
 
 import (
 	"context"
@@ -43,8 +43,8 @@ type Consumer struct {
 	logger *slog.Logger
 }
 
-// New returns a consumer over store.
-func New(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
+// NewConsumer returns a consumer over store.
+func NewConsumer(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
 	return &Consumer{store: store, fp: fp, logger: logger}
 }
 

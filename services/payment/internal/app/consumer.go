@@ -1,10 +1,10 @@
-// Package consumer executes the refunds the order service asks for: it
+// Package app executes the refunds the order service asks for: it
 // consumes OrderRefundRequested (a refund of a paid order) and
 // OrderPaymentRejected (a payment the order could not take, returned in
 // full) from order-events and, in one transaction with the event's dedup
 // row and version guard, records the refund's outcome and the callback
 // that reports it.
-package consumer
+package app
 
 import (
 	"context"
@@ -15,9 +15,8 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
 
 // FailPoint makes apply fail on demand, so tests and drills can exercise the
@@ -31,7 +30,7 @@ const StateRefundHandled = "REFUND_HANDLED"
 
 // Transitions is the consumer's state machine: only refunds matter to the
 // payment service, and an order may ask for several.
-func Transitions() versionguard.Transitions {
+func (c *Consumer) Transitions() versionguard.Transitions {
 	from := []string{versionguard.InitialState, StateRefundHandled}
 	return versionguard.Transitions{
 		event.OrderRefundRequested: from,
@@ -41,46 +40,46 @@ func Transitions() versionguard.Transitions {
 
 // Refunder executes or rejects a refund inside the consumer's transaction.
 type Refunder interface {
-	Refund(ctx context.Context, tx *sqlx.Tx, req storage.RefundRequest) (storage.RefundOutcome, error)
+	Refund(ctx context.Context, tx *sqlx.Tx, req adapters.RefundRequest) (adapters.RefundOutcome, error)
 }
 
-// Applier is the version guard's apply function for the payment service.
-type Applier struct {
+// Consumer is the payment consumer's apply function and transition table.
+type Consumer struct {
 	refunds    Refunder
 	failPoints *failpoint.Registry
 	logger     *slog.Logger
 }
 
-// NewApplier returns an applier; failPoints may be nil.
-func NewApplier(refunds Refunder, failPoints *failpoint.Registry, logger *slog.Logger) *Applier {
-	return &Applier{refunds: refunds, failPoints: failPoints, logger: logger}
+// NewConsumer returns a consumer over refunds; failPoints may be nil.
+func NewConsumer(refunds Refunder, failPoints *failpoint.Registry, logger *slog.Logger) *Consumer {
+	return &Consumer{refunds: refunds, failPoints: failPoints, logger: logger}
 }
 
 // Apply executes the refund env requests. A refund that cannot be made is a
 // business rejection recorded in the ledger (with its callback) and returns
 // no error, so it is never retried; errors are database failures, retried
 // by the router up to its bound.
-func (a *Applier) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
-	if err := a.failPoints.Inject(FailPoint); err != nil {
+func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+	if err := c.failPoints.Inject(FailPoint); err != nil {
 		return "", err
 	}
 	req, err := refundOf(env)
 	if err != nil {
 		return "", err
 	}
-	out, err := a.refunds.Refund(ctx, tx, req)
+	out, err := c.refunds.Refund(ctx, tx, req)
 	if err != nil {
 		return "", fmt.Errorf("refund %s of order %s: %w", req.RefundID, env.AggregateID, err)
 	}
-	a.logger.InfoContext(ctx, "refund handled", "orderId", env.AggregateID, "refundId", req.RefundID,
+	c.logger.InfoContext(ctx, "refund handled", "orderId", env.AggregateID, "refundId", req.RefundID,
 		"eventType", env.EventType, "status", out.Status, "reason", out.Reason, "callbackId", out.CallbackID)
 	return StateRefundHandled, nil
 }
 
 // refundOf reads the refund an event asks for: part of a paid order's
 // payment, or the whole of a payment the order could not take.
-func refundOf(env event.Envelope) (storage.RefundRequest, error) {
-	req := storage.RefundRequest{OrderID: env.AggregateID, OrderVersion: env.AggregateVersion}
+func refundOf(env event.Envelope) (adapters.RefundRequest, error) {
+	req := adapters.RefundRequest{OrderID: env.AggregateID, OrderVersion: env.AggregateVersion}
 	switch env.EventType {
 	case event.OrderRefundRequested:
 		var d event.OrderRefundRequestedData
@@ -98,18 +97,4 @@ func refundOf(env event.Envelope) (storage.RefundRequest, error) {
 		return req, fmt.Errorf("no refund in %s", env.EventType)
 	}
 	return req, nil
-}
-
-// NewProcessor returns the inbox processor of the payment consumer named
-// name (its consumer group, "payment-service" by default): dedup row,
-// version guard and refund in one transaction.
-func NewProcessor(db *sqlx.DB, name string, a *Applier) *inbox.Processor {
-	return inbox.NewProcessor(db, name, NewGuard(name, a))
-}
-
-// NewGuard returns the version guard of the payment consumer named name:
-// the processor decides refund requests through it, and the consumer's gap
-// sweeper takes its expired parked events from it.
-func NewGuard(name string, a *Applier) *versionguard.Guard {
-	return versionguard.New(name, Transitions(), a.Apply)
 }

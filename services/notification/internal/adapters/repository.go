@@ -1,8 +1,8 @@
-// Package storage keeps the notifications the default sender recorded in
+// Package adapters keeps the notifications the default sender recorded in
 // Postgres. Record runs inside the transaction the inbox opened, so a
 // notification, the dedup row and the version guard commit together or not
 // at all.
-package storage
+package adapters
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type Repository struct {
 }
 
 // New returns a repository over db.
-func New(db *sqlx.DB) *Repository { return &Repository{db: db} }
+func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
 
 type notificationRow struct {
 	OrderID    string    `db:"order_id"`

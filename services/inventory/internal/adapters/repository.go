@@ -1,8 +1,8 @@
-// Package storage keeps the inventory service's stock, orders and stock
+// Package adapters keeps the inventory service's stock, orders and stock
 // movements in Postgres. The consumer's methods run inside the transaction
 // the inbox opened, so stock, movements, the dedup row and the version
 // guard commit together or not at all.
-package storage
+package adapters
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type Repository struct {
 }
 
 // New returns a repository over db.
-func New(db *sqlx.DB) *Repository { return &Repository{db: db} }
+func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
 
 type movementRow struct {
 	OrderID   string    `db:"order_id"`

@@ -1,4 +1,4 @@
-package consumer_test
+package app_test
 
 import (
 	"context"
@@ -20,17 +20,16 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/callback"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/consumer"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
 
 const consumerName = "payment-service"
 
 type fixture struct {
 	db        *sqlx.DB
-	repo      *storage.Repository
+	repo      *adapters.Repository
 	fp        *failpoint.Registry
 	proc      *inbox.Processor
 	paymentID string
@@ -42,7 +41,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
-	repo := storage.New(db)
+	repo := adapters.NewRepository(db)
 	req, err := payment.NewRequest("O-1", "80.00", "CNY")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +55,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	proc := consumer.NewProcessor(db, consumerName, consumer.NewApplier(repo, fp, logger))
+	proc := processor(db, app.NewConsumer(repo, fp, logger))
 	return &fixture{db: db, repo: repo, fp: fp, proc: proc, paymentID: p.ID}
 }
 
@@ -105,14 +104,14 @@ func (f *fixture) refunds(t *testing.T, orderID string) []refundRow {
 }
 
 // callbacks returns the order's callbacks of type typ.
-func (f *fixture) callbacks(t *testing.T, orderID string, typ callback.Type) []callback.Callback {
+func (f *fixture) callbacks(t *testing.T, orderID string, typ adapters.CallbackType) []adapters.Callback {
 	t.Helper()
 	var payloads [][]byte
 	if err := f.db.Select(&payloads, `SELECT payload FROM outbox_events WHERE aggregate_id = $1 AND event_type = $2 ORDER BY id`,
 		orderID, string(typ)); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]callback.Callback, len(payloads))
+	out := make([]adapters.Callback, len(payloads))
 	for i, p := range payloads {
 		if err := json.Unmarshal(p, &out[i]); err != nil {
 			t.Fatal(err)
@@ -135,7 +134,7 @@ func TestFullRefund(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != storage.RefundSucceeded ||
+	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != adapters.RefundSucceeded ||
 		rows[0].PaymentID == nil || *rows[0].PaymentID != f.paymentID || !decimal.RequireFromString(rows[0].Amount).Equal(decimal.NewFromInt(80)) || rows[0].Reason != nil {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -143,16 +142,16 @@ func TestFullRefund(t *testing.T) {
 	if p.Status != payment.StatusRefunded || p.Refunded.String() != "80" {
 		t.Fatalf("payment after full refund: %s refunded %s", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", callback.RefundSucceeded)
+	cbs := f.callbacks(t, "O-1", adapters.CallbackRefundSucceeded)
 	if len(cbs) != 1 || cbs[0].RefundID != "R-1" || cbs[0].PaymentID != f.paymentID || cbs[0].Amount.String() != "80.00" ||
 		cbs[0].Currency != "CNY" || cbs[0].Reason != "" || cbs[0].CallbackID == "" {
 		t.Fatalf("REFUND_SUCCEEDED callbacks %+v", cbs)
 	}
-	if n := len(f.callbacks(t, "O-1", callback.RefundRejected)); n != 0 {
+	if n := len(f.callbacks(t, "O-1", adapters.CallbackRefundRejected)); n != 0 {
 		t.Fatalf("%d REFUND_REJECTED callbacks", n)
 	}
 	state, version, err := versionguard.State(context.Background(), f.db, consumerName, "O-1")
-	if err != nil || state != consumer.StateRefundHandled || version != 4 {
+	if err != nil || state != app.StateRefundHandled || version != 4 {
 		t.Fatalf("guard state %s v%d (%v)", state, version, err)
 	}
 }
@@ -162,7 +161,7 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.01"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].Status != storage.RefundRejected || rows[0].Reason == nil ||
+	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].Reason == nil ||
 		*rows[0].Reason != payment.ReasonRefundExceedsPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -170,12 +169,12 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	if p.Status != payment.StatusSucceeded || !p.Refunded.IsZero() {
 		t.Fatalf("payment after rejected refund: %s refunded %s", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", callback.RefundRejected)
+	cbs := f.callbacks(t, "O-1", adapters.CallbackRefundRejected)
 	if len(cbs) != 1 || cbs[0].Reason != payment.ReasonRefundExceedsPayment || cbs[0].RefundID != "R-1" ||
 		cbs[0].Amount.String() != "80.01" || cbs[0].PaymentID != f.paymentID {
 		t.Fatalf("REFUND_REJECTED callbacks %+v", cbs)
 	}
-	if n := len(f.callbacks(t, "O-1", callback.RefundSucceeded)); n != 0 {
+	if n := len(f.callbacks(t, "O-1", adapters.CallbackRefundSucceeded)); n != 0 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks", n)
 	}
 }
@@ -185,11 +184,11 @@ func TestRefundWithoutPaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-2", 4, "R-2", "P-elsewhere", "10.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-2")
-	if len(rows) != 1 || rows[0].Status != storage.RefundRejected || rows[0].PaymentID != nil ||
+	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].PaymentID != nil ||
 		rows[0].Reason == nil || *rows[0].Reason != payment.ReasonNoPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
-	cbs := f.callbacks(t, "O-2", callback.RefundRejected)
+	cbs := f.callbacks(t, "O-2", adapters.CallbackRefundRejected)
 	if len(cbs) != 1 || cbs[0].Reason != payment.ReasonNoPayment || cbs[0].PaymentID != "P-elsewhere" {
 		t.Fatalf("REFUND_REJECTED callbacks %+v", cbs)
 	}
@@ -204,7 +203,7 @@ func TestSameRefundEventTwice(t *testing.T) {
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows, want 1", len(rows))
 	}
-	if n := len(f.callbacks(t, "O-1", callback.RefundSucceeded)); n != 1 {
+	if n := len(f.callbacks(t, "O-1", adapters.CallbackRefundSucceeded)); n != 1 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 1", n)
 	}
 	p := f.payment(t, "O-1")
@@ -236,7 +235,7 @@ func TestSecondRefundAfterRejection(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-3", f.paymentID, "1.00"), versionguard.IgnoredStale)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 2 || rows[0].Status != storage.RefundRejected || rows[1].Status != storage.RefundSucceeded {
+	if len(rows) != 2 || rows[0].Status != adapters.RefundRejected || rows[1].Status != adapters.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded {
@@ -246,7 +245,7 @@ func TestSecondRefundAfterRejection(t *testing.T) {
 
 func TestFailPointFailsApplyWithoutSideEffects(t *testing.T) {
 	f := setup(t)
-	if err := f.fp.Set(consumer.FailPoint, failpoint.ActionError, 1); err != nil {
+	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
 	env := refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00")
@@ -294,13 +293,13 @@ func TestRejectedPaymentIsReturnedInFull(t *testing.T) {
 	f.process(t, env, inbox.Duplicate)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != storage.RefundSucceeded {
+	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != adapters.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded || !p.Refunded.Equal(decimal.NewFromInt(80)) {
 		t.Fatalf("payment %s refunded %s, want REFUNDED 80", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", callback.RefundSucceeded)
+	cbs := f.callbacks(t, "O-1", adapters.CallbackRefundSucceeded)
 	if len(cbs) != 1 || cbs[0].RefundID != "R-return" || cbs[0].Amount.String() != "80.00" {
 		t.Fatalf("REFUND_SUCCEEDED callbacks %+v", cbs)
 	}
@@ -323,7 +322,13 @@ func TestPartialRefundsDrawDownThePayment(t *testing.T) {
 			t.Fatalf("step %d: payment %s refunded %s, want %s %s", i, p.Status, p.Refunded, step.status, step.refunded)
 		}
 	}
-	if n := len(f.callbacks(t, "O-1", callback.RefundSucceeded)); n != 3 {
+	if n := len(f.callbacks(t, "O-1", adapters.CallbackRefundSucceeded)); n != 3 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 3", n)
 	}
+}
+
+// processor is the payment consumer's inbox processor, as the service
+// builds it: dedup row, version guard and refund in one transaction.
+func processor(db *sqlx.DB, c *app.Consumer) *inbox.Processor {
+	return inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
 }

@@ -1,8 +1,8 @@
-// Package consumer applies order events to the points ledger: OrderPaid
+// Package app applies order events to the points ledger: OrderPaid
 // earns points, OrderRefunded reverses them (or is rejected when that would
 // take the order below zero). It runs inside the inbox transaction, behind
 // the version guard, so each event writes at most one entry, in order.
-package consumer
+package app
 
 import (
 	"context"
@@ -41,8 +41,8 @@ type Consumer struct {
 	logger *slog.Logger
 }
 
-// New returns a consumer over store.
-func New(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
+// NewConsumer returns a consumer over store.
+func NewConsumer(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
 	return &Consumer{store: store, fp: fp, logger: logger}
 }
 

@@ -1,4 +1,4 @@
-package storage_test
+package adapters_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/storage"
 )
 
 func newDB(t *testing.T) *sqlx.DB {
@@ -45,7 +45,7 @@ func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 // straight into the insert: exactly one wins, all see its id.
 func TestCreateConcurrently(t *testing.T) {
 	db := newDB(t)
-	repo := storage.New(db)
+	repo := adapters.NewRepository(db)
 	const n = 10
 	ids := make([]string, n)
 	created := make([]bool, n)
@@ -85,14 +85,14 @@ func TestCreateConcurrently(t *testing.T) {
 }
 
 func TestByOrderNotFound(t *testing.T) {
-	repo := storage.New(newDB(t))
+	repo := adapters.NewRepository(newDB(t))
 	if _, err := repo.ByOrder(context.Background(), "O-none"); !errors.Is(err, payment.ErrPaymentNotFound) {
 		t.Fatalf("ByOrder = %v, want ErrPaymentNotFound", err)
 	}
 }
 
 func TestCreateKeepsAmounts(t *testing.T) {
-	repo := storage.New(newDB(t))
+	repo := adapters.NewRepository(newDB(t))
 	p, created, err := repo.Create(context.Background(), payment.New(request(t, "O-1", "1234567890123456.78")), 2)
 	if err != nil || !created {
 		t.Fatalf("Create = %v, %v", created, err)

@@ -1,9 +1,9 @@
-// Package consumer turns order events into customer notifications: one for
+// Package app turns order events into customer notifications: one for
 // each OrderPaid, OrderRefunded, OrderRefundRejected and
 // OrderPaymentReturned. It runs inside the
 // inbox transaction, behind the version guard, so each event is told once
 // and in order.
-package consumer
+package app
 
 import (
 	"context"
@@ -44,8 +44,8 @@ type Consumer struct {
 	logger  *slog.Logger
 }
 
-// New returns a consumer that sends through senders.
-func New(senders SenderFactory, fp FailPoints, logger *slog.Logger) *Consumer {
+// NewConsumer returns a consumer that sends through senders.
+func NewConsumer(senders SenderFactory, fp FailPoints, logger *slog.Logger) *Consumer {
 	return &Consumer{senders: senders, fp: fp, logger: logger}
 }
 

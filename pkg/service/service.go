@@ -1,0 +1,203 @@
+// Package service builds what every service of the suite starts with, the
+// same way in each: the settings they share, the JSON logger, the metrics
+// registry, the fail points, the database with its migrations and the HTTP
+// server with its admin group, health and metrics, all run and stopped by
+// one owner. A consumer service gets the rest from Consumer (inbox, version
+// guard, batching, router, dead letters, replay, lag and the gap sweeper);
+// a service adds only its own domain, storage and routes.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+)
+
+// Identity is what a service declares about itself: the defaults of the
+// settings every service shares.
+type Identity struct {
+	// Name names the service in logs, in the events it produces and, for a
+	// consumer, its default consumer group: "inventory-service".
+	Name string
+	// Database is the default DB_NAME: "inventory".
+	Database string
+	// Port is the default port of HTTP_ADDR: 8083.
+	Port int
+}
+
+// Config is the part of the environment every service shares (README.md,
+// Configuration).
+type Config struct {
+	// Name is the service's Identity.Name; it is not read from the
+	// environment.
+	Name        string
+	DatabaseURL string
+	DBName      string
+	HTTPAddr    string
+	AdminToken  string
+	LogLevel    string
+	FailPoints  string
+}
+
+// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL
+// and FAILPOINTS through r, with id's defaults. r collects the malformed
+// values with the service's own, so a service reports all at once.
+func ReadConfig(r *envconfig.Reader, id Identity) Config {
+	return Config{
+		Name:        id.Name,
+		DatabaseURL: r.String("DATABASE_URL", postgres.DefaultServerURL),
+		DBName:      r.String("DB_NAME", id.Database),
+		HTTPAddr:    r.String("HTTP_ADDR", fmt.Sprintf(":%d", id.Port)),
+		AdminToken:  r.String("ADMIN_TOKEN", ""),
+		LogLevel:    strings.ToLower(r.String("LOG_LEVEL", "info")),
+		FailPoints:  r.String("FAILPOINTS", ""),
+	}
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("the service has no name"))
+	}
+	if c.DBName == "" || len(c.DBName) > 63 {
+		errs = append(errs, fmt.Errorf("DB_NAME=%q: want 1-63 characters", c.DBName))
+	} else if _, err := postgres.WithDatabase(c.DatabaseURL, c.DBName); err != nil {
+		errs = append(errs, fmt.Errorf("DATABASE_URL: %w", err))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q: %w", c.HTTPAddr, err))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	if _, err := failpoint.Parse(c.FailPoints); err != nil {
+		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// DatabaseDSN is the URL of the service's own database.
+func (c Config) DatabaseDSN() (string, error) {
+	return postgres.WithDatabase(c.DatabaseURL, c.DBName)
+}
+
+// Options are what a service adds to the shared start.
+type Options struct {
+	// Migrations are the schemas to migrate, the shared ones (outbox,
+	// inbox, …) before the service's own.
+	Migrations []postgres.MigrationSet
+	// Pool bounds the database connections; the zero value is postgres's
+	// default.
+	Pool postgres.PoolConfig
+	// MapError turns the service's own errors into HTTP answers; nil: none.
+	MapError func(error) *httpapi.Error
+}
+
+// Service is a started service's shared parts. Build the service's own
+// parts on them, add its long-running tasks with Go, then call Run.
+type Service struct {
+	Config     Config
+	Logger     *slog.Logger
+	Registry   *prometheus.Registry
+	FailPoints *failpoint.Registry
+	DB         *sqlx.DB
+	HTTP       *httpapi.Server
+	// Admin is the /admin group, behind ADMIN_TOKEN when one is set.
+	Admin *echo.Group
+
+	tasks []func(ctx context.Context) error
+}
+
+// New opens the service's parts: logger, registry, fail points (with PUT
+// /admin/failpoints/{name}), the database, created and migrated if needed,
+// and the HTTP server. Close releases the database once Run has returned.
+func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	fp, err := failpoint.Parse(cfg.FailPoints)
+	if err != nil {
+		return nil, fmt.Errorf("FAILPOINTS: %w", err)
+	}
+	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, opts.Migrations...)
+	if err != nil {
+		return nil, err
+	}
+	logger := observability.NewLogger(stdout, cfg.Name, cfg.LogLevel)
+	reg := observability.NewRegistry()
+	srv := httpapi.New(httpapi.Config{
+		Addr:       cfg.HTTPAddr,
+		AdminToken: cfg.AdminToken,
+		Ready:      func(ctx context.Context) error { return db.PingContext(ctx) },
+		Registry:   reg,
+		MapError:   opts.MapError,
+	}, logger)
+	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: srv.Admin()}
+	admin.RegisterFailPoints(s.Admin, fp)
+	s.Go(srv.Run)
+	return s, nil
+}
+
+// AddRelay runs the outbox relay with the service: committed rows of the
+// service's outbox go to sink, the relay waking on the commit
+// notifications of the service's database. It also exposes the outbox:
+// outbox_pending_events, outbox_oldest_pending_age_seconds and the relay's
+// counters on /metrics, and GET /admin/outbox, GET /admin/outbox/{eventId}
+// and POST /admin/outbox/{eventId}/republish. Migrate outbox.Schema().
+func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) error {
+	dsn, err := s.Config.DatabaseDSN()
+	if err != nil {
+		return err
+	}
+	cfg.ListenURL = dsn
+	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
+	if err != nil {
+		return fmt.Errorf("outbox relay: %w", err)
+	}
+	s.Registry.MustRegister(outbox.NewBacklogCollector(s.DB, s.Logger))
+	admin.RegisterOutbox(s.Admin, s.DB)
+	s.Go(relay.Run)
+	return nil
+}
+
+// Go adds a task that runs from Run until ctx ends; an error it returns
+// stops the service.
+func (s *Service) Go(task func(ctx context.Context) error) {
+	s.tasks = append(s.tasks, task)
+}
+
+// Run runs the HTTP server and every task until ctx ends or one fails, and
+// returns nil on a clean shutdown. attrs are logged with the start.
+func (s *Service) Run(ctx context.Context, attrs ...any) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, task := range s.tasks {
+		g.Go(func() error { return task(ctx) })
+	}
+	s.Logger.InfoContext(ctx, "service started", append([]any{"addr", s.Config.HTTPAddr}, attrs...)...)
+	return g.Wait()
+}
+
+// Close closes the database.
+func (s *Service) Close() error {
+	return s.DB.Close()
+}
