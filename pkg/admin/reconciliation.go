@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
@@ -45,6 +46,49 @@ func BindOrderIDs(c echo.Context) ([]string, error) {
 		}
 	}
 	return req.OrderIDs, nil
+}
+
+// ReconciliationViews answers POST /admin/reconciliation/orders: one view
+// per requested id, in the request's order.
+type ReconciliationViews[V any] struct {
+	Orders []V `json:"orders"`
+}
+
+// RecordsFunc reads what a service holds of orderIDs through q, with one
+// statement or a few whatever their number.
+type RecordsFunc[R any] func(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (R, error)
+
+// ViewFunc builds the view of one order from the service's records of the
+// requested orders and the consumer's facts of that order.
+type ViewFunc[R, V any] func(orderID string, records R, facts ConsumerFacts) V
+
+// RegisterReconciliation adds POST /reconciliation/orders to a consumer
+// service's admin group: the views of up to MaxOrderIDs orders, the
+// service's records (read) and the consumer's facts read in one snapshot,
+// so a view never pairs the consumer's version with its tables as they
+// were at another moment.
+func RegisterReconciliation[R, V any](g *echo.Group, facts *FactsReader, read RecordsFunc[R], view ViewFunc[R, V]) {
+	g.POST("/reconciliation/orders", func(c echo.Context) error {
+		ids, err := BindOrderIDs(c)
+		if err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		var recs R
+		fs, err := facts.Read(ctx, ids, func(q sqlx.QueryerContext) error {
+			var err error
+			recs, err = read(ctx, q, ids)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		out := ReconciliationViews[V]{Orders: make([]V, len(ids))}
+		for i, id := range ids {
+			out.Orders[i] = view(id, recs, fs[id])
+		}
+		return c.JSON(http.StatusOK, out)
+	})
 }
 
 // ConsumerFacts is what every consumer's reconciliation view says of an

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -15,18 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
-
-// Records reads what the payment service holds of many orders, through a
-// snapshot the consumer facts are read in too.
-type Records interface {
-	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]adapters.OrderRecord, error)
-}
-
-// Facts reads the refund consumer's version and dead letters of orders,
-// and calls own in the same snapshot.
-type Facts interface {
-	Read(ctx context.Context, orderIDs []string, own func(q sqlx.QueryerContext) error) (map[string]admin.ConsumerFacts, error)
-}
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
@@ -66,12 +53,6 @@ type ReconciledRefund struct {
 	CreatedAt time.Time   `json:"createdAt"`
 }
 
-// ReconciliationViews answers POST /admin/reconciliation/orders: one view
-// per requested id, in the request's order.
-type ReconciliationViews struct {
-	Orders []ReconciliationView `json:"orders"`
-}
-
 // RefundBody is the body of POST /admin/payments/orders/{orderId}/refunds.
 // Amount is kept raw so that a number instead of a decimal string gets a
 // precise answer.
@@ -93,31 +74,12 @@ type RefundResponse struct {
 // RegisterReconciliation adds POST /reconciliation/orders to the admin
 // group: the views of up to admin.MaxOrderIDs orders, read with five
 // statements in one snapshot whatever their number.
-func RegisterReconciliation(g *echo.Group, records Records, facts Facts) {
-	g.POST("/reconciliation/orders", func(c echo.Context) error {
-		ids, err := admin.BindOrderIDs(c)
-		if err != nil {
-			return err
-		}
-		ctx := c.Request().Context()
-		var recs map[string]adapters.OrderRecord
-		fs, err := facts.Read(ctx, ids, func(q sqlx.QueryerContext) error {
-			var err error
-			recs, err = records.Records(ctx, q, ids)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		out := ReconciliationViews{Orders: make([]ReconciliationView, len(ids))}
-		for i, id := range ids {
-			out.Orders[i] = reconciliationView(id, recs[id], fs[id])
-		}
-		return c.JSON(http.StatusOK, out)
-	})
+func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *admin.FactsReader) {
+	admin.RegisterReconciliation(g, facts, records.Records, reconciliationView)
 }
 
-func reconciliationView(orderID string, rec adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+	rec := recs[orderID]
 	v := ReconciliationView{OrderID: orderID, Refunds: make([]ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
 	if p := rec.Payment; p != nil {
 		v.Payment = &ReconciledPayment{PaymentID: p.ID, Amount: event.NewMoney(p.Amount), Currency: p.Currency,
