@@ -58,6 +58,17 @@ func (t Transitions) allows(state string, et event.Type) bool {
 	return slices.Contains(t[et], state)
 }
 
+// StatesOf lists a domain's states as the Transitions table holds them,
+// so a consumer's state machine is written once, with its own type, in its
+// domain package.
+func StatesOf[S ~string](ss []S) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
+
 // ApplyFunc performs the side effect of env inside tx, given the consumer's
 // current state for the aggregate, and returns the new state.
 type ApplyFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error)

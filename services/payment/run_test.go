@@ -24,7 +24,7 @@ const testSecret = "run-test-secret"
 // callbacks it receives.
 type fakeOrderService struct {
 	mu        sync.Mutex
-	callbacks []adapters.Callback
+	callbacks []event.Callback
 }
 
 func (f *fakeOrderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,7 +41,7 @@ func (f *fakeOrderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"businessCode":"INVALID_SIGNATURE"}`, http.StatusUnauthorized)
 			return
 		}
-		var cb adapters.Callback
+		var cb event.Callback
 		if err := json.Unmarshal(body, &cb); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -55,10 +55,10 @@ func (f *fakeOrderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeOrderService) received(t adapters.CallbackType) []adapters.Callback {
+func (f *fakeOrderService) received(t event.CallbackType) []event.Callback {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []adapters.Callback
+	var out []event.Callback
 	for _, cb := range f.callbacks {
 		if cb.Type == t {
 			out = append(out, cb)
@@ -124,16 +124,16 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 		t.Fatalf("POST /payments answered %d %v", status, body)
 	}
 	s.WaitFor("PAYMENT_SUCCEEDED is delivered", func() bool {
-		return len(orders.received(adapters.CallbackPaymentSucceeded)) == 1
+		return len(orders.received(event.CallbackPaymentSucceeded)) == 1
 	})
-	if cb := orders.received(adapters.CallbackPaymentSucceeded)[0]; cb.PaymentID != paymentID || cb.Amount.String() != "80.00" {
+	if cb := orders.received(event.CallbackPaymentSucceeded)[0]; cb.PaymentID != paymentID || cb.Amount.String() != "80.00" {
 		t.Fatalf("PAYMENT_SUCCEEDED callback %+v", cb)
 	}
 	// The relay marks the row SENT just after the order service answered.
 	var adminStatus int
 	var adminBody map[string]any
 	s.WaitFor("the callback row marked SENT", func() bool {
-		adminStatus, adminBody = call(s, http.MethodGet, "/admin/outbox/"+orders.received(adapters.CallbackPaymentSucceeded)[0].CallbackID, "")
+		adminStatus, adminBody = call(s, http.MethodGet, "/admin/outbox/"+orders.received(event.CallbackPaymentSucceeded)[0].CallbackID, "")
 		return adminStatus == http.StatusOK && adminBody["status"] == outbox.StatusSent
 	})
 	if adminBody["attempts"] != float64(1) {
@@ -143,7 +143,7 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	env := refundRequested(t, paymentID)
 	s.Publish(env)
 	s.WaitFor("REFUND_SUCCEEDED is delivered", func() bool {
-		return len(orders.received(adapters.CallbackRefundSucceeded)) == 1
+		return len(orders.received(event.CallbackRefundSucceeded)) == 1
 	})
 	status, body = call(s, http.MethodGet, "/payments/orders/O-1", "")
 	if status != http.StatusOK || body["status"] != "REFUNDED" || body["refunded"] != "80.00" {
@@ -186,7 +186,7 @@ func TestRunServesWithoutBroker(t *testing.T) {
 		t.Fatalf("POST /payments answered %d %v", status, body)
 	}
 	s.WaitFor("the callback is delivered", func() bool {
-		return len(orders.received(adapters.CallbackPaymentSucceeded)) == 1
+		return len(orders.received(event.CallbackPaymentSucceeded)) == 1
 	})
 	s.WaitFor("the consumer logs that it retries", func() bool {
 		return strings.Contains(s.Logs(), consumer.ReconnectWarning)

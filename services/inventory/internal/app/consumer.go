@@ -15,6 +15,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
@@ -31,37 +32,24 @@ type Store interface {
 	SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error
 }
 
-// FailPoints fires named faults; a nil *failpoint.Registry is inert.
-type FailPoints interface {
-	Inject(name string) error
-}
-
 // Consumer is the inventory consumer's apply function and transition table.
 type Consumer struct {
 	store  Store
-	fp     FailPoints
+	fp     *failpoint.Registry
 	logger *slog.Logger
 }
 
 // NewConsumer returns a consumer over store.
-func NewConsumer(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
+func NewConsumer(store Store, fp *failpoint.Registry, logger *slog.Logger) *Consumer {
 	return &Consumer{store: store, fp: fp, logger: logger}
 }
 
 // Transitions is inventory's state machine as the version guard needs it.
 func (c *Consumer) Transitions() versionguard.Transitions {
 	return versionguard.Transitions{
-		event.OrderPaid:     states(inventory.PaidFrom),
-		event.OrderRefunded: states(inventory.RefundedFrom),
+		event.OrderPaid:     versionguard.StatesOf(inventory.PaidFrom),
+		event.OrderRefunded: versionguard.StatesOf(inventory.RefundedFrom),
 	}
-}
-
-func states(ss []inventory.Status) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = string(s)
-	}
-	return out
 }
 
 // Apply performs the effects of a batch of events of distinct orders on

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
 )
@@ -20,11 +21,6 @@ import (
 // FailPoint is the fail point at the start of every apply, so tests and
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "notification.apply"
-
-// FailPoints fires named faults; a nil *failpoint.Registry is inert.
-type FailPoints interface {
-	Inject(name string) error
-}
 
 // kinds maps the customer-facing events to their notification kind.
 func kinds() map[event.Type]notification.Kind {
@@ -40,12 +36,12 @@ func kinds() map[event.Type]notification.Kind {
 // table.
 type Consumer struct {
 	senders SenderFactory
-	fp      FailPoints
+	fp      *failpoint.Registry
 	logger  *slog.Logger
 }
 
 // NewConsumer returns a consumer that sends through senders.
-func NewConsumer(senders SenderFactory, fp FailPoints, logger *slog.Logger) *Consumer {
+func NewConsumer(senders SenderFactory, fp *failpoint.Registry, logger *slog.Logger) *Consumer {
 	return &Consumer{senders: senders, fp: fp, logger: logger}
 }
 
@@ -54,9 +50,7 @@ func NewConsumer(senders SenderFactory, fp FailPoints, logger *slog.Logger) *Con
 func (c *Consumer) Transitions() versionguard.Transitions {
 	t := versionguard.Transitions{}
 	for et, kind := range kinds() {
-		for _, s := range notification.From(kind) {
-			t[et] = append(t[et], string(s))
-		}
+		t[et] = versionguard.StatesOf(notification.From(kind))
 	}
 	return t
 }

@@ -288,7 +288,7 @@ func (h *Handler) callback(c echo.Context) error {
 // returnOf returns the order's return of the payment cb reports, if the
 // order could not take it.
 func returnOf(o *order.Order, cb order.Callback) *order.Refund {
-	if cb.Type != order.CallbackPaymentSucceeded {
+	if cb.Type != event.CallbackPaymentSucceeded {
 		return nil
 	}
 	for i := range o.Refunds {

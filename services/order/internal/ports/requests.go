@@ -114,7 +114,7 @@ func (r callbackRequest) callback() (order.Callback, error) {
 	}
 	cb := order.Callback{
 		ID:        r.CallbackID,
-		Type:      order.CallbackType(r.Type),
+		Type:      event.CallbackType(r.Type),
 		OrderID:   r.OrderID,
 		PaymentID: r.PaymentID,
 		RefundID:  r.RefundID,

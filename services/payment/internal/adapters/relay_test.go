@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -25,7 +26,7 @@ type orderService struct {
 	up        bool
 	refused   int
 	badSigned int
-	delivered []adapters.Callback
+	delivered []event.Callback
 }
 
 func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +51,7 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 		return
 	}
-	var cb adapters.Callback
+	var cb event.Callback
 	if err := json.Unmarshal(body, &cb); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -60,10 +61,10 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"businessCode":"SUCCESS","status":"PAID","version":3}`))
 }
 
-func (o *orderService) snapshot() (refused, badSigned int, delivered []adapters.Callback) {
+func (o *orderService) snapshot() (refused, badSigned int, delivered []event.Callback) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.refused, o.badSigned, append([]adapters.Callback(nil), o.delivered...)
+	return o.refused, o.badSigned, append([]event.Callback(nil), o.delivered...)
 }
 
 func (o *orderService) start() {
@@ -150,7 +151,7 @@ func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	if sent.Attempts != refused+1 || sent.SentAt == nil {
 		t.Fatalf("sent row %+v after %d refusals", sent, refused)
 	}
-	want := adapters.Callback{CallbackID: callbackID, Type: adapters.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
+	want := event.Callback{CallbackID: callbackID, Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
 		Amount: delivered[0].Amount, Currency: "CNY"}
 	if len(delivered) != 1 || delivered[0] != want || delivered[0].Amount.String() != "80.00" {
 		t.Fatalf("delivered %+v, want once %+v", delivered, want)

@@ -17,6 +17,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -105,7 +106,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := NewCallback(CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := NewCallback(event.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
@@ -119,8 +120,8 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 	return stored, created, nil
 }
 
-func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb Callback, orderVersion int64) error {
-	msg, err := cb.Message(orderVersion)
+func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb event.Callback, orderVersion int64) error {
+	msg, err := CallbackMessage(cb, orderVersion)
 	if err != nil {
 		return err
 	}
@@ -221,10 +222,10 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 
 	paymentID := sql.NullString{String: p.ID, Valid: !noPayment}
 	out := RefundOutcome{Status: RefundSucceeded}
-	cbType := CallbackRefundSucceeded
+	cbType := event.CallbackRefundSucceeded
 	if rejection != nil {
 		out = RefundOutcome{Status: RefundRejected, Reason: rejection.Reason}
-		cbType = CallbackRefundRejected
+		cbType = event.CallbackRefundRejected
 	}
 	// The payment's row lock serializes two requests of one refund id, but
 	// not when there is no payment: the second insert then waits for the

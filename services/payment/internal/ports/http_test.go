@@ -18,6 +18,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -296,12 +297,12 @@ func TestPayTwice(t *testing.T) {
 	if err := f.db.Get(&row, `SELECT event_id, event_type, topic, payload FROM outbox_events WHERE aggregate_id = 'O-1'`); err != nil {
 		t.Fatal(err)
 	}
-	var cb adapters.Callback
+	var cb event.Callback
 	if err := json.Unmarshal(row.Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if row.Type != string(adapters.CallbackPaymentSucceeded) || row.Topic != adapters.CallbackTopic || cb.CallbackID != row.EventID ||
-		cb.Type != adapters.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
+	if row.Type != string(event.CallbackPaymentSucceeded) || row.Topic != adapters.CallbackTopic || cb.CallbackID != row.EventID ||
+		cb.Type != event.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
 		cb.Amount.String() != "80.00" || cb.Currency != "CNY" || cb.RefundID != "" || cb.Reason != "" {
 		t.Fatalf("callback row %s %s %s", row.Type, row.Topic, row.Payload)
 	}

@@ -304,11 +304,11 @@ func (f *adminFixture) refundState(t *testing.T, orderID string) refundState {
 		Payload []byte `db:"payload"`
 	}
 	if err := f.db.Select(&rows, `SELECT aggregate_version, payload FROM outbox_events WHERE aggregate_id = $1 AND event_type <> $2 ORDER BY id`,
-		orderID, string(adapters.CallbackPaymentSucceeded)); err != nil {
+		orderID, string(event.CallbackPaymentSucceeded)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		var cb adapters.Callback
+		var cb event.Callback
 		if err := json.Unmarshal(r.Payload, &cb); err != nil {
 			t.Fatal(err)
 		}
@@ -453,7 +453,7 @@ func TestRepublishCallback(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		t.Fatal(err)
 	}
-	if code != 200 || s.EventID != eventID || s.EventType != string(adapters.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
+	if code != 200 || s.EventID != eventID || s.EventType != string(event.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
 		s.Attempts != 1 || s.SentAt != nil || strings.Contains(raw, "sentAt") {
 		t.Fatalf("republish: %d %s", code, raw)
 	}

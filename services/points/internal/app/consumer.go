@@ -14,6 +14,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
@@ -29,37 +30,24 @@ type Store interface {
 	Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error
 }
 
-// FailPoints fires named faults; a nil *failpoint.Registry is inert.
-type FailPoints interface {
-	Inject(name string) error
-}
-
 // Consumer is the points consumer's apply function and transition table.
 type Consumer struct {
 	store  Store
-	fp     FailPoints
+	fp     *failpoint.Registry
 	logger *slog.Logger
 }
 
 // NewConsumer returns a consumer over store.
-func NewConsumer(store Store, fp FailPoints, logger *slog.Logger) *Consumer {
+func NewConsumer(store Store, fp *failpoint.Registry, logger *slog.Logger) *Consumer {
 	return &Consumer{store: store, fp: fp, logger: logger}
 }
 
 // Transitions is the points state machine as the version guard needs it.
 func (c *Consumer) Transitions() versionguard.Transitions {
 	return versionguard.Transitions{
-		event.OrderPaid:     states(points.PaidFrom),
-		event.OrderRefunded: states(points.RefundedFrom),
+		event.OrderPaid:     versionguard.StatesOf(points.PaidFrom),
+		event.OrderRefunded: versionguard.StatesOf(points.RefundedFrom),
 	}
-}
-
-func states(ss []points.State) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = string(s)
-	}
-	return out
 }
 
 // Apply writes the ledger entries of a batch of events of distinct orders

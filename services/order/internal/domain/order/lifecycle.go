@@ -180,22 +180,12 @@ func (o *Order) checkReturnable(lines []Line) error {
 	return nil
 }
 
-// CallbackType is the kind of a payment service callback.
-type CallbackType string
-
-// The callbacks of the payment service (the order ⇄ payment contract).
-const (
-	CallbackPaymentSucceeded CallbackType = "PAYMENT_SUCCEEDED"
-	CallbackRefundSucceeded  CallbackType = "REFUND_SUCCEEDED"
-	CallbackRefundRejected   CallbackType = "REFUND_REJECTED"
-)
-
 // Callback is a payment service callback about this order.
 type Callback struct {
 	// ID is the eventId of the payment service's outbox row: the same for
 	// every re-delivery, so it is the callback's idempotency key.
 	ID        string
-	Type      CallbackType
+	Type      event.CallbackType
 	OrderID   string
 	PaymentID string
 	RefundID  string
@@ -211,22 +201,22 @@ func (cb Callback) Validate() error {
 		return err
 	}
 	switch cb.Type {
-	case CallbackPaymentSucceeded, CallbackRefundSucceeded, CallbackRefundRejected:
+	case event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected:
 	case "":
 		return event.Invalid("type", "is required")
 	default:
 		return event.Invalid("type", "must be %s, %s or %s, got %q",
-			CallbackPaymentSucceeded, CallbackRefundSucceeded, CallbackRefundRejected, cb.Type)
+			event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected, cb.Type)
 	}
 	if err := event.ValidateID("orderId", cb.OrderID); err != nil {
 		return err
 	}
-	if cb.Type == CallbackPaymentSucceeded || cb.PaymentID != "" {
+	if cb.Type == event.CallbackPaymentSucceeded || cb.PaymentID != "" {
 		if err := event.ValidateID("paymentId", cb.PaymentID); err != nil {
 			return err
 		}
 	}
-	if cb.Type != CallbackPaymentSucceeded {
+	if cb.Type != event.CallbackPaymentSucceeded {
 		if err := event.ValidateID("refundId", cb.RefundID); err != nil {
 			return err
 		}
@@ -252,9 +242,9 @@ func (o *Order) ApplyCallback(cb Callback) ([]Event, error) {
 		return nil, &MismatchError{Field: "orderId", Want: o.ID, Got: cb.OrderID}
 	}
 	switch cb.Type {
-	case CallbackPaymentSucceeded:
+	case event.CallbackPaymentSucceeded:
 		return o.pay(cb)
-	case CallbackRefundSucceeded:
+	case event.CallbackRefundSucceeded:
 		return o.completeRefund(cb)
 	default:
 		return o.rejectRefund(cb)

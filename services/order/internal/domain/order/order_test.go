@@ -264,7 +264,7 @@ func TestRequestRefundRecordsTheRefund(t *testing.T) {
 
 func TestApplyCallback(t *testing.T) {
 	paid := func(amount, currency string) order.Callback {
-		return order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
+		return order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
 	}
 	paidBy := func(paymentID string) order.Callback {
 		cb := paid("80.00", "CNY")
@@ -272,10 +272,10 @@ func TestApplyCallback(t *testing.T) {
 		return cb
 	}
 	refunded := func(refundID string) order.Callback {
-		return order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
+		return order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
 	}
 	rejected := func(refundID string) order.Callback {
-		return order.Callback{ID: "E-3", Type: order.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID,
+		return order.Callback{ID: "E-3", Type: event.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID,
 			Amount: dec("30.00"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"}
 	}
 	tests := []struct {
@@ -307,10 +307,10 @@ func TestApplyCallback(t *testing.T) {
 		{"refund rejected when refunded", order.StatusRefunded, rejected("R-1"), transition, order.StatusRefunded, ""},
 		{"refund rejected when never refunded", order.StatusPaid, rejected("R-1"), transition, order.StatusPaid, ""},
 		{"unknown type", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: "PAYMENT_FAILED", OrderID: "O-1", Amount: dec("1"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
-		{"missing callback id", order.StatusPendingPayment, order.Callback{Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
-		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"missing callback id", order.StatusPendingPayment, order.Callback{Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
 		{"refund without refund id", order.StatusRefunding, refunded(""), validation, order.StatusRefunding, ""},
-		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
+		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,7 +343,7 @@ func TestPartialRefundsUntilTheWholeAmount(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		r := o.PendingRefund()
-		events, err := o.ApplyCallback(order.Callback{ID: "E-" + step.req.ID, Type: order.CallbackRefundSucceeded, OrderID: "O-1",
+		events, err := o.ApplyCallback(order.Callback{ID: "E-" + step.req.ID, Type: event.CallbackRefundSucceeded, OrderID: "O-1",
 			PaymentID: "P-1", RefundID: r.ID, Amount: r.Amount, Currency: "CNY"})
 		if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Version != version+2 {
 			t.Fatalf("step %d: %+v %v", i, events, err)
@@ -368,7 +368,7 @@ func TestRejectedRefundGoesBackToWhereTheOrderWas(t *testing.T) {
 	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-2", Amount: dec("500")}); err != nil {
 		t.Fatal(err)
 	}
-	events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: order.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1",
+	events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: event.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-2", Amount: dec("500"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"})
 	if err != nil || len(events) != 1 || events[0].Reason != "REFUND_EXCEEDS_PAYMENT" {
 		t.Fatalf("%+v %v", events, err)
@@ -385,7 +385,7 @@ func TestRejectedRefundGoesBackToWhereTheOrderWas(t *testing.T) {
 // CANCELLED throughout.
 func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	o := at(t, order.StatusCancelled)
-	pay := order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}
+	pay := order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}
 	events, err := o.ApplyCallback(pay)
 	if err != nil || len(events) != 1 {
 		t.Fatalf("%+v %v", events, err)
@@ -399,7 +399,7 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	if events, err := o.ApplyCallback(pay); err != nil || len(events) != 0 {
 		t.Fatalf("repeat: %+v %v", events, err)
 	}
-	returned := order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: e.RefundID,
+	returned := order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: e.RefundID,
 		Amount: dec("80"), Currency: "CNY"}
 	events, err = o.ApplyCallback(returned)
 	if err != nil || len(events) != 1 || events[0].Type != order.EventPaymentReturned || events[0].Version != 4 {
@@ -430,7 +430,7 @@ func TestFullLifecycleVersions(t *testing.T) {
 	steps := []func() ([]order.Event, error){
 		o.Checkout,
 		func() ([]order.Event, error) {
-			return o.ApplyCallback(order.Callback{ID: "E-1", Type: order.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
+			return o.ApplyCallback(order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
 		},
 		func() ([]order.Event, error) {
 			events, err := o.RequestRefund(order.RefundRequest{ID: "R-1", Items: []order.Line{line("SKU-1", 2)}})
@@ -438,7 +438,7 @@ func TestFullLifecycleVersions(t *testing.T) {
 			return events, err
 		},
 		func() ([]order.Event, error) {
-			return o.ApplyCallback(order.Callback{ID: "E-2", Type: order.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("80"), Currency: "CNY"})
+			return o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("80"), Currency: "CNY"})
 		},
 	}
 	want := []order.EventType{order.EventCheckedOut, order.EventPaid, order.EventRefundRequested, order.EventRefunded}

@@ -1,0 +1,30 @@
+package event
+
+// CallbackType names what a payment callback reports: the payment service
+// tells the order service of a payment or a refund through callbacks, the
+// second contract of the suite beside the order events.
+type CallbackType string
+
+// The callback types.
+const (
+	CallbackPaymentSucceeded CallbackType = "PAYMENT_SUCCEEDED"
+	CallbackRefundSucceeded  CallbackType = "REFUND_SUCCEEDED"
+	CallbackRefundRejected   CallbackType = "REFUND_REJECTED"
+)
+
+// Callback is the JSON body the order service receives at POST
+// /payments/callback, signed by the payment service. Field names are part
+// of the contract.
+type Callback struct {
+	// CallbackID is the event id of the payment service's outbox row: the
+	// same for every re-delivery, so it is the order service's idempotency
+	// key for the callback.
+	CallbackID string       `json:"callbackId"`
+	Type       CallbackType `json:"type"`
+	OrderID    string       `json:"orderId"`
+	PaymentID  string       `json:"paymentId"`
+	Amount     Money        `json:"amount"`
+	Currency   string       `json:"currency"`
+	RefundID   string       `json:"refundId,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
+}
