@@ -2,7 +2,8 @@
 // own, so a fork or a clean clone reads the same as the original: every
 // relative link of every Markdown file leads to a file (and, for a link to
 // a Markdown file with an #anchor, to a heading) inside the repository, and
-// no file refers to material kept outside it.
+// no file refers to material kept outside it; and every test the
+// documentation names exists.
 //
 // Each Check function returns every problem it finds, so one run lists them
 // all.
@@ -211,6 +212,50 @@ func (r *Repo) CheckReferences(needles []string) []error {
 			for _, n := range needles {
 				if strings.Contains(line, n) {
 					errs = append(errs, fmt.Errorf("%s:%d: refers to %q, which is not in the repository", name, i+1, n))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// citedTest matches a Go test, benchmark or fuzz target named in prose,
+// e.g. `TestGuard` or TestDrills/loss/rollback (the part before the slash).
+var citedTest = regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)`)
+
+// declaredTest matches the declaration of one in a _test.go file.
+var declaredTest = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)\(`)
+
+// CheckCitedTests fails for every test, benchmark or fuzz target a
+// Markdown file names that no _test.go file of the repository declares:
+// the docs point readers at tests as evidence, so a renamed or removed one
+// must not leave a dangling name behind.
+func (r *Repo) CheckCitedTests() []error {
+	declared := map[string]bool{}
+	var errs []error
+	for _, name := range r.Files {
+		if !strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		data, err := r.read(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, m := range declaredTest.FindAllSubmatch(data, -1) {
+			declared[string(m[1])] = true
+		}
+	}
+	for _, name := range r.Markdown() {
+		data, err := r.read(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range citedTest.FindAllStringSubmatch(line, -1) {
+				if !declared[m[1]] {
+					errs = append(errs, fmt.Errorf("%s:%d: names %s, which no _test.go file declares", name, i+1, m[1]))
 				}
 			}
 		}

@@ -68,6 +68,13 @@ func TestNothingPointsOutsideTheRepository(t *testing.T) {
 	}
 }
 
+// TestCitedTestsExist fails for a test the docs name that no longer exists.
+func TestCitedTestsExist(t *testing.T) {
+	for _, err := range loadRepo(t).CheckCitedTests() {
+		t.Error(err)
+	}
+}
+
 // fixture writes files into a fresh directory (not a git work tree, so Load
 // walks it) and loads it.
 func fixture(t *testing.T, files map[string]string) *doclinks.Repo {
@@ -93,10 +100,11 @@ func fixture(t *testing.T, files map[string]string) *doclinks.Repo {
 // and expects each to say what broke, and where.
 func TestChecksCatchBreakage(t *testing.T) {
 	base := map[string]string{
-		"README.md":          "# Suite\n\n## Configuration\n\nSee [the design](docs/design.md#outbox).\n",
-		"docs/design.md":     "# Design\n\n## Outbox\n\n## Inbox and deduplication\n",
-		"docs/decisions.md":  "# Decisions\n",
-		"services/a/main.go": "package main\n",
+		"README.md":            "# Suite\n\n## Configuration\n\nSee [the design](docs/design.md#outbox).\n",
+		"docs/design.md":       "# Design\n\n## Outbox\n\n## Inbox and deduplication\n",
+		"docs/decisions.md":    "# Decisions\n",
+		"services/a/main.go":   "package main\n",
+		"services/a/a_test.go": "package main\n\nfunc TestKept(t *testing.T) {}\n",
 	}
 	tests := []struct {
 		name, file, body string
@@ -114,6 +122,8 @@ func TestChecksCatchBreakage(t *testing.T) {
 		{"an image", "docs/x.md", "![chart](chart.png)\n", "docs/chart.png is not a file"},
 		{"a reference outside", "services/a/main.go", "// see " + outside[0] + "/seeds\npackage main\n", "services/a/main.go:1: refers to"},
 		{"a design section number", "docs/x.md", "as " + outside[1] + "5 says\n", "docs/x.md:1: refers to"},
+		{"a cited test that exists", "docs/x.md", "`services/a TestKept`, TestKept/sub\n", ""},
+		{"a cited test that is gone", "docs/x.md", "see `TestRenamed`\n", "docs/x.md:1: names TestRenamed, which no _test.go file declares"},
 		{"an escaped one", "pkg/t.json", `{"title": "` + outside[2] + `3"}` + "\n", "pkg/t.json:1: refers to"},
 	}
 	for _, tc := range tests {
@@ -124,7 +134,7 @@ func TestChecksCatchBreakage(t *testing.T) {
 			}
 			files[tc.file] = tc.body
 			r := fixture(t, files)
-			errs := append(r.CheckLinks(), r.CheckReferences(outside)...)
+			errs := append(append(r.CheckLinks(), r.CheckReferences(outside)...), r.CheckCitedTests()...)
 			if tc.want == "" {
 				for _, err := range errs {
 					t.Error(err)
