@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
@@ -108,22 +110,38 @@ func (e Env) Config() Config {
 	}
 }
 
-// Runtime is what Run needs to consume these settings' topic with
-// handle; failures past the retry bound are recorded by recorder and
-// published through dlq. Set the runtime's DB and Parked to have parked
-// events dead-lettered after PARK_DEADLINE.
-func (e Env) Runtime(dlq message.Publisher, recorder DeadLetterRecorder, metrics *Metrics,
-	logger *slog.Logger, handle EventHandler,
-) Runtime {
+// Deps are what a consumer's Runtime needs besides its settings.
+type Deps struct {
+	// Handle applies one valid event.
+	Handle EventHandler
+	// DLQ publishes dead letters; Recorder keeps them.
+	DLQ      message.Publisher
+	Recorder DeadLetterRecorder
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	// FailPoints, optional, arms the router's crash windows.
+	FailPoints *failpoint.Registry
+	// Parked and DB, optional, have events parked longer than
+	// PARK_DEADLINE dead-lettered.
+	Parked ParkedEvents
+	DB     *sqlx.DB
+}
+
+// Runtime is what Run needs to consume these settings' topic with d.
+func (e Env) Runtime(d Deps) Runtime {
+	cfg := e.Config()
+	cfg.FailPoints = d.FailPoints
 	return Runtime{
 		Brokers:  e.Brokers,
 		Group:    e.ConsumerGroup,
-		Config:   e.Config(),
-		DLQ:      dlq,
-		Recorder: recorder,
-		Metrics:  metrics,
-		Logger:   logger,
-		Handle:   handle,
+		Config:   cfg,
+		DLQ:      d.DLQ,
+		Recorder: d.Recorder,
+		Metrics:  d.Metrics,
+		Logger:   d.Logger,
+		Handle:   d.Handle,
 		Parking:  e.Parking,
+		Parked:   d.Parked,
+		DB:       d.DB,
 	}
 }

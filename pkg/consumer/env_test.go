@@ -36,7 +36,7 @@ func TestReadConsumerEnv(t *testing.T) {
 				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond || e.DBMaxConns != 8 {
 					t.Fatalf("batch defaults = %d, %s; want CONSUMER_BATCH_SIZE 256, CONSUMER_BATCH_LINGER 2ms, DB_MAX_CONNS 8", e.BatchSize, e.BatchLinger)
 				}
-				if rt := e.Runtime(nil, nil, nil, nil, nil); rt.Group != "test-service" || rt.Config != want ||
+				if rt := e.Runtime(consumer.Deps{}); rt.Group != "test-service" || rt.Config != want ||
 					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] || rt.Parking != e.Parking {
 					t.Fatalf("Runtime = %+v", rt)
 				}

@@ -147,9 +147,9 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 			"eventType", env.EventType, "aggregateId", env.AggregateID, "outcome", outcome)
 		return outcome, nil
 	}
-	rt := c.env.Runtime(c.dlqPub, c.DLQ, consumer.NewMetrics(c.monitor.Registerer()), c.Logger, handle)
-	rt.Config.FailPoints = c.FailPoints
-	rt.Parked, rt.DB = proc, c.DB
+	rt := c.env.Runtime(consumer.Deps{Handle: handle, DLQ: c.dlqPub, Recorder: c.DLQ,
+		Metrics: consumer.NewMetrics(c.monitor.Registerer()), Logger: c.Logger,
+		FailPoints: c.FailPoints, Parked: proc, DB: c.DB})
 	c.Go(batcher.Run)
 	c.Go(func(ctx context.Context) error { return consumer.Run(ctx, rt) })
 	c.Go(c.monitor.Run)
