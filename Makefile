@@ -3,7 +3,7 @@
 # Every module of go.work is listed once in MODULES: `go test ./...` at the
 # root does not reach nested modules, so each target runs inside each module.
 
-MODULES  := pkg scripts tests services/order services/payment services/inventory services/points services/notification services/reconciliation
+MODULES  := pkg scripts tests services/order services/payment services/inventory services/points services/notification services/reconciliation examples/shipping
 SERVICES := order payment inventory points notification reconciliation
 BIN_DIR  := bin
 
