@@ -107,7 +107,7 @@ type Options struct {
 	// inbox, …) before the service's own.
 	Migrations []postgres.MigrationSet
 	// Pool bounds the database connections; the zero value is postgres's
-	// default.
+	// default. NewConsumer sets it from DB_MAX_CONNS.
 	Pool postgres.PoolConfig
 	// MapError turns the service's own errors into HTTP answers; nil: none.
 	MapError func(error) *httpapi.Error

@@ -357,6 +357,33 @@ func CheckMakefile(makefile []byte, services []suite.Service) []error {
 	return errs
 }
 
+// CheckModules fails when go.work and the Makefile's MODULES disagree:
+// make test, vet and bench run each module of MODULES, so a module of
+// go.work missing from it would never be tested, and one not in go.work
+// would not build with the others.
+func CheckModules(goWork, makefile []byte) []error {
+	var work []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*(?:use\s+)?\./(\S+)\s*$`).FindAllSubmatch(goWork, -1) {
+		work = append(work, string(m[1]))
+	}
+	var modules []string
+	if m := regexp.MustCompile(`(?m)^MODULES\s*[:?]?=\s*(.*)$`).FindSubmatch(makefile); m != nil {
+		modules = strings.Fields(string(m[1]))
+	}
+	var errs []error
+	for _, w := range work {
+		if !slices.Contains(modules, w) {
+			errs = append(errs, fmt.Errorf("Makefile: MODULES lacks %s, a module of go.work", w))
+		}
+	}
+	for _, m := range modules {
+		if !slices.Contains(work, m) {
+			errs = append(errs, fmt.Errorf("Makefile: MODULES lists %s, which go.work does not use", m))
+		}
+	}
+	return errs
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

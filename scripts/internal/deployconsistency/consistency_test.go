@@ -15,10 +15,10 @@ import (
 
 // repo holds the files the checks read, as they are in the work tree.
 type repo struct {
-	compose, initSQL, prometheus, makefile []byte
-	base                                   fstest.MapFS
-	grafana                                fstest.MapFS // deploy/grafana
-	documented                             map[string]bool
+	compose, initSQL, prometheus, makefile, goWork []byte
+	base                                           fstest.MapFS
+	grafana                                        fstest.MapFS // deploy/grafana
+	documented                                     map[string]bool
 }
 
 // repoRoot is the directory of go.work above the test's directory.
@@ -56,6 +56,7 @@ func loadRepo(t *testing.T) repo {
 		initSQL:    read("deploy/postgres/init.sql"),
 		prometheus: read("deploy/prometheus/prometheus.yml"),
 		makefile:   read("Makefile"),
+		goWork:     read("go.work"),
 		base:       fstest.MapFS{},
 		grafana:    fstest.MapFS{},
 	}
@@ -94,6 +95,7 @@ func (r repo) check(services []suite.Service) []error {
 	errs = append(errs, deployconsistency.CheckPrometheus(r.prometheus, services)...)
 	errs = append(errs, deployconsistency.CheckInitSQL(r.initSQL, services)...)
 	errs = append(errs, deployconsistency.CheckMakefile(r.makefile, services)...)
+	errs = append(errs, deployconsistency.CheckModules(r.goWork, r.makefile)...)
 	errs = append(errs, deployconsistency.CheckMonitoring(r.compose, r.prometheus, r.grafana)...)
 	for _, s := range services {
 		env := map[string]string{}
@@ -142,6 +144,8 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"resource not listed", "kustomization.yaml", "  - points-service.yaml\n", "", "points-service.yaml is not listed"},
 		{"prometheus scrapes a wrong port", "prometheus.yml", "points-service:8084", "points-service:8083", "points-service scraped on port 8083"},
 		{"init.sql misses a database", "init.sql", "CREATE DATABASE points;", "", "does not create points"},
+		{"Makefile misses a module", "Makefile", " examples/shipping", "", "MODULES lacks examples/shipping, a module of go.work"},
+		{"go.work misses a module", "go.work", "\t./examples/shipping\n", "", "MODULES lists examples/shipping, which go.work does not use"},
 		{"Makefile misses a service", "Makefile", "SERVICES := order payment inventory points notification", "SERVICES := order payment inventory points", "Makefile: SERVICES is"},
 		{"compose does not mount the alert rules", "docker-compose.yml", "      - ./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro\n", "", "prometheus: /etc/prometheus/alerts.yml is not mounted"},
 		{"prometheus reads its configuration elsewhere", "docker-compose.yml", "--config.file=/etc/prometheus/prometheus.yml", "--config.file=/etc/prometheus/main.yml", "prometheus: /etc/prometheus/main.yml is not mounted"},
@@ -157,7 +161,7 @@ func TestChecksCatchDrift(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := loadRepo(t)
 			target := map[string]*[]byte{
-				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile,
+				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile, "go.work": &r.goWork,
 			}[tt.file]
 			if name, ok := strings.CutPrefix(tt.file, "grafana/"); ok {
 				f, ok := r.grafana[name]
