@@ -8,6 +8,7 @@ package messaging
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -20,6 +21,13 @@ import (
 
 // saramaVersion is the protocol version spoken to Redpanda and kfake.
 var saramaVersion = sarama.V3_0_0_0
+
+// Partitions is the partition count of the suite's topics. A consumer
+// handles one message per partition at a time (it acknowledges after its
+// commit), so the partitions are the events a consumer group has in
+// flight: 64 gives the batch processor big batches with one instance and
+// still several partitions each with six (docs/decisions.md, Batching).
+const Partitions = 64
 
 // marshaler keys every message by its aggregateId header, so all events of
 // one order land on one partition, in order.
@@ -38,6 +46,8 @@ func marshaler() kafka.MarshalerUnmarshaler {
 type Publisher struct {
 	producer  sarama.SyncProducer
 	marshaler kafka.Marshaler
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewPublisher returns a synchronous publisher that keeps per-key order:
@@ -80,8 +90,13 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	return nil
 }
 
-// Close flushes and closes the producer.
-func (p *Publisher) Close() error { return p.producer.Close() }
+// Close flushes and closes the producer. Closing again returns the first
+// Close's result: Sarama's producer panics on a second Close, and
+// Watermill's router and a service's shutdown may both close a publisher.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() { p.closeErr = p.producer.Close() })
+	return p.closeErr
+}
 
 // NewSubscriber returns a consumer-group subscriber. A new group starts at
 // the oldest offset, so nothing published before its first start is missed;
@@ -109,8 +124,11 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 		Unmarshaler:           marshaler(),
 		OverwriteSaramaConfig: cfg,
 		ConsumerGroup:         group,
-		NackResendSleep:       100 * time.Millisecond,
-		ReconnectRetrySleep:   time.Second,
+		// Topics are created by the broker's seed (make run, compose); this
+		// is what SubscribeInitialize creates where none exist.
+		InitializeTopicDetails: &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1},
+		NackResendSleep:        100 * time.Millisecond,
+		ReconnectRetrySleep:    time.Second,
 	}, logger)
 }
 

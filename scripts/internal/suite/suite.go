@@ -7,6 +7,8 @@ package suite
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
 // Topics, broker and database defaults shared by every mode
@@ -16,12 +18,8 @@ const (
 	OrderEventsTopic = "order-events"
 	// DLQTopic is the dead-letter topic (DLQ_TOPIC).
 	DLQTopic = "order-events.dlq"
-	// Partitions is the partition count of both topics. A consumer handles
-	// one message per partition at a time (it acknowledges after its
-	// commit), so the partitions are the events a consumer group has in
-	// flight: 64 gives the batch processor big batches with one instance and
-	// still several partitions each with six (docs/decisions.md, Batching).
-	Partitions = 64
+	// Partitions is the partition count of both topics (messaging.Partitions).
+	Partitions = messaging.Partitions
 	// MaxInstances bounds the processes one consumer service is scaled to
 	// (make run's scale-out, the backlog drill). Three consumers of twelve
 	// processes, each with a few database connections (DB_MAX_CONNS), is
