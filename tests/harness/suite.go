@@ -25,7 +25,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
 // Services are the six binaries, in start order.
