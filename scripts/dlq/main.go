@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 )
 
 func main() {
@@ -101,6 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (command, error) {
+	env := envconfig.New(getenv)
 	if len(args) == 0 {
 		return command{}, fmt.Errorf("%w: name a command: list, show or replay", errUsage)
 	}
@@ -119,7 +122,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	fs.StringVar(&cmd.aggregate, "aggregate", "", "list only the dead letters of this order id")
 	fs.StringVar(&cmd.status, "status", "", "list only DEAD (waiting for a fix and a replay) or REPLAYED ones")
 	id := fs.Int64("id", 0, "the dead letter's id (show, replay)")
-	fs.StringVar(&cmd.by, "by", orDefault(getenv("USER"), "dlq-cli"), "who asks for the replay, for the audit (replay)")
+	fs.StringVar(&cmd.by, "by", env.String("USER", "dlq-cli"), "who asks for the replay, for the audit (replay)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return command{}, err
 	}
@@ -384,11 +387,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }
