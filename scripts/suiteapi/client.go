@@ -89,8 +89,10 @@ func New(cfg Config) *Client {
 	return &Client{cfg: cfg}
 }
 
-// Close closes the Kafka client Publish opened, if any.
+// Close closes the Kafka client Publish opened, if any, and the idle
+// HTTP connections.
 func (c *Client) Close() {
+	c.cfg.HTTPClient.CloseIdleConnections()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kafka != nil {
