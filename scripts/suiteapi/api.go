@@ -253,19 +253,26 @@ func (c *Client) WaitConsumed(ctx context.Context, timeout time.Duration, eventI
 }
 
 // DeadLetter is a DLQ record with the metadata of docs/design.md, Dead
-// letters.
+// letters (key and value arrive base64-encoded, as encoding/json writes
+// and reads []byte).
 type DeadLetter struct {
-	ID             int64     `json:"id"`
-	Consumer       string    `json:"consumer"`
-	EventID        string    `json:"eventId"`
-	AggregateID    string    `json:"aggregateId"`
-	OriginalTopic  string    `json:"originalTopic"`
-	FailureReason  string    `json:"failureReason"`
-	ErrorClass     string    `json:"errorClass"`
-	Attempts       int       `json:"attempts"`
-	FirstFailedAt  time.Time `json:"firstFailedAt"`
-	DeadLetteredAt time.Time `json:"deadLetteredAt"`
-	Status         string    `json:"status"`
+	ID                int64             `json:"id"`
+	Consumer          string            `json:"consumer"`
+	EventID           string            `json:"eventId"`
+	AggregateID       string            `json:"aggregateId"`
+	EventType         string            `json:"eventType"`
+	OriginalTopic     string            `json:"originalTopic"`
+	OriginalPartition int32             `json:"originalPartition"`
+	OriginalOffset    int64             `json:"originalOffset"`
+	Key               []byte            `json:"key"`
+	Value             []byte            `json:"value"`
+	Headers           map[string]string `json:"headers"`
+	FailureReason     string            `json:"failureReason"`
+	ErrorClass        string            `json:"errorClass"`
+	Attempts          int               `json:"attempts"`
+	FirstFailedAt     time.Time         `json:"firstFailedAt"`
+	DeadLetteredAt    time.Time         `json:"deadLetteredAt"`
+	Status            string            `json:"status"`
 }
 
 // DeadLetters lists a consumer's dead letters of an aggregate; status
@@ -319,9 +326,10 @@ func (c *Client) Inspect(ctx context.Context, service string, id int64) (DeadLet
 
 // ReplayResult is the answer of a replay.
 type ReplayResult struct {
-	ID      int64  `json:"id"`
-	EventID string `json:"eventId"`
-	Outcome string `json:"outcome"`
+	ID            int64  `json:"id"`
+	EventID       string `json:"eventId"`
+	OriginalTopic string `json:"originalTopic"`
+	Outcome       string `json:"outcome"`
 }
 
 // Replay replays a dead letter in the name of requestedBy, who the audit
@@ -364,14 +372,20 @@ type Finding struct {
 	Outcome  string `json:"outcome"`
 }
 
-// Run is a reconciliation run as POST /admin/reconciliation/runs answers it.
+// Run is a reconciliation run as POST /admin/reconciliation/runs and
+// GET /admin/reconciliation/runs/{id} answer it.
 type Run struct {
-	ID       int64     `json:"id"`
-	Status   string    `json:"status"`
-	Checked  int       `json:"checked"`
-	Actions  int       `json:"actions"`
-	Error    string    `json:"error"`
-	Findings []Finding `json:"findings"`
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	StartedBy  string     `json:"startedBy"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	OrderIDs   []string   `json:"orderIds"`
+	MinAge     string     `json:"minAge"`
+	Checked    int        `json:"checked"`
+	Actions    int        `json:"actions"`
+	Error      string     `json:"error"`
+	Findings   []Finding  `json:"findings"`
 }
 
 // Kinds lists the run's findings as "KIND service ACTION".
