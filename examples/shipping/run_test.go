@@ -10,7 +10,7 @@ import (
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/ports"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
-	"github.com/reliable-orders/fulfillment/pkg/servicetest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // These tests run the real service in-process on an embedded broker and

@@ -13,7 +13,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 

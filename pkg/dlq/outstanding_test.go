@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
 func TestOutstanding(t *testing.T) {

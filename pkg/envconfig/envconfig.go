@@ -39,8 +39,15 @@ func (r *Reader) List(key string, def []string) []string {
 	if v == "" {
 		return def
 	}
+	return Split(v)
+}
+
+// Split returns the non-empty, trimmed items of a comma-separated list: a
+// flag's value reads like the setting it overrides, so "a, b,,c" is three
+// items there too.
+func Split(s string) []string {
 	var out []string
-	for _, p := range strings.Split(v, ",") {
+	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}

@@ -1,6 +1,7 @@
 package envconfig_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -54,6 +55,27 @@ func TestURL(t *testing.T) {
 			}
 			if tt.ok && got != tt.want {
 				t.Fatalf("URL(%q) = %q, want %q", tt.value, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", nil},
+		{"blank", "  ", nil},
+		{"one", "127.0.0.1:9092", []string{"127.0.0.1:9092"}},
+		{"trimmed", " a , b ", []string{"a", "b"}},
+		{"empty items dropped", "a,,b,", []string{"a", "b"}},
+		{"only commas", ",,", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := envconfig.Split(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("Split(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}

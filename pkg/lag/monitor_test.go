@@ -16,8 +16,8 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
-	"github.com/reliable-orders/fulfillment/pkg/poll"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
 // monitored is a monitor registered on an Echo server and a registry, and

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
-	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
 // recordingSink accepts everything and remembers the aggregates it saw.

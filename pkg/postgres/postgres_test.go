@@ -10,7 +10,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
 var itemsSet = postgres.MigrationSet{Name: "items", FS: fstest.MapFS{

@@ -28,6 +28,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 func main() {
@@ -84,7 +87,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "dlq: %v\n\n%s\n", err, usage)
 		return exitUsage
 	}
-	c := client{http: &http.Client{Timeout: 30 * time.Second}, token: cmd.token}
+	c := newClient(cmd)
+	defer c.api.Close()
 	switch cmd.verb {
 	case "list":
 		err = list(ctx, c, cmd, stdout)
@@ -101,6 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (command, error) {
+	env := envconfig.New(getenv)
 	if len(args) == 0 {
 		return command{}, fmt.Errorf("%w: name a command: list, show or replay", errUsage)
 	}
@@ -119,7 +124,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	fs.StringVar(&cmd.aggregate, "aggregate", "", "list only the dead letters of this order id")
 	fs.StringVar(&cmd.status, "status", "", "list only DEAD (waiting for a fix and a replay) or REPLAYED ones")
 	id := fs.Int64("id", 0, "the dead letter's id (show, replay)")
-	fs.StringVar(&cmd.by, "by", orDefault(getenv("USER"), "dlq-cli"), "who asks for the replay, for the audit (replay)")
+	fs.StringVar(&cmd.by, "by", env.String("USER", "dlq-cli"), "who asks for the replay, for the audit (replay)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return command{}, err
 	}
@@ -158,93 +163,45 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	return cmd, nil
 }
 
-// deadLetter is a record of GET /admin/dlq (key and value arrive
-// base64-encoded, as encoding/json writes and reads []byte).
-type deadLetter struct {
-	ID                int64             `json:"id"`
-	Consumer          string            `json:"consumer"`
-	EventID           string            `json:"eventId"`
-	AggregateID       string            `json:"aggregateId"`
-	EventType         string            `json:"eventType"`
-	OriginalTopic     string            `json:"originalTopic"`
-	OriginalPartition int32             `json:"originalPartition"`
-	OriginalOffset    int64             `json:"originalOffset"`
-	Key               []byte            `json:"key"`
-	Value             []byte            `json:"value"`
-	Headers           map[string]string `json:"headers"`
-	FailureReason     string            `json:"failureReason"`
-	ErrorClass        string            `json:"errorClass"`
-	Attempts          int               `json:"attempts"`
-	FirstFailedAt     time.Time         `json:"firstFailedAt"`
-	DeadLetteredAt    time.Time         `json:"deadLetteredAt"`
-	Status            string            `json:"status"`
-}
+// deadLetter is a record of GET /admin/dlq.
+type deadLetter = suiteapi.DeadLetter
 
-// client calls the admin API.
+// client calls the admin API; its errors read as the operator needs them.
 type client struct {
-	http  *http.Client
-	token string
+	api *suiteapi.Client
 }
 
-// apiError is an answer other than 200.
-type apiError struct {
-	method, url string
-	status      int
-	message     string
+func newClient(cmd command) client {
+	return client{api: suiteapi.New(suiteapi.Config{URLs: cmd.urls, AdminToken: cmd.token,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second}})}
 }
 
-func (e *apiError) Error() string {
-	hint := ""
-	if e.status == http.StatusUnauthorized {
-		hint = " (set ADMIN_TOKEN to the suite's admin token)"
-	}
-	return fmt.Sprintf("%s %s: %d %s%s", e.method, e.url, e.status, e.message, hint)
-}
-
-func (c client) do(ctx context.Context, method, u string, out any, header map[string]string) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w (is the suite running?)", method, u, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			BusinessCode string `json:"businessCode"`
-			Message      string `json:"message"`
+// explain says what an operator can do about a failed call: an answer
+// other than 200 shows its businessCode and message, an unreachable
+// service asks whether the suite runs.
+func explain(err error) error {
+	var se *suiteapi.StatusError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &se):
+		msg := se.Body
+		if se.Message != "" {
+			msg = se.BusinessCode + ": " + se.Message
 		}
-		msg := strings.TrimSpace(string(raw))
-		if json.Unmarshal(raw, &e) == nil && e.Message != "" {
-			msg = e.BusinessCode + ": " + e.Message
+		hint := ""
+		if se.Status == http.StatusUnauthorized {
+			hint = " (set ADMIN_TOKEN to the suite's admin token)"
 		}
-		return &apiError{method: method, url: u, status: resp.StatusCode, message: msg}
+		return fmt.Errorf("%s %s: %d %s%s", se.Method, se.URL, se.Status, msg, hint)
+	case errors.As(err, &ue):
+		return fmt.Errorf("%w (is the suite running?)", err)
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s %s: unexpected answer: %w", method, u, err)
-	}
-	return nil
+	return err
 }
 
-func (c client) list(ctx context.Context, base, aggregate, status string) ([]deadLetter, error) {
-	var out struct {
-		Items []deadLetter `json:"items"`
-	}
-	q := url.Values{"aggregateId": {aggregate}, "status": {status}}
-	err := c.do(ctx, "GET", base+"/admin/dlq?"+q.Encode(), &out, nil)
-	return out.Items, err
+func (c client) list(ctx context.Context, service, aggregate, status string) ([]deadLetter, error) {
+	items, err := c.api.DeadLetters(ctx, service, aggregate, status)
+	return items, explain(err)
 }
 
 func list(ctx context.Context, c client, cmd command, w io.Writer) error {
@@ -253,7 +210,7 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 	total := 0
 	var errs []error
 	for _, name := range cmd.services {
-		items, err := c.list(ctx, cmd.urls[name], cmd.aggregate, cmd.status)
+		items, err := c.list(ctx, name, cmd.aggregate, cmd.status)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -282,7 +239,7 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 // (of one order, or of all); an older one is found through its order.
 func find(ctx context.Context, c client, cmd command) (deadLetter, error) {
 	name := cmd.services[0]
-	items, err := c.list(ctx, cmd.urls[name], "", "")
+	items, err := c.list(ctx, name, "", "")
 	if err != nil {
 		return deadLetter{}, err
 	}
@@ -348,15 +305,9 @@ func formatValue(v []byte) string {
 
 func replay(ctx context.Context, c client, cmd command, w io.Writer) error {
 	name := cmd.services[0]
-	var res struct {
-		ID            int64  `json:"id"`
-		EventID       string `json:"eventId"`
-		OriginalTopic string `json:"originalTopic"`
-		Outcome       string `json:"outcome"`
-	}
-	u := cmd.urls[name] + "/admin/dlq/" + strconv.FormatInt(cmd.id, 10) + "/replay"
-	if err := c.do(ctx, "POST", u, &res, map[string]string{"X-Requested-By": cmd.by}); err != nil {
-		return err
+	res, err := c.api.Replay(ctx, name, cmd.id, cmd.by)
+	if err != nil {
+		return explain(err)
 	}
 	switch res.Outcome {
 	case "REPLAYED":
@@ -384,11 +335,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }

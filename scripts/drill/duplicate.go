@@ -1,17 +1,17 @@
 package drill
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Tutorial: "主动制造重复，验证消费者幂等" (provoke duplicates, prove the
@@ -64,7 +64,7 @@ func duplicateTenProducers(s *session) (string, error) {
 // every consumer read them all and applied one.
 func publishCopies(s *session, copies, quantity int, amount string, send func(publishOne func() error) error) (string, error) {
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, amount)
@@ -75,7 +75,7 @@ func publishCopies(s *session, copies, quantity int, amount string, send func(pu
 	if err != nil {
 		return "", err
 	}
-	rec, err := record(s.t.Topic, paid)
+	rec, err := suiteapi.Record(s.t.Topic, paid)
 	if err != nil {
 		return "", err
 	}
@@ -86,7 +86,7 @@ func publishCopies(s *session, copies, quantity int, amount string, send func(pu
 	start := time.Now()
 	err = send(func() error {
 		// A producer of its own, as separate services re-sending would be.
-		cl, err := newProducer(s.t.Brokers)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.Brokers...), kgo.ProducerLinger(0))
 		if err != nil {
 			return err
 		}
@@ -119,27 +119,18 @@ type callbackAnswer struct {
 
 // sendCallback posts a payment callback with the given signature.
 func (s *session) sendCallback(body []byte, signature string) (callbackAnswer, error) {
-	u := strings.TrimRight(s.t.URLs[Order], "/") + "/payments/callback"
-	req, err := http.NewRequestWithContext(s.ctx, "POST", u, bytes.NewReader(body))
+	code, raw, err := s.api.Raw(s.ctx, Order, "POST", "/payments/callback", http.Header{outbox.SignatureHeader: {signature}}, body)
 	if err != nil {
 		return callbackAnswer{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(outbox.SignatureHeader, signature)
-	resp, err := s.t.HTTPClient.Do(req)
-	if err != nil {
-		return callbackAnswer{}, fmt.Errorf("POST %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	a := callbackAnswer{status: resp.StatusCode}
+	a := callbackAnswer{status: code}
 	_ = json.Unmarshal(raw, &a.result)
 	return a, nil
 }
 
 func duplicateCallback(s *session) (string, error) {
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, 1, "40.00")
@@ -158,7 +149,7 @@ func duplicateCallback(s *session) (string, error) {
 	if forged.status != http.StatusUnauthorized {
 		return "", fmt.Errorf("a callback signed with the wrong secret answered %d, want 401", forged.status)
 	}
-	if o, err := s.order(orderID); err != nil || o.Status != "PENDING_PAYMENT" {
+	if o, err := s.api.Order(s.ctx, orderID); err != nil || o.Status != "PENDING_PAYMENT" {
 		return "", errors.Join(err, fmt.Errorf("after a forged callback the order is %s, want PENDING_PAYMENT", o.Status))
 	}
 
@@ -186,7 +177,7 @@ func duplicateCallback(s *session) (string, error) {
 			return "", fmt.Errorf("callback copy %d answered %d %s (is CALLBACK_SECRET the suite's?)", i+1, a.status, a.result.BusinessCode)
 		}
 	}
-	o, err := s.order(orderID)
+	o, err := s.api.Order(s.ctx, orderID)
 	if err != nil {
 		return "", err
 	}

@@ -58,7 +58,7 @@ const (
 // for the planned crash. It returns the order, its SKU and amount.
 func crashOrderService(s *session, failPoint string, quantity int) (orderID, sku string, err error) {
 	orderID, sku = s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
@@ -102,7 +102,7 @@ func holdRelay(s *session) error {
 
 // releaseRelay disarms the held relay.
 func releaseRelay(s *session) error {
-	return s.armFailPoint(Order, outbox.FailPointBeforePublish, "off", 0)
+	return s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0)
 }
 
 // restoreOrderService restarts the order service with its usual
@@ -116,7 +116,7 @@ func restoreOrderService(s *session, err *error) {
 // pendingPaid reads the order after the restart: the payment's commit
 // survived the crash, and its OrderPaid row is still PENDING.
 func pendingPaid(s *session, orderID string) (orderEvent, error) {
-	o, err := s.order(orderID)
+	o, err := s.api.Order(s.ctx, orderID)
 	if err != nil {
 		return orderEvent{}, err
 	}
@@ -127,7 +127,7 @@ func pendingPaid(s *session, orderID string) (orderEvent, error) {
 	if err != nil {
 		return orderEvent{}, err
 	}
-	st, err := s.outboxStatus(paid.EventID)
+	st, err := s.api.OutboxStatus(s.ctx, paid.EventID)
 	if err != nil {
 		return orderEvent{}, err
 	}
@@ -142,7 +142,7 @@ func waitSent(s *session, eventID string) (outboxStatus, error) {
 	var st outboxStatus
 	_, err := s.waitUntil(eventID+" marked SENT", func() (bool, error) {
 		var err error
-		st, err = s.outboxStatus(eventID)
+		st, err = s.api.OutboxStatus(s.ctx, eventID)
 		return st.Status == outbox.StatusSent, err
 	})
 	return st, err
@@ -240,7 +240,7 @@ const consumerAfterCommit = "consumer.after-commit"
 // outcomes reads the inventory consumer's consumer_event_outcomes_total of
 // one inbox outcome (APPLIED, DUPLICATE, ...).
 func (s *session) outcomes(service, outcome string) (float64, error) {
-	return s.metric(service, "consumer_event_outcomes_total", map[string]string{"outcome": outcome})
+	return s.api.Metric(s.ctx, service, "consumer_event_outcomes_total", map[string]string{"outcome": outcome})
 }
 
 // Tutorial window "消费完成前崩溃 — 消息再次投递 — 副作用只发生一次" (crash
@@ -248,7 +248,7 @@ func (s *session) outcomes(service, outcome string) (float64, error) {
 func lossConsumerCrash(s *session) (seen string, err error) {
 	const quantity = 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	before, err := s.handled(Inventory)
@@ -330,19 +330,19 @@ func lossConsumerCrash(s *session) (seen string, err error) {
 func lossConsumerFailure(s *session) (seen string, err error) {
 	const quantity, failures = 2, 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
 	if err != nil {
 		return "", err
 	}
-	retries := func() (float64, error) { return s.metric(Inventory, "consumer_retries_total", nil) }
+	retries := func() (float64, error) { return s.api.Metric(s.ctx, Inventory, "consumer_retries_total", nil) }
 	retriesBefore, err := retries()
 	if err != nil {
 		return "", err
 	}
-	if err := s.armFailPoint(Inventory, "inventory.apply", "error", failures); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Inventory, "inventory.apply", "error", failures); err != nil {
 		return "", err
 	}
 	defer disarm(s, Inventory, &err)
@@ -361,7 +361,7 @@ func lossConsumerFailure(s *session) (seen string, err error) {
 	if got := retriesAfter - retriesBefore; got < failures {
 		return "", fmt.Errorf("consumer_retries_total of inventory grew by %v, want at least %d", got, failures)
 	}
-	dl, err := s.deadLetters(Inventory, orderID)
+	dl, err := s.api.DeadLetters(s.ctx, Inventory, orderID, "")
 	if err != nil {
 		return "", err
 	}
@@ -389,7 +389,7 @@ const failPointBeforeCommit = "order.before-commit"
 func lossRollback(s *session) (seen string, err error) {
 	orderID := s.orderID("")
 	var res commandResult
-	if err := s.call(Order, "POST", "/orders", map[string]any{"orderId": orderID, "customerId": "C-drill", "currency": "CNY",
+	if err := s.api.Call(s.ctx, Order, "POST", "/orders", map[string]any{"orderId": orderID, "customerId": "C-drill", "currency": "CNY",
 		"items": []map[string]any{{"sku": s.sku(""), "quantity": 1, "unitPrice": "40.00"}}}, &res); err != nil {
 		return "", err
 	}
@@ -399,24 +399,24 @@ func lossRollback(s *session) (seen string, err error) {
 	if err := s.waitRelayed(orderID, 1); err != nil {
 		return "", err
 	}
-	if err := s.armFailPoint(Order, failPointBeforeCommit, "error", 1); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Order, failPointBeforeCommit, "error", 1); err != nil {
 		return "", err
 	}
 	defer func() {
-		if derr := s.armFailPoint(Order, failPointBeforeCommit, "off", 0); derr != nil {
+		if derr := s.api.ArmFailPoint(s.ctx, Order, failPointBeforeCommit, "off", 0); derr != nil {
 			err = errors.Join(err, fmt.Errorf("disarm %s: %w", failPointBeforeCommit, derr))
 		}
 	}()
 	checkout := "/orders/" + url.PathEscape(orderID) + "/checkout"
 	res = commandResult{}
-	code, err := s.callStatus(Order, "POST", checkout, nil, &res, []int{http.StatusInternalServerError})
+	code, err := s.api.Do(s.ctx, Order, "POST", checkout, nil, nil, &res, http.StatusInternalServerError)
 	if err != nil {
 		return "", err
 	}
 	if code != http.StatusInternalServerError {
 		return "", fmt.Errorf("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
 	}
-	o, err := s.order(orderID)
+	o, err := s.api.Order(s.ctx, orderID)
 	if err != nil {
 		return "", err
 	}
@@ -434,7 +434,7 @@ func lossRollback(s *session) (seen string, err error) {
 	// Disarmed (it fired once), the same request goes through.
 	start := time.Now()
 	res = commandResult{}
-	if err := s.call(Order, "POST", checkout, nil, &res); err != nil {
+	if err := s.api.Call(s.ctx, Order, "POST", checkout, nil, &res); err != nil {
 		return "", err
 	}
 	if res.BusinessCode != "SUCCESS" || res.Status != "PENDING_PAYMENT" || res.Version != 2 {

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // The broker windows of the tutorial's table (丢失窗口与证据) and its
@@ -42,7 +41,7 @@ func (s *session) outboxRows(service, aggregateID string) ([]outboxRow, error) {
 	var out struct {
 		Events []outboxRow `json:"events"`
 	}
-	err := s.call(service, "GET", "/admin/outbox?aggregateId="+url.QueryEscape(aggregateID), nil, &out)
+	err := s.api.Call(s.ctx, service, "GET", "/admin/outbox?aggregateId="+url.QueryEscape(aggregateID), nil, &out)
 	return out.Events, err
 }
 
@@ -103,7 +102,7 @@ func (s *session) watchPending(service, aggregateID, eventType string, d time.Du
 	seen := false
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(suiteapi.DefaultPollInterval)
 	defer tick.Stop()
 	for {
 		row, ok, err := s.outboxRowOf(service, aggregateID, eventType)
@@ -165,7 +164,7 @@ func lossLostAck(s *session) (seen string, err error) {
 	}
 	const quantity = 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	handledBefore, err := s.handledNow()
@@ -181,7 +180,7 @@ func lossLostAck(s *session) (seen string, err error) {
 	if err := s.waitRelayed(orderID, 2); err != nil {
 		return "", err
 	}
-	marks, err := s.topicEnds()
+	marks, err := s.api.EndOffsets(s.ctx)
 	if err != nil {
 		return "", err
 	}
@@ -251,7 +250,7 @@ func lossBrokerOutage(s *session) (seen string, err error) {
 	}
 	const quantity = 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
@@ -320,7 +319,7 @@ func lossBrokerOutage(s *session) (seen string, err error) {
 // timeout, and returns how long that took.
 func (s *session) waitForEffects(due time.Duration, orderID string) (time.Duration, error) {
 	var last effects
-	took, err := s.waitFor(due+s.t.Timeout, orderID+" applied after the return", func() (bool, error) {
+	took, err := s.api.WaitFor(s.ctx, due+s.t.Timeout, orderID+" applied after the return", func() (bool, error) {
 		var err error
 		last, err = s.effects(orderID)
 		return last.Inventory == "DEDUCTED" && len(last.Ledger) == 1 && len(last.Notifications) == 1, err
@@ -344,7 +343,7 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 	}
 	const quantity = 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
@@ -357,7 +356,7 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 	// The payment service looks the order up before charging, so the order
 	// service goes away between the charge and the callback: the callback
 	// relay is held until then.
-	if err := s.armFailPoint(Payment, outbox.FailPointBeforePublish, "error", 0); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Payment, outbox.FailPointBeforePublish, "error", 0); err != nil {
 		return "", err
 	}
 	held := true
@@ -365,7 +364,7 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 		if !held {
 			return
 		}
-		if derr := s.armFailPoint(Payment, outbox.FailPointBeforePublish, "off", 0); derr != nil {
+		if derr := s.api.ArmFailPoint(s.ctx, Payment, outbox.FailPointBeforePublish, "off", 0); derr != nil {
 			err = errors.Join(err, fmt.Errorf("release the payment relay: %w", derr))
 		}
 	}()
@@ -390,7 +389,7 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 			err = errors.Join(err, fmt.Errorf("start the order service again: %w", rerr))
 		}
 	}()
-	if err := s.armFailPoint(Payment, outbox.FailPointBeforePublish, "off", 0); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Payment, outbox.FailPointBeforePublish, "off", 0); err != nil {
 		return "", fmt.Errorf("release the payment relay: %w", err)
 	}
 	held = false
@@ -419,7 +418,7 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 	if cb.Status != outbox.StatusSent {
 		return "", fmt.Errorf("the callback is %s after the order was applied, want SENT", cb.Status)
 	}
-	o, err := s.order(orderID)
+	o, err := s.api.Order(s.ctx, orderID)
 	if err != nil {
 		return "", err
 	}
@@ -438,49 +437,10 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 		formatDuration(s.t.Outage), w.attempts(), w.describe(), formatDuration(due), formatDuration(drained), cb.Attempts, effectsOnce), nil
 }
 
-// topicEnds returns the end offset of every partition of the order events
-// topic: a mark to count the records written after it.
-func (s *session) topicEnds() (map[int32]int64, error) {
-	n, err := s.partitions()
-	if err != nil {
-		return nil, err
-	}
-	cl, err := s.producer()
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	topic := kmsg.NewListOffsetsRequestTopic()
-	topic.Topic = s.t.Topic
-	for p := range int32(n) {
-		part := kmsg.NewListOffsetsRequestTopicPartition()
-		part.Partition, part.Timestamp = p, -1 // -1: the end
-		topic.Partitions = append(topic.Partitions, part)
-	}
-	req.Topics = append(req.Topics, topic)
-	resp, err := req.RequestWith(s.ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", s.t.Topic, err)
-	}
-	ends := map[int32]int64{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("end offset of %s/%d: %w", s.t.Topic, p.Partition, err)
-			}
-			ends[p.Partition] = p.Offset
-		}
-	}
-	if len(ends) != n {
-		return nil, fmt.Errorf("end offsets of %s: %d partitions answered, want %d", s.t.Topic, len(ends), n)
-	}
-	return ends, nil
-}
-
 // copiesSince counts the records written to the order events topic after
 // marks whose envelope carries eventID.
 func (s *session) copiesSince(marks map[int32]int64, eventID string) (int, error) {
-	ends, err := s.topicEnds()
+	ends, err := s.api.EndOffsets(s.ctx)
 	if err != nil {
 		return 0, err
 	}

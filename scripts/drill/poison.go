@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Tutorial: "区分可恢复失败、毒消息与死信" (tell recoverable failures, poison
@@ -42,7 +43,7 @@ func poisonCases() []Case {
 // disarm turns a consumer's apply fail point off when a case ends, however
 // it ends, so a failed case cannot fail the next ones.
 func disarm(s *session, service string, err *error) {
-	if derr := s.armFailPoint(service, service+".apply", "off", 0); derr != nil {
+	if derr := s.api.ArmFailPoint(s.ctx, service, service+".apply", "off", 0); derr != nil {
 		*err = errors.Join(*err, fmt.Errorf("disarm %s.apply: %w", service, derr))
 	}
 }
@@ -50,7 +51,7 @@ func disarm(s *session, service string, err *error) {
 // nextOnPartition publishes an OrderPaid for a fresh order whose key lands
 // on partition p, seeding its SKU, and returns the order, SKU and quantity.
 func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, err error) {
-	n, err := s.partitions()
+	n, err := s.api.Partitions(s.ctx)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -59,7 +60,7 @@ func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, er
 		return "", "", 0, err
 	}
 	sku, quantity = s.sku("-next"), 1
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", "", 0, err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, "10.00")
@@ -70,7 +71,7 @@ func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, er
 	if err != nil {
 		return "", "", 0, err
 	}
-	return orderID, sku, quantity, s.publish(paid)
+	return orderID, sku, quantity, s.api.Publish(s.ctx, paid)
 }
 
 // reasonCode is the short code a DLQ record's failureReason starts with.
@@ -117,7 +118,7 @@ func poisonInvalidJSON(s *session) (string, error) {
 			{Key: event.HeaderAggregateID, Value: []byte(orderID)},
 		}}
 	start := time.Now()
-	placed, err := s.produce(rec)
+	placed, err := s.api.Produce(s.ctx, rec)
 	if err != nil {
 		return "", err
 	}
@@ -156,7 +157,7 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	const quantity = 2
 	attempts := s.t.RetryMaxAttempts
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
@@ -167,23 +168,23 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	if err != nil {
 		return "", err
 	}
-	rec, err := record(s.t.Topic, paid)
+	rec, err := suiteapi.Record(s.t.Topic, paid)
 	if err != nil {
 		return "", err
 	}
-	retries := func() (float64, error) { return s.metric(Inventory, "consumer_retries_total", nil) }
+	retries := func() (float64, error) { return s.api.Metric(s.ctx, Inventory, "consumer_retries_total", nil) }
 	retriesBefore, err := retries()
 	if err != nil {
 		return "", err
 	}
 	// Exactly as many failures as attempts: the event exhausts them all,
 	// the next one finds the fail point spent.
-	if err := s.armFailPoint(Inventory, "inventory.apply", "error", attempts); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Inventory, "inventory.apply", "error", attempts); err != nil {
 		return "", err
 	}
 	defer disarm(s, Inventory, &err)
 	start := time.Now()
-	placed, err := s.produce(rec)
+	placed, err := s.api.Produce(s.ctx, rec)
 	if err != nil {
 		return "", err
 	}
@@ -214,7 +215,7 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	if _, err := s.waitEffects(orderID, "NONE", 1, 1); err != nil {
 		return "", err
 	}
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -234,7 +235,7 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 func (s *session) retriesNow(services ...string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, svc := range services {
-		n, err := s.metric(svc, "consumer_retries_total", nil)
+		n, err := s.api.Metric(s.ctx, svc, "consumer_retries_total", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +247,7 @@ func (s *session) retriesNow(services ...string) (map[string]float64, error) {
 // noRetries checks no service in before has retried since.
 func (s *session) noRetries(before map[string]float64) error {
 	for svc, n := range before {
-		now, err := s.metric(svc, "consumer_retries_total", nil)
+		now, err := s.api.Metric(s.ctx, svc, "consumer_retries_total", nil)
 		if err != nil {
 			return err
 		}
@@ -269,7 +270,7 @@ func mutatedPaid(s *session, orderID string, change func(m map[string]any, rec *
 	if err != nil {
 		return nil, "", err
 	}
-	rec, err := record(s.t.Topic, paid)
+	rec, err := suiteapi.Record(s.t.Topic, paid)
 	if err != nil {
 		return nil, "", err
 	}
@@ -322,7 +323,7 @@ func deadLetteredAtOnce(s *session, orderID, eventID string, rec *kgo.Record, re
 		return "", err
 	}
 	start := time.Now()
-	placed, err := s.produce(rec)
+	placed, err := s.api.Produce(s.ctx, rec)
 	if err != nil {
 		return "", err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	// The Postgres driver, for the one case that plays a restored backup.
 	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Tutorial: "用状态收敛和对账证明最终一致" and the final exercise's
@@ -38,22 +39,7 @@ func reconcileCases() []Case {
 }
 
 // runView is a reconciliation run as the API answers it.
-type runView struct {
-	ID       int64  `json:"id"`
-	Status   string `json:"status"`
-	Checked  int    `json:"checked"`
-	Actions  int    `json:"actions"`
-	Error    string `json:"error"`
-	Findings []struct {
-		OrderID  string `json:"orderId"`
-		Kind     string `json:"kind"`
-		Service  string `json:"service"`
-		Expected string `json:"expected"`
-		Actual   string `json:"actual"`
-		Action   string `json:"action"`
-		Outcome  string `json:"outcome"`
-	} `json:"findings"`
-}
+type runView suiteapi.Run
 
 func (r runView) String() string {
 	var parts []string
@@ -70,28 +56,16 @@ func (r runView) String() string {
 // reconcile runs reconciliation over orderIDs, whatever their age, and
 // returns the run and how long it took.
 func (s *session) reconcile(orderIDs ...string) (runView, time.Duration, error) {
-	var r runView
 	start := time.Now()
-	by := http.Header{"X-Requested-By": {"drill " + s.t.RunID + " " + s.slug}}
-	_, err := s.do(Reconciliation, "POST", "/admin/reconciliation/runs", by, map[string]any{"orderIds": orderIDs, "minAge": "0s"}, &r, nil)
-	if err == nil && r.Status != "SUCCEEDED" {
-		err = fmt.Errorf("reconciliation run %d %s: %s", r.ID, r.Status, r.Error)
-	}
-	return r, time.Since(start), err
+	r, err := s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, orderIDs...)
+	return runView(r), time.Since(start), err
 }
 
 // converged asks reconciliation whether every service has reached what the
 // order's state requires.
 func (s *session) convergedNow(orderID string) (bool, string, error) {
-	var c struct {
-		Converged  bool `json:"converged"`
-		Mismatches []struct {
-			Kind    string `json:"kind"`
-			Service string `json:"service"`
-			Actual  string `json:"actual"`
-		} `json:"mismatches"`
-	}
-	if err := s.call(Reconciliation, "GET", "/admin/reconciliation/orders/"+url.PathEscape(orderID), nil, &c); err != nil {
+	c, err := s.api.Converged(s.ctx, orderID)
+	if err != nil {
 		return false, "", err
 	}
 	var open []string
@@ -134,7 +108,7 @@ func (s *session) payment(orderID string) (status, refunded string, err error) {
 		Status   string `json:"status"`
 		Refunded string `json:"refunded"`
 	}
-	err = s.call(Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &p)
+	err = s.api.Call(s.ctx, Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &p)
 	return p.Status, p.Refunded, err
 }
 
@@ -156,7 +130,7 @@ func reconcileRules(s *session) (string, error) {
 		var e struct {
 			BusinessCode string `json:"businessCode"`
 		}
-		code, err := s.callStatus(r.service, "POST", r.path, r.body, &e, []int{400})
+		code, err := s.api.Do(s.ctx, r.service, "POST", r.path, nil, r.body, &e, 400)
 		if err != nil {
 			return "", err
 		}
@@ -166,7 +140,7 @@ func reconcileRules(s *session) (string, error) {
 	}
 	// The largest amount there is earns its points, and nothing is
 	// dead-lettered on the way.
-	if err := s.seedStock(sku, 1); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, 1); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, 1, "9999999999999999.99")
@@ -206,7 +180,7 @@ func reconcileRules(s *session) (string, error) {
 
 func reconcilePartialRefund(s *session) (string, error) {
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, 10); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, 2, "10.00")
@@ -231,7 +205,7 @@ func reconcilePartialRefund(s *session) (string, error) {
 		{map[string]any{"items": []map[string]any{{"sku": sku, "quantity": 1}}}, "PARTIALLY_REFUNDED", "PARTIALLY_RESTOCKED", "10.01", 9, 3, 3, 9},
 	} {
 		var res commandResult
-		if err := s.call(Order, "POST", "/orders/"+url.PathEscape(orderID)+"/refunds", step.body, &res); err != nil {
+		if err := s.api.Call(s.ctx, Order, "POST", "/orders/"+url.PathEscape(orderID)+"/refunds", step.body, &res); err != nil {
 			return "", err
 		}
 		if res.BusinessCode != "SUCCESS" {
@@ -243,7 +217,7 @@ func reconcilePartialRefund(s *session) (string, error) {
 		if _, err := s.waitConverged(orderID); err != nil {
 			return "", err
 		}
-		o, err := s.order(orderID)
+		o, err := s.api.Order(s.ctx, orderID)
 		if err != nil {
 			return "", err
 		}
@@ -251,7 +225,7 @@ func reconcilePartialRefund(s *session) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		st, err := s.stock(sku)
+		st, err := s.api.Stock(s.ctx, sku)
 		if err != nil {
 			return "", err
 		}
@@ -285,9 +259,9 @@ func reconcilePartialRefund(s *session) (string, error) {
 // callbacks (they wait in its outbox), or lets them go again.
 func (s *session) holdCallbacks(hold bool) error {
 	if hold {
-		return s.armFailPoint(Payment, "relay.before-publish", "error", 1_000_000)
+		return s.api.ArmFailPoint(s.ctx, Payment, "relay.before-publish", "error", 1_000_000)
 	}
-	return s.armFailPoint(Payment, "relay.before-publish", "off", 0)
+	return s.api.ArmFailPoint(s.ctx, Payment, "relay.before-publish", "off", 0)
 }
 
 // paidThenCancelled pays an order and cancels it before the payment's
@@ -304,7 +278,7 @@ func (s *session) paidThenCancelled(orderID string) error {
 		return err
 	}
 	var res commandResult
-	if err := s.call(Order, "POST", "/orders/"+url.PathEscape(orderID)+"/cancel", nil, &res); err != nil {
+	if err := s.api.Call(s.ctx, Order, "POST", "/orders/"+url.PathEscape(orderID)+"/cancel", nil, &res); err != nil {
 		return err
 	}
 	if res.Status != "CANCELLED" {
@@ -319,7 +293,7 @@ func (s *session) returned(orderID string) (string, error) {
 	var o orderView
 	if _, err := s.waitUntil(orderID+": OrderPaymentReturned", func() (bool, error) {
 		var err error
-		o, err = s.order(orderID)
+		o, err = s.api.Order(s.ctx, orderID)
 		return o.Version == 5, err
 	}); err != nil {
 		return "", fmt.Errorf("%w; order %s v%d", err, o.Status, o.Version)
@@ -342,7 +316,7 @@ func (s *session) returned(orderID string) (string, error) {
 		return "", fmt.Errorf("order %s, payment %s refunded %s, notification %s; want CANCELLED, REFUNDED 10.00, PAYMENT_RETURNED",
 			o.Status, status, refunded, eff.Notifications[0].Kind)
 	}
-	events, err := s.orderEvents(orderID)
+	events, err := s.api.OrderEvents(s.ctx, orderID)
 	if err != nil {
 		return "", err
 	}
@@ -470,7 +444,7 @@ func RestoreBackup(ctx context.Context, dsn, service, orderID string, eventIDs [
 
 func reconcileLostEffect(s *session) (string, error) {
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, 10); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, 2, "10.00")
@@ -486,7 +460,7 @@ func reconcileLostEffect(s *session) (string, error) {
 	if err := s.waitRelayed(orderID, 3); err != nil {
 		return "", err
 	}
-	events, err := s.orderEvents(orderID)
+	events, err := s.api.OrderEvents(s.ctx, orderID)
 	if err != nil {
 		return "", err
 	}
@@ -502,10 +476,10 @@ func reconcileLostEffect(s *session) (string, error) {
 	}
 	// Hold the order service's relay, so the second run sees the same
 	// facts as the first.
-	if err := s.armFailPoint(Order, "relay.before-publish", "error", 1_000_000); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Order, "relay.before-publish", "error", 1_000_000); err != nil {
 		return "", err
 	}
-	release := func() error { return s.armFailPoint(Order, "relay.before-publish", "off", 0) }
+	release := func() error { return s.api.ArmFailPoint(s.ctx, Order, "relay.before-publish", "off", 0) }
 	first, took, err := s.reconcile(orderID)
 	if err != nil {
 		return "", errors.Join(err, release())
@@ -528,7 +502,7 @@ func reconcileLostEffect(s *session) (string, error) {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -551,7 +525,7 @@ func reconcileLostEffect(s *session) (string, error) {
 
 func reconcileStuckInDLQ(s *session) (string, error) {
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, 10); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, 1, "10.00")
@@ -560,7 +534,7 @@ func reconcileStuckInDLQ(s *session) (string, error) {
 	}
 	// Inventory fails every attempt of the payment, then recovers: the
 	// cause is gone, the event is in the dead letters.
-	if err := s.armFailPoint(Inventory, "inventory.apply", "error", s.t.RetryMaxAttempts); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Inventory, "inventory.apply", "error", s.t.RetryMaxAttempts); err != nil {
 		return "", err
 	}
 	if err := s.pay(orderID, amount); err != nil {
@@ -582,7 +556,7 @@ func reconcileStuckInDLQ(s *session) (string, error) {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	_, audit, err := s.inspect(Inventory, dl.ID)
+	_, audit, err := s.api.Inspect(s.ctx, Inventory, dl.ID)
 	if err != nil {
 		return "", err
 	}

@@ -12,7 +12,7 @@ import (
 
 // noDeadLetters checks service holds no dead letter of orderID.
 func (s *session) noDeadLetters(service, orderID string) error {
-	dl, err := s.deadLetters(service, orderID)
+	dl, err := s.api.DeadLetters(s.ctx, service, orderID, "")
 	if err != nil {
 		return err
 	}
@@ -25,7 +25,7 @@ func (s *session) noDeadLetters(service, orderID string) error {
 func poisonInsufficientStock(s *session) (string, error) {
 	const available, quantity = 1, 3
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, available); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, available); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "10.00")
@@ -53,10 +53,10 @@ func poisonInsufficientStock(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if n, err := s.processed(Inventory, paid.EventID); err != nil || n != 1 {
+	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, paid.EventID); err != nil || n != 1 {
 		return "", fmt.Errorf("inventory holds %d dedup rows for %s, want 1 (the rejection recorded once): %v", n, paid.EventID, err)
 	}
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -76,7 +76,7 @@ func poisonInsufficientStock(s *session) (string, error) {
 func poisonRefundAbovePayment(s *session) (string, error) {
 	const quantity, refund = 1, "500.00"
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
 	amount, err := s.placeOrder(orderID, sku, quantity, "10.00")
@@ -89,7 +89,7 @@ func poisonRefundAbovePayment(s *session) (string, error) {
 	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
 		return "", err
 	}
-	stockBefore, err := s.stock(sku)
+	stockBefore, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -99,7 +99,7 @@ func poisonRefundAbovePayment(s *session) (string, error) {
 	}
 	start := time.Now()
 	var res commandResult
-	if err := s.call(Order, "POST", "/orders/"+url.PathEscape(orderID)+"/refunds", map[string]string{"amount": refund}, &res); err != nil {
+	if err := s.api.Call(s.ctx, Order, "POST", "/orders/"+url.PathEscape(orderID)+"/refunds", map[string]string{"amount": refund}, &res); err != nil {
 		return "", err
 	}
 	if res.BusinessCode != "SUCCESS" || res.Status != "REFUNDING" {
@@ -108,7 +108,7 @@ func poisonRefundAbovePayment(s *session) (string, error) {
 	var o orderView
 	if _, err := s.waitUntil(orderID+" back to PAID at v5", func() (bool, error) {
 		var err error
-		o, err = s.order(orderID)
+		o, err = s.api.Order(s.ctx, orderID)
 		return o.Status == "PAID" && o.Version == 5, err
 	}); err != nil {
 		return "", fmt.Errorf("%w; order %s v%d", err, o.Status, o.Version)
@@ -122,13 +122,13 @@ func poisonRefundAbovePayment(s *session) (string, error) {
 		Amount   string `json:"amount"`
 		Refunded string `json:"refunded"`
 	}
-	if err := s.call(Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &pay); err != nil {
+	if err := s.api.Call(s.ctx, Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &pay); err != nil {
 		return "", err
 	}
 	if pay.Status != "SUCCEEDED" || pay.Refunded != "0.00" {
 		return "", fmt.Errorf("payment after the rejected refund: %s, refunded %s; want SUCCEEDED, 0.00", pay.Status, pay.Refunded)
 	}
-	stockAfter, err := s.stock(sku)
+	stockAfter, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}

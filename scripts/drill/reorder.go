@@ -9,6 +9,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Tutorial: "打乱事件顺序，阻止状态倒退" (shuffle the events, stop the state
@@ -40,7 +41,7 @@ const reorderStock = 10
 func reorderRefundBeforePayment(s *session) (string, error) {
 	const quantity, amount, points = 4, "40.00", 40
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, reorderStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, amount)
@@ -56,13 +57,13 @@ func reorderRefundBeforePayment(s *session) (string, error) {
 		return "", err
 	}
 
-	if err := s.publish(refunded); err != nil {
+	if err := s.api.Publish(s.ctx, refunded); err != nil {
 		return "", err
 	}
 	// A parked event keeps its dedup row: each consumer has read it.
 	if _, err := s.waitUntil("REFUNDED v5 read by each consumer", func() (bool, error) {
 		for _, c := range consumers {
-			if n, err := s.processed(c, refunded.EventID); err != nil || n != 1 {
+			if n, err := s.api.ProcessedEventCount(s.ctx, c, refunded.EventID); err != nil || n != 1 {
 				return false, err
 			}
 		}
@@ -70,7 +71,7 @@ func reorderRefundBeforePayment(s *session) (string, error) {
 	}); err != nil {
 		return "", err
 	}
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -83,14 +84,14 @@ func reorderRefundBeforePayment(s *session) (string, error) {
 	}
 
 	start := time.Now()
-	if err := s.publish(paid); err != nil {
+	if err := s.api.Publish(s.ctx, paid); err != nil {
 		return "", err
 	}
 	if _, err := s.waitEffects(orderID, "RESTOCKED", 2, 2); err != nil {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	if st, err = s.stock(sku); err != nil {
+	if st, err = s.api.Stock(s.ctx, sku); err != nil {
 		return "", err
 	}
 	if st.Available != reorderStock || st.Deducted != 0 {
@@ -114,7 +115,7 @@ func reorderRefundBeforePayment(s *session) (string, error) {
 func reorderLateCreated(s *session) (string, error) {
 	const quantity = 3
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, reorderStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, "30.00")
@@ -135,7 +136,7 @@ func reorderLateCreated(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.publish(paid); err != nil {
+	if err := s.api.Publish(s.ctx, paid); err != nil {
 		return "", err
 	}
 	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
@@ -146,14 +147,14 @@ func reorderLateCreated(s *session) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	if err := s.publish(created, stale); err != nil {
+	if err := s.api.Publish(s.ctx, created, stale); err != nil {
 		return "", err
 	}
 	if _, err := s.waitHandled(before, 2); err != nil {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -165,7 +166,7 @@ func reorderLateCreated(s *session) (string, error) {
 		return "", fmt.Errorf("late events moved the state: %s, stock %d/%d; want DEDUCTED, 1, 1, %d deducted",
 			eff, st.Available, st.Deducted, quantity)
 	}
-	if n, err := s.processed(Inventory, stale.EventID); err != nil || n != 1 {
+	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, stale.EventID); err != nil || n != 1 {
 		return "", fmt.Errorf("the stale PAID v3 has %d dedup rows in inventory, want 1 (recorded as IGNORED_STALE_EVENT): %v", n, err)
 	}
 	return fmt.Sprintf("v1 and a stale v3 read by each consumer, no effect: inventory DEDUCTED, stock %d/%d, ledger 1, notifications 1",
@@ -192,13 +193,13 @@ func (s *session) outcomesNow(outcome string) (map[string]float64, error) {
 // v5 parked for its PAID v3.
 func reorderOrdersInParallel(s *session) (string, error) {
 	const perPartition, quantity, amount, points = 2, 1, "10.00", 10
-	n, err := s.partitions()
+	n, err := s.api.Partitions(s.ctx)
 	if err != nil {
 		return "", err
 	}
 	sku := s.sku("")
 	stockOf := perPartition * n * quantity
-	if err := s.seedStock(sku, stockOf); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, stockOf); err != nil {
 		return "", err
 	}
 	var (
@@ -226,7 +227,7 @@ func reorderOrdersInParallel(s *session) (string, error) {
 				return "", err
 			}
 			for _, env := range []event.Envelope{v3, v5} {
-				r, err := record(s.t.Topic, env)
+				r, err := suiteapi.Record(s.t.Topic, env)
 				if err != nil {
 					return "", err
 				}
@@ -245,7 +246,7 @@ func reorderOrdersInParallel(s *session) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	placed, err := s.produce(recs...)
+	placed, err := s.api.Produce(s.ctx, recs...)
 	if err != nil {
 		return "", err
 	}
@@ -287,7 +288,7 @@ func reorderOrdersInParallel(s *session) (string, error) {
 			return "", fmt.Errorf("%s applied %v events, want %d", c, d, 2*len(orders))
 		}
 	}
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -306,12 +307,12 @@ func reorderOrdersInParallel(s *session) (string, error) {
 // from two producers could be read out of order.
 func reorderCrossClientPartition(s *session) (string, error) {
 	const orders, quantity = 8, 1
-	n, err := s.partitions()
+	n, err := s.api.Partitions(s.ctx)
 	if err != nil {
 		return "", err
 	}
 	sku := s.sku("")
-	if err := s.seedStock(sku, orders*quantity); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, orders*quantity); err != nil {
 		return "", err
 	}
 	ids := make([]string, orders)
@@ -326,14 +327,14 @@ func reorderCrossClientPartition(s *session) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if recs[i], err = record(s.t.Topic, paid); err != nil {
+		if recs[i], err = suiteapi.Record(s.t.Topic, paid); err != nil {
 			return "", err
 		}
 	}
 	start := time.Now()
 	// The session's producer is a plain kgo client: its default partitioner
 	// hashes keys with Kafka's murmur2.
-	placed, err := s.produce(recs...)
+	placed, err := s.api.Produce(s.ctx, recs...)
 	if err != nil {
 		return "", err
 	}
@@ -371,7 +372,7 @@ func reorderGapDeadline(s *session) (string, error) {
 	}
 	const quantity = 2
 	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, reorderStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
 	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
@@ -385,7 +386,7 @@ func reorderGapDeadline(s *session) (string, error) {
 	timeouts := func() (map[string]float64, error) {
 		out := map[string]float64{}
 		for _, c := range consumers {
-			n, err := s.metric(c, "consumer_gap_timeouts_total", nil)
+			n, err := s.api.Metric(s.ctx, c, "consumer_gap_timeouts_total", nil)
 			if err != nil {
 				return nil, err
 			}
@@ -398,7 +399,7 @@ func reorderGapDeadline(s *session) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	if err := s.publish(refunded); err != nil {
+	if err := s.api.Publish(s.ctx, refunded); err != nil {
 		return "", err
 	}
 	// The sweep runs every PARK_SWEEP_INTERVAL (10 s by default) after the
@@ -407,9 +408,9 @@ func reorderGapDeadline(s *session) (string, error) {
 	var held time.Duration
 	for _, c := range consumers {
 		var dl []deadLetter
-		if _, err := s.waitFor(wait, c+" dead-letters the parked "+orderID, func() (bool, error) {
+		if _, err := s.api.WaitFor(s.ctx, wait, c+" dead-letters the parked "+orderID, func() (bool, error) {
 			var err error
-			dl, err = s.deadLetters(c, orderID)
+			dl, err = s.api.DeadLetters(s.ctx, c, orderID, "")
 			return len(dl) > 0, err
 		}); err != nil {
 			return "", err
@@ -440,7 +441,7 @@ func reorderGapDeadline(s *session) (string, error) {
 			return "", fmt.Errorf("%s: consumer_gap_timeouts_total +%v, want +1", c, d)
 		}
 	}
-	st, err := s.stock(sku)
+	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}

@@ -28,14 +28,14 @@ const replayQuantity = 2
 // the fail point). It returns the order, its SKU and the dead letter.
 func deadLetteredPayment(s *session) (orderID, sku string, dl deadLetter, err error) {
 	orderID, sku = s.orderID(""), s.sku("")
-	if err := s.seedStock(sku, seedStock); err != nil {
+	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", "", deadLetter{}, err
 	}
 	amount, err := s.placeOrder(orderID, sku, replayQuantity, "40.00")
 	if err != nil {
 		return "", "", deadLetter{}, err
 	}
-	if err := s.armFailPoint(Inventory, "inventory.apply", "error", 0); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Inventory, "inventory.apply", "error", 0); err != nil {
 		return "", "", deadLetter{}, err
 	}
 	// The fix: whatever happens, the consumer is healthy again afterwards.
@@ -61,7 +61,7 @@ func deadLetteredPayment(s *session) (orderID, sku string, dl deadLetter, err er
 // applied once.
 func replayAndApply(s *session, orderID, sku string, dl deadLetter) (string, error) {
 	start := time.Now()
-	res, err := s.replay(Inventory, dl.ID, requester(s))
+	res, err := s.api.Replay(s.ctx, Inventory, dl.ID, requester(s))
 	if err != nil {
 		return "", err
 	}
@@ -84,7 +84,7 @@ func replayAfterFix(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	after, err := s.deadLetters(Inventory, orderID)
+	after, err := s.api.DeadLetters(s.ctx, Inventory, orderID, "")
 	if err != nil {
 		return "", err
 	}
@@ -107,7 +107,7 @@ func replayTwice(s *session) (string, error) {
 	if _, err := replayAndApply(s, orderID, sku, dl); err != nil {
 		return "", fmt.Errorf("first replay: %w", err)
 	}
-	stockBefore, err := s.stock(sku)
+	stockBefore, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -115,14 +115,14 @@ func replayTwice(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	res, err := s.replay(Inventory, dl.ID, requester(s))
+	res, err := s.api.Replay(s.ctx, Inventory, dl.ID, requester(s))
 	if err != nil {
 		return "", err
 	}
 	if res.Outcome != "ALREADY_REPLAYED" {
 		return "", fmt.Errorf("second replay answered %s, want ALREADY_REPLAYED", res.Outcome)
 	}
-	stockAfter, err := s.stock(sku)
+	stockAfter, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
 		return "", err
 	}
@@ -153,7 +153,7 @@ func requester(s *session) string { return "drill-" + s.t.RunID + "-" + s.slug }
 // order, with the drill as requester, a time no earlier than the dead
 // letter and the outcome answered. It returns the audit as a line.
 func checkAudit(s *session, dl deadLetter, outcomes ...string) (string, error) {
-	rec, audit, err := s.inspect(Inventory, dl.ID)
+	rec, audit, err := s.api.Inspect(s.ctx, Inventory, dl.ID)
 	if err != nil {
 		return "", err
 	}

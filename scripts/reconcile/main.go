@@ -13,14 +13,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 func main() {
@@ -75,8 +75,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitUsage
 	}
 	env := envconfig.New(getenv)
-	c := client{base: strings.TrimRight(env.String("RECONCILIATION_URL", "http://127.0.0.1:8086"), "/"),
-		token: env.String("ADMIN_TOKEN", ""), by: *by, http: &http.Client{Timeout: 10 * time.Minute}}
+	c := client{by: *by, api: suiteapi.New(suiteapi.Config{
+		URLs:       map[string]string{suiteapi.Reconciliation: env.String("RECONCILIATION_URL", "http://127.0.0.1:8086")},
+		AdminToken: env.String("ADMIN_TOKEN", ""),
+		HTTPClient: &http.Client{Timeout: 10 * time.Minute},
+	})}
+	defer c.api.Close()
 
 	var err error
 	switch {
@@ -107,65 +111,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return exitOK
 }
 
+// client calls the reconciliation service's admin API in the name of by.
 type client struct {
-	base, token, by string
-	http            *http.Client
+	by  string
+	api *suiteapi.Client
 }
 
 func (c client) do(ctx context.Context, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(raw)
+	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Requested-By": {c.by}}, body, out)
+	var se *suiteapi.StatusError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("%s %s: %d %s: %s", method, path, se.Status, http.StatusText(se.Status), se.Body)
+	case errors.As(err, &ue):
+		return fmt.Errorf("%w (is the suite running? make run)", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Requested-By", c.by)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w (is the suite running? make run)", method, c.base+path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	return json.Unmarshal(raw, out)
+	return err
 }
 
-type runView struct {
-	ID         int64      `json:"id"`
-	Status     string     `json:"status"`
-	StartedBy  string     `json:"startedBy"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-	OrderIDs   []string   `json:"orderIds"`
-	MinAge     string     `json:"minAge"`
-	Checked    int        `json:"checked"`
-	Actions    int        `json:"actions"`
-	Error      string     `json:"error"`
-	Findings   []struct {
-		OrderID  string `json:"orderId"`
-		Kind     string `json:"kind"`
-		Service  string `json:"service"`
-		Expected string `json:"expected"`
-		Actual   string `json:"actual"`
-		Action   string `json:"action"`
-		Outcome  string `json:"outcome"`
-	} `json:"findings"`
-}
+// runView is a run as the service answers it.
+type runView suiteapi.Run
 
 // print writes the run and a table of its findings; it fails when the run
 // did.

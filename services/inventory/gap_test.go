@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/servicetest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // With PARK_DEADLINE=1s, an OrderRefunded whose OrderPaid never comes is

@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
-	"github.com/reliable-orders/fulfillment/pkg/poll"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
-	"github.com/reliable-orders/fulfillment/pkg/servicetest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 func envMap(m map[string]string) func(string) string {

@@ -2,7 +2,8 @@
 // binaries as subprocesses, an in-process kfake broker, fresh databases and
 // topics — and speaks the tutorial's test vocabulary: Publish, WaitConsumed,
 // Inventory, ProcessedEventCount, PointsLedgerCount, Snapshot, WaitUntil,
-// DLQCount and FailConsumer.
+// DLQCount and FailConsumer. The vocabulary is scripts/suiteapi, the
+// suite's one API client, wrapped so that an error fails the test.
 package harness
 
 import (
@@ -25,7 +26,8 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/postgres/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Services are the six binaries, in start order.
@@ -82,6 +84,8 @@ type Suite struct {
 	extras map[string][]*extra
 	// scaling serialises the Scale calls of each consumer service.
 	scaling map[string]*sync.Mutex
+	// api is the suite's client the vocabulary wraps.
+	api *suiteapi.Client
 }
 
 var (
@@ -190,6 +194,8 @@ func Start(t testing.TB, opts Options) *Suite {
 		}
 		s.urls[name] = fmt.Sprintf("http://127.0.0.1:%d", ports[name])
 	}
+	s.api = suiteapi.New(suiteapi.Config{URLs: s.urls, AdminToken: s.AdminToken, Brokers: s.Broker.Addrs(), Topic: s.Topic,
+		PollInterval: 25 * time.Millisecond})
 	for _, name := range Services {
 		db := dbNames[name] + "_" + suffix
 		s.dbs = append(s.dbs, db)
@@ -289,7 +295,7 @@ func (s *Suite) waitReady(name string) {
 			s.t.Fatalf("%s exited during start:\n%s", name, s.logTail(name))
 		default:
 		}
-		code, _ := s.do("GET", s.urls[name]+"/readyz", nil)
+		code, _, _ := s.api.Raw(ctx(), name, "GET", "/readyz", nil, nil)
 		return code == 200
 	})
 }
@@ -412,6 +418,9 @@ func (s *Suite) stop() {
 	}
 	for _, db := range s.handles {
 		db.Close()
+	}
+	if s.api != nil {
+		s.api.Close()
 	}
 	if s.Broker != nil {
 		s.Broker.Close()

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // parse reads the flags, with defaults from the environment as the suite
 // reads it (README.md (Configuration)).
 func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog.Config, backlog.Target, error) {
+	env := envconfig.New(getenv)
 	fs := flag.NewFlagSet("drill-backlog", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -95,9 +97,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 	fs.Float64Var(&cfg.Rate, "rate", 0, "publish at most this many events per second; 0 = unlimited")
 	fs.IntVar(&cfg.Concurrency, "concurrency", backlog.DefaultConcurrency, "produce calls in flight")
 	fs.IntVar(&cfg.Batch, "batch", backlog.DefaultBatch, "records per produce call")
-	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), suite.DefaultKafkaBrokers), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
-	topic := fs.String("topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), suite.OrderEventsTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
-	dbURL := fs.String("database-url", orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL), "the services' Postgres server, read only (DATABASE_URL)")
+	brokers := fs.String("brokers", env.String("KAFKA_BROKERS", suite.DefaultKafkaBrokers), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	topic := fs.String("topic", env.String("ORDER_EVENTS_TOPIC", suite.OrderEventsTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
+	dbURL := fs.String("database-url", env.String("DATABASE_URL", suite.DefaultDatabaseURL), "the services' Postgres server, read only (DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, backlog.Target{}, err
@@ -117,7 +119,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 			return cfg, backlog.Target{}, fmt.Errorf("%w: %s %d: want at least 1", backlog.ErrUsage, f.name, f.v)
 		}
 	}
-	cfg.Services = splitList(*services)
+	cfg.Services = envconfig.Split(*services)
 	if cfg.RunID == "" {
 		cfg.RunID = backlog.NewRunID()
 	}
@@ -129,7 +131,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 		cfg.Out = *out
 	}
 	target := backlog.Target{
-		Brokers:     splitList(*brokers),
+		Brokers:     envconfig.Split(*brokers),
 		Topic:       *topic,
 		AdminToken:  getenv("ADMIN_TOKEN"),
 		DatabaseURL: *dbURL,
@@ -141,7 +143,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 }
 
 func controlURL(getenv func(string) string) string {
-	return "http://" + orDefault(getenv("CONTROL_ADDR"), "127.0.0.1:8090")
+	return "http://" + envconfig.New(getenv).String("CONTROL_ADDR", "127.0.0.1:8090")
 }
 
 // isTerminal reports whether w is a terminal, where the live line can be
@@ -170,21 +172,4 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "drill-backlog:", err)
 		return exitFail
 	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }

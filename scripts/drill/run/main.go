@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // parse reads the command line and the environment.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	env := envconfig.New(getenv)
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -110,10 +112,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		fs.PrintDefaults()
 	}
 	targets := fs.String("target", "", "service base URLs that differ from make run's, as name=url pairs separated by commas\n(e.g. order=http://10.0.0.5:8081,inventory=http://10.0.0.5:8083)")
-	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
-	topic := fs.String("topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), drill.DefaultTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
-	dlqTopic := fs.String("dlq-topic", orDefault(getenv("DLQ_TOPIC"), drill.DefaultDLQTopic), "the dead-letter topic (DLQ_TOPIC)")
-	defaultControl := "http://" + orDefault(getenv("CONTROL_ADDR"), "127.0.0.1:8090")
+	brokers := fs.String("brokers", env.String("KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	topic := fs.String("topic", env.String("ORDER_EVENTS_TOPIC", drill.DefaultTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
+	dlqTopic := fs.String("dlq-topic", env.String("DLQ_TOPIC", drill.DefaultDLQTopic), "the dead-letter topic (DLQ_TOPIC)")
+	defaultControl := "http://" + env.String("CONTROL_ADDR", "127.0.0.1:8090")
 	if getenv("CONTROL_ADDR") == "off" {
 		defaultControl = "none"
 	}
@@ -165,7 +167,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		if svc.ConsumerGroup == "" {
 			continue
 		}
-		dsn, err := postgres.WithDatabase(orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL), svc.DBName)
+		dsn, err := postgres.WithDatabase(env.String("DATABASE_URL", suite.DefaultDatabaseURL), svc.DBName)
 		if err != nil {
 			return options{}, fmt.Errorf("%w: DATABASE_URL: %w", errUsage, err)
 		}
@@ -180,11 +182,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	opts := options{
 		target: drill.Target{
 			URLs:                 urls,
-			Brokers:              splitList(*brokers),
+			Brokers:              envconfig.Split(*brokers),
 			Topic:                *topic,
 			DLQTopic:             *dlqTopic,
 			AdminToken:           getenv("ADMIN_TOKEN"),
-			CallbackSecret:       orDefault(getenv("CALLBACK_SECRET"), drill.DefaultCallbackSecret),
+			CallbackSecret:       env.String("CALLBACK_SECRET", drill.DefaultCallbackSecret),
 			RetryMaxAttempts:     retry,
 			RetryInitialInterval: initial,
 			RetryMaxInterval:     maxInterval,
@@ -219,21 +221,4 @@ func envDuration(getenv func(string) string, name string, def time.Duration) (ti
 		return 0, fmt.Errorf("%w: %s=%q: want a positive duration such as 1s", errUsage, name, v)
 	}
 	return d, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }

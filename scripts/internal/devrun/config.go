@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
@@ -60,15 +61,16 @@ const (
 // LoadConfig reads DATABASE_URL, KAFKA_BROKERS, DATA_DIR and CONTROL_ADDR
 // (README.md (Configuration)) and fills in the defaults of everything else.
 func LoadConfig(getenv func(string) string) Config {
-	control := orDefault(getenv("CONTROL_ADDR"), DefaultControlAddr)
+	env := envconfig.New(getenv)
+	control := env.String("CONTROL_ADDR", DefaultControlAddr)
 	if control == ControlOff {
 		control = ""
 	}
 	return Config{
 		ControlAddr:  control,
-		DatabaseURL:  orDefault(getenv("DATABASE_URL"), suite.DefaultDatabaseURL),
-		KafkaBrokers: strings.TrimSpace(getenv("KAFKA_BROKERS")),
-		DataDir:      orDefault(getenv("DATA_DIR"), DefaultDataDir),
+		DatabaseURL:  env.String("DATABASE_URL", suite.DefaultDatabaseURL),
+		KafkaBrokers: env.String("KAFKA_BROKERS", ""),
+		DataDir:      env.String("DATA_DIR", DefaultDataDir),
 		Dir:          ".",
 		BinDir:       DefaultBinDir,
 		BrokerAddr:   suite.DefaultKafkaBrokers,
@@ -126,11 +128,4 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("ready timeout and grace period must be positive"))
 	}
 	return errors.Join(errs...)
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }

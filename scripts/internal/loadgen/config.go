@@ -14,7 +14,8 @@ import (
 	"io"
 	"net/url"
 	"regexp"
-	"strings"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 )
 
 // ErrUsage marks a command line the generator cannot work with.
@@ -75,6 +76,7 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$`)
 // environment through getenv as the services read it. -h prints the flags
 // to stderr and returns flag.ErrHelp; any other problem wraps ErrUsage.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	env := envconfig.New(getenv)
 	fs := flag.NewFlagSet("publish_orders", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -91,16 +93,16 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.IntVar(&cfg.Count, "count", 0, "how many events (orders) to publish (required)")
 	fs.StringVar(&cfg.RunID, "run-id", "", "names the run; order, event, payment, customer and SKU ids derive from it (required)")
 	fs.IntVar(&cfg.SKUs, "skus", 100, "spread the items over this many SKUs, SKU-<run-id>-1 … (small = hot rows)")
-	brokers := fs.String("brokers", orDefault(getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
-	fs.StringVar(&cfg.Topic, "topic", orDefault(getenv("ORDER_EVENTS_TOPIC"), "order-events"), "the order events topic (ORDER_EVENTS_TOPIC)")
+	brokers := fs.String("brokers", env.String("KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
+	fs.StringVar(&cfg.Topic, "topic", env.String("ORDER_EVENTS_TOPIC", "order-events"), "the order events topic (ORDER_EVENTS_TOPIC)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "at most this many events (orders with --via api) per second; 0 = unlimited")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "produce batches (or orders) in flight at once")
 	fs.IntVar(&cfg.Batch, "batch", 500, "records per produce call (--via broker; with --rate at most one second's worth)")
 	fs.IntVar(&cfg.SeedStock, "seed-stock", 0, "first PUT /inventory/{sku} {available: N} for every SKU of the run; 0 = leave stock alone")
 	fs.IntVar(&cfg.MaxErrors, "max-errors", 100, "stop after this many failed events (orders); 0 = never stop")
-	fs.StringVar(&cfg.OrderURL, "order-url", orDefault(getenv("ORDER_URL"), "http://127.0.0.1:8081"), "order service (ORDER_URL), for --via api")
-	fs.StringVar(&cfg.PaymentURL, "payment-url", orDefault(getenv("PAYMENT_URL"), "http://127.0.0.1:8082"), "payment service (PAYMENT_URL), for --via api")
-	fs.StringVar(&cfg.InventoryURL, "inventory-url", orDefault(getenv("INVENTORY_URL"), "http://127.0.0.1:8083"), "inventory service (INVENTORY_URL), for --seed-stock")
+	fs.StringVar(&cfg.OrderURL, "order-url", env.String("ORDER_URL", "http://127.0.0.1:8081"), "order service (ORDER_URL), for --via api")
+	fs.StringVar(&cfg.PaymentURL, "payment-url", env.String("PAYMENT_URL", "http://127.0.0.1:8082"), "payment service (PAYMENT_URL), for --via api")
+	fs.StringVar(&cfg.InventoryURL, "inventory-url", env.String("INVENTORY_URL", "http://127.0.0.1:8083"), "inventory service (INVENTORY_URL), for --seed-stock")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, err
@@ -111,7 +113,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		return Config{}, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", ErrUsage, fs.Arg(0))
 	}
 	cfg.Via = Via(*via)
-	cfg.Brokers = splitList(*brokers)
+	cfg.Brokers = envconfig.Split(*brokers)
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
@@ -176,21 +178,4 @@ func (c Config) batchSize() int {
 		return max(1, min(c.Batch, int(c.Rate)))
 	}
 	return c.Batch
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v != "" {
-		return v
-	}
-	return def
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/servicetest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // echoService is a run function that serves /readyz and /env/{name}, which

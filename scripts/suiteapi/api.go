@@ -1,0 +1,433 @@
+package suiteapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Success is the businessCode of an accepted command.
+const Success = "SUCCESS"
+
+// Item is an order line as POST /orders takes it.
+type Item struct {
+	SKU       string `json:"sku"`
+	Quantity  int    `json:"quantity"`
+	UnitPrice string `json:"unitPrice"`
+}
+
+// NewOrder is the body of POST /orders; an empty OrderID lets the service
+// choose one.
+type NewOrder struct {
+	OrderID    string `json:"orderId,omitempty"`
+	CustomerID string `json:"customerId"`
+	Currency   string `json:"currency"`
+	Items      []Item `json:"items"`
+}
+
+// CommandResult is the answer of the order and payment commands
+// (create, checkout, pay): businessCode and, for an order, its state.
+type CommandResult struct {
+	BusinessCode string `json:"businessCode"`
+	Message      string `json:"message"`
+	OrderID      string `json:"orderId"`
+	PaymentID    string `json:"paymentId"`
+	Status       string `json:"status"`
+	Version      int64  `json:"version"`
+	Amount       string `json:"amount"`
+}
+
+// PaymentRequest is the body of POST /payments.
+type PaymentRequest struct {
+	OrderID  string `json:"orderId"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// OrderView is GET /orders/{id}, the fields the callers read.
+type OrderView struct {
+	OrderID string `json:"orderId"`
+	Status  string `json:"status"`
+	Version int64  `json:"version"`
+	Amount  string `json:"amount"`
+}
+
+// OrderEvent is one of an order's outbox events (GET /orders/{id}/events).
+type OrderEvent struct {
+	EventID          string `json:"eventId"`
+	EventType        string `json:"eventType"`
+	AggregateVersion int64  `json:"aggregateVersion"`
+	Status           string `json:"status"`
+	Attempts         int    `json:"attempts"`
+}
+
+// OutboxStatus is one outbox row (GET /admin/outbox/{eventId}).
+type OutboxStatus struct {
+	EventID  string `json:"eventId"`
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+}
+
+// Snapshot is the order's state across every service (README.md, API:
+// GET /orders/{id}/snapshot).
+type Snapshot struct {
+	Order         string `json:"order"`
+	OrderVersion  int64  `json:"orderVersion"`
+	Payment       string `json:"payment"`
+	Inventory     string `json:"inventory"`
+	PointsLedger  int    `json:"pointsLedger"`
+	Notifications int    `json:"notifications"`
+	DLQ           int    `json:"dlq"`
+}
+
+// CreateOrder sends POST /orders. A 2xx answer with a businessCode other
+// than SUCCESS is returned as it is, for the caller to judge.
+func (c *Client) CreateOrder(ctx context.Context, o NewOrder) (CommandResult, error) {
+	var res CommandResult
+	err := c.Call(ctx, Order, http.MethodPost, "/orders", o, &res)
+	return res, err
+}
+
+// Checkout sends POST /orders/{id}/checkout.
+func (c *Client) Checkout(ctx context.Context, orderID string) (CommandResult, error) {
+	var res CommandResult
+	err := c.Call(ctx, Order, http.MethodPost, "/orders/"+url.PathEscape(orderID)+"/checkout", nil, &res)
+	return res, err
+}
+
+// PlaceOrder creates and checks out an order and returns its amount; an
+// answer other than SUCCESS and PENDING_PAYMENT is an error.
+func (c *Client) PlaceOrder(ctx context.Context, o NewOrder) (string, error) {
+	res, err := c.CreateOrder(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if res.BusinessCode != Success {
+		return "", fmt.Errorf("create %s: businessCode %s", o.OrderID, res.BusinessCode)
+	}
+	if res, err = c.Checkout(ctx, o.OrderID); err != nil {
+		return "", err
+	}
+	if res.BusinessCode != Success || res.Status != "PENDING_PAYMENT" {
+		return "", fmt.Errorf("checkout %s: %s %s", o.OrderID, res.BusinessCode, res.Status)
+	}
+	return res.Amount, nil
+}
+
+// Pay sends POST /payments. As CreateOrder, it leaves the businessCode of
+// a 2xx answer to the caller.
+func (c *Client) Pay(ctx context.Context, p PaymentRequest) (CommandResult, error) {
+	var res CommandResult
+	err := c.Call(ctx, Payment, http.MethodPost, "/payments", p, &res)
+	return res, err
+}
+
+// Order reads GET /orders/{id}.
+func (c *Client) Order(ctx context.Context, orderID string) (OrderView, error) {
+	var o OrderView
+	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID), nil, &o)
+	return o, err
+}
+
+// OrderEvents reads the order's outbox events, oldest first.
+func (c *Client) OrderEvents(ctx context.Context, orderID string) ([]OrderEvent, error) {
+	var out struct {
+		Events []OrderEvent `json:"events"`
+	}
+	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID)+"/events", nil, &out)
+	return out.Events, err
+}
+
+// OutboxStatus reads one outbox row of the order service by event id.
+func (c *Client) OutboxStatus(ctx context.Context, eventID string) (OutboxStatus, error) {
+	var st OutboxStatus
+	err := c.Call(ctx, Order, http.MethodGet, "/admin/outbox/"+url.PathEscape(eventID), nil, &st)
+	return st, err
+}
+
+// Snapshot reads GET /orders/{id}/snapshot.
+func (c *Client) Snapshot(ctx context.Context, orderID string) (Snapshot, error) {
+	var snap Snapshot
+	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID)+"/snapshot", nil, &snap)
+	return snap, err
+}
+
+// WaitSnapshot waits until the order's snapshot equals want and returns
+// how long that took; on a timeout the error shows the last one seen.
+func (c *Client) WaitSnapshot(ctx context.Context, orderID string, want Snapshot, timeout time.Duration) (time.Duration, error) {
+	var last Snapshot
+	took, err := c.WaitFor(ctx, timeout, "snapshot of "+orderID, func() (bool, error) {
+		var err error
+		last, err = c.Snapshot(ctx, orderID)
+		return last == want, err
+	})
+	if err != nil {
+		return took, fmt.Errorf("%w:\n got %+v\nwant %+v", err, last, want)
+	}
+	return took, nil
+}
+
+// Stock is a SKU's inventory.
+type Stock struct {
+	SKU       string `json:"sku"`
+	Available int    `json:"available"`
+	Deducted  int    `json:"deducted"`
+}
+
+// SetStock sets a SKU's available stock (PUT /inventory/{sku}).
+func (c *Client) SetStock(ctx context.Context, sku string, available int) error {
+	return c.Call(ctx, Inventory, http.MethodPut, "/inventory/"+url.PathEscape(sku), map[string]int{"available": available}, nil)
+}
+
+// Stock reads a SKU's inventory.
+func (c *Client) Stock(ctx context.Context, sku string) (Stock, error) {
+	var st Stock
+	err := c.Call(ctx, Inventory, http.MethodGet, "/inventory/"+url.PathEscape(sku), nil, &st)
+	return st, err
+}
+
+// InventoryState is the inventory consumer's state for an order (NONE,
+// DEDUCTED, PARTIALLY_RESTOCKED, RESTOCKED, REJECTED).
+func (c *Client) InventoryState(ctx context.Context, orderID string) (string, error) {
+	var out struct {
+		Status string `json:"status"`
+	}
+	err := c.Call(ctx, Inventory, http.MethodGet, "/inventory/orders/"+url.PathEscape(orderID), nil, &out)
+	return out.Status, err
+}
+
+// PointsEntry is one entry of an order's points ledger.
+type PointsEntry struct {
+	EventID string `json:"eventId"`
+	Type    string `json:"type"`
+	Points  int64  `json:"points"`
+}
+
+// PointsLedger reads an order's points ledger entries.
+func (c *Client) PointsLedger(ctx context.Context, orderID string) ([]PointsEntry, error) {
+	var out struct {
+		Entries []PointsEntry `json:"entries"`
+	}
+	err := c.Call(ctx, Points, http.MethodGet, "/points/orders/"+url.PathEscape(orderID), nil, &out)
+	return out.Entries, err
+}
+
+// Notice is one notification sent for an order.
+type Notice struct {
+	EventID string `json:"eventId"`
+	Kind    string `json:"kind"`
+}
+
+// Notifications reads the notifications sent for an order.
+func (c *Client) Notifications(ctx context.Context, orderID string) ([]Notice, error) {
+	var out struct {
+		Items []Notice `json:"items"`
+	}
+	err := c.Call(ctx, Notification, http.MethodGet, "/notifications?orderId="+url.QueryEscape(orderID), nil, &out)
+	return out.Items, err
+}
+
+// ProcessedEventCount is a consumer's dedup row count for an event (0 or 1).
+func (c *Client) ProcessedEventCount(ctx context.Context, service, eventID string) (int, error) {
+	var out struct {
+		Count int `json:"count"`
+	}
+	err := c.Call(ctx, service, http.MethodGet, "/admin/processed-events/"+url.PathEscape(eventID), nil, &out)
+	return out.Count, err
+}
+
+// WaitConsumed waits until every named consumer has processed eventID.
+func (c *Client) WaitConsumed(ctx context.Context, timeout time.Duration, eventID string, services ...string) (time.Duration, error) {
+	return c.WaitFor(ctx, timeout, "event "+eventID+" consumed", func() (bool, error) {
+		for _, svc := range services {
+			n, err := c.ProcessedEventCount(ctx, svc, eventID)
+			if err != nil || n < 1 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+// DeadLetter is a DLQ record with the metadata of docs/design.md, Dead
+// letters (key and value arrive base64-encoded, as encoding/json writes
+// and reads []byte).
+type DeadLetter struct {
+	ID                int64             `json:"id"`
+	Consumer          string            `json:"consumer"`
+	EventID           string            `json:"eventId"`
+	AggregateID       string            `json:"aggregateId"`
+	EventType         string            `json:"eventType"`
+	OriginalTopic     string            `json:"originalTopic"`
+	OriginalPartition int32             `json:"originalPartition"`
+	OriginalOffset    int64             `json:"originalOffset"`
+	Key               []byte            `json:"key"`
+	Value             []byte            `json:"value"`
+	Headers           map[string]string `json:"headers"`
+	FailureReason     string            `json:"failureReason"`
+	ErrorClass        string            `json:"errorClass"`
+	Attempts          int               `json:"attempts"`
+	FirstFailedAt     time.Time         `json:"firstFailedAt"`
+	DeadLetteredAt    time.Time         `json:"deadLetteredAt"`
+	Status            string            `json:"status"`
+}
+
+// DeadLetters lists a consumer's dead letters of an aggregate; status
+// (DEAD, REPLAYED) filters them, "" lists all.
+func (c *Client) DeadLetters(ctx context.Context, service, aggregateID, status string) ([]DeadLetter, error) {
+	q := url.Values{"aggregateId": {aggregateID}}
+	if status != "" {
+		q.Set("status", status)
+	}
+	var out struct {
+		Items []DeadLetter `json:"items"`
+	}
+	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out)
+	return out.Items, err
+}
+
+// DLQCount sums the outstanding (not yet replayed) dead letters of an
+// order over the named consumers.
+func (c *Client) DLQCount(ctx context.Context, orderID string, services ...string) (int, error) {
+	n := 0
+	for _, svc := range services {
+		var out struct {
+			Count int `json:"count"`
+		}
+		q := url.Values{"status": {"DEAD"}, "aggregateId": {orderID}}
+		if err := c.Call(ctx, svc, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out); err != nil {
+			return 0, err
+		}
+		n += out.Count
+	}
+	return n, nil
+}
+
+// ReplayAudit is one audited replay request of a dead letter.
+type ReplayAudit struct {
+	RequestedBy string `json:"requestedBy"`
+	RequestedAt string `json:"requestedAt"`
+	Outcome     string `json:"outcome"`
+}
+
+// Inspect reads a dead letter and the audit of its replays
+// (GET /admin/dlq/{id}), oldest first.
+func (c *Client) Inspect(ctx context.Context, service string, id int64) (DeadLetter, []ReplayAudit, error) {
+	var out struct {
+		DeadLetter
+		Replays []ReplayAudit `json:"replays"`
+	}
+	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq/"+strconv.FormatInt(id, 10), nil, &out)
+	return out.DeadLetter, out.Replays, err
+}
+
+// ReplayResult is the answer of a replay.
+type ReplayResult struct {
+	ID            int64  `json:"id"`
+	EventID       string `json:"eventId"`
+	OriginalTopic string `json:"originalTopic"`
+	Outcome       string `json:"outcome"`
+}
+
+// Replay replays a dead letter in the name of requestedBy, who the audit
+// records (X-Requested-By, pkg/admin).
+func (c *Client) Replay(ctx context.Context, service string, id int64, requestedBy string) (ReplayResult, error) {
+	var out ReplayResult
+	_, err := c.Do(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay",
+		requestedByHeader(requestedBy), nil, &out)
+	return out, err
+}
+
+func requestedByHeader(who string) http.Header {
+	if who == "" {
+		return nil
+	}
+	return http.Header{"X-Requested-By": {who}}
+}
+
+// ArmFailPoint arms a fail point of a service at run time; times 0 fires
+// every time, action "off" disarms it.
+func (c *Client) ArmFailPoint(ctx context.Context, service, name, action string, times int) error {
+	return c.Call(ctx, service, http.MethodPut, "/admin/failpoints/"+url.PathEscape(name),
+		map[string]any{"action": action, "times": times}, nil)
+}
+
+// FailConsumer makes a consumer's apply step fail times times with a
+// retryable error (the fail point "<service>.apply").
+func (c *Client) FailConsumer(ctx context.Context, service string, times int) error {
+	return c.ArmFailPoint(ctx, service, service+".apply", "error", times)
+}
+
+// Finding is one mismatch a reconciliation run found and what it did.
+type Finding struct {
+	OrderID  string `json:"orderId"`
+	Kind     string `json:"kind"`
+	Service  string `json:"service"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+	Action   string `json:"action"`
+	Outcome  string `json:"outcome"`
+}
+
+// Run is a reconciliation run as POST /admin/reconciliation/runs and
+// GET /admin/reconciliation/runs/{id} answer it.
+type Run struct {
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	StartedBy  string     `json:"startedBy"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	OrderIDs   []string   `json:"orderIds"`
+	MinAge     string     `json:"minAge"`
+	Checked    int        `json:"checked"`
+	Actions    int        `json:"actions"`
+	Error      string     `json:"error"`
+	Findings   []Finding  `json:"findings"`
+}
+
+// Kinds lists the run's findings as "KIND service ACTION".
+func (r Run) Kinds() []string {
+	out := []string{}
+	for _, f := range r.Findings {
+		out = append(out, f.Kind+" "+f.Service+" "+f.Action)
+	}
+	return out
+}
+
+// Reconcile runs reconciliation over the orders named, whatever their
+// age, in the name of requestedBy ("" leaves it to the service). A run
+// that did not succeed is an error, returned with the run.
+func (c *Client) Reconcile(ctx context.Context, requestedBy string, orderIDs ...string) (Run, error) {
+	var r Run
+	_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", requestedByHeader(requestedBy),
+		map[string]any{"orderIds": orderIDs, "minAge": "0s"}, &r)
+	if err == nil && r.Status != "SUCCEEDED" {
+		err = fmt.Errorf("reconciliation run %d %s: %s", r.ID, r.Status, r.Error)
+	}
+	return r, err
+}
+
+// Mismatch is what keeps an order from converging.
+type Mismatch struct {
+	Kind     string `json:"kind"`
+	Service  string `json:"service"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+}
+
+// Convergence is reconciliation's verdict on an order at the time of the call.
+type Convergence struct {
+	Converged  bool       `json:"converged"`
+	Mismatches []Mismatch `json:"mismatches"`
+}
+
+// Converged asks reconciliation whether every service has reached what
+// the order's state requires (GET /admin/reconciliation/orders/{id}).
+func (c *Client) Converged(ctx context.Context, orderID string) (Convergence, error) {
+	var out Convergence
+	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/orders/"+url.PathEscape(orderID), nil, &out)
+	return out, err
+}

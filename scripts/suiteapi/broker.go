@@ -1,0 +1,188 @@
+package suiteapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+)
+
+// produceTimeout bounds one Publish or Produce.
+const produceTimeout = 15 * time.Second
+
+// producer returns the client's Kafka client, connecting on first use.
+func (c *Client) producer() (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kafka == nil {
+		if len(c.cfg.Brokers) == 0 {
+			return nil, errors.New("no Kafka brokers configured")
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...), kgo.ProducerLinger(0))
+		if err != nil {
+			return nil, fmt.Errorf("kafka client for %v: %w", c.cfg.Brokers, err)
+		}
+		c.kafka = cl
+	}
+	return c.kafka, nil
+}
+
+// Record is env as the outbox relay publishes it to topic: key =
+// aggregateId and the contract's headers.
+func Record(topic string, env event.Envelope) (*kgo.Record, error) {
+	raw, err := env.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(env.AggregateID), Value: raw, Headers: []kgo.RecordHeader{
+		{Key: event.HeaderEventID, Value: []byte(env.EventID)},
+		{Key: event.HeaderEventType, Value: []byte(env.EventType)},
+		{Key: event.HeaderEventVersion, Value: []byte(strconv.Itoa(env.EventVersion))},
+		{Key: event.HeaderAggregateID, Value: []byte(env.AggregateID)},
+		{Key: event.HeaderTraceparent, Value: []byte(env.Traceparent())},
+	}}, nil
+}
+
+// Publish writes envelopes straight to the order-events topic, as another
+// producer, or a duplicate delivery, would.
+func (c *Client) Publish(ctx context.Context, envs ...event.Envelope) error {
+	recs := make([]*kgo.Record, len(envs))
+	for i, env := range envs {
+		r, err := Record(c.cfg.Topic, env)
+		if err != nil {
+			return err
+		}
+		recs[i] = r
+	}
+	_, err := c.Produce(ctx, recs...)
+	return err
+}
+
+// Produce writes records and returns them as the broker placed them, in
+// the order the broker acknowledged them (not necessarily recs' order).
+func (c *Client) Produce(ctx context.Context, recs ...*kgo.Record) ([]*kgo.Record, error) {
+	cl, err := c.producer()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, produceTimeout)
+	defer cancel()
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		return nil, fmt.Errorf("publish to %s: %w", c.cfg.Topic, err)
+	}
+	out := make([]*kgo.Record, len(res))
+	for i, r := range res {
+		out[i] = r.Record
+	}
+	return out, nil
+}
+
+// Partitions is the topic's partition count, from the broker's metadata.
+func (c *Client) Partitions(ctx context.Context) (int, error) {
+	cl, err := c.producer()
+	if err != nil {
+		return 0, err
+	}
+	topic := c.cfg.Topic
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && *t.Topic == topic && len(t.Partitions) > 0 {
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata of %s: no partitions", topic)
+}
+
+// TopicCount counts the records on the order-events topic carrying
+// eventID, reading the topic from its start to its end at the time of the call.
+func (c *Client) TopicCount(ctx context.Context, eventID string) (int, error) {
+	if len(c.cfg.Brokers) == 0 {
+		return 0, errors.New("no Kafka brokers configured")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...), kgo.ConsumeTopics(c.cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, fmt.Errorf("kafka client for %v: %w", c.cfg.Brokers, err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("end offsets of %s: %w", c.cfg.Topic, err)
+	}
+	remaining := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { remaining += o.Offset })
+	n := 0
+	for remaining > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("read %s: %w", c.cfg.Topic, err)
+		}
+		for _, r := range fetches.Records() {
+			remaining--
+			var head struct {
+				EventID string `json:"eventId"`
+			}
+			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// EndOffsets returns the end offset of every partition of the order-events
+// topic: a mark to count the records written after it.
+func (c *Client) EndOffsets(ctx context.Context) (map[int32]int64, error) {
+	n, err := c.Partitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.producer()
+	if err != nil {
+		return nil, err
+	}
+	topic := c.cfg.Topic
+	req := kmsg.NewPtrListOffsetsRequest()
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = topic
+	for p := range int32(n) {
+		part := kmsg.NewListOffsetsRequestTopicPartition()
+		part.Partition, part.Timestamp = p, -1 // -1: the end
+		t.Partitions = append(t.Partitions, part)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	ends := map[int32]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, err)
+			}
+			ends[p.Partition] = p.Offset
+		}
+	}
+	if len(ends) != n {
+		return nil, fmt.Errorf("end offsets of %s: %d partitions answered, want %d", topic, len(ends), n)
+	}
+	return ends, nil
+}

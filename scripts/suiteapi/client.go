@@ -1,0 +1,247 @@
+// Package suiteapi is the one client of the suite's API: the HTTP API of
+// README.md (API), the admin endpoints every service serves, /metrics, and
+// the order-events topic as another producer writes to it. The drills, the
+// black-box test harness and the load generator all speak to the suite
+// through it, so a change of an endpoint or an answer is made once.
+//
+// Its names are the test vocabulary the tutorial and tests/ use: Publish,
+// WaitConsumed, Snapshot, WaitUntil, DLQCount, FailConsumer, … Every call
+// returns an error instead of failing a test: tests/harness wraps it into
+// t.Helper functions that fail the test, the drills turn it into a verdict.
+package suiteapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The services, by the short names Config.URLs uses.
+const (
+	Order          = "order"
+	Payment        = "payment"
+	Inventory      = "inventory"
+	Points         = "points"
+	Notification   = "notification"
+	Reconciliation = "reconciliation"
+)
+
+// Defaults of a Config.
+const (
+	DefaultTopic        = "order-events"
+	DefaultHTTPTimeout  = 10 * time.Second
+	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultWait bounds WaitConsumed and the waits that take no timeout.
+	DefaultWait = 30 * time.Second
+)
+
+// maxAnswer bounds how much of an answer is read: the largest the suite
+// gives (a reconciliation run over many orders) is far below it.
+const maxAnswer = 4 << 20
+
+// Config says where the suite is.
+type Config struct {
+	// URLs are the services' base URLs by short name (Order, Payment, …).
+	URLs map[string]string
+	// AdminToken is sent as a bearer token to /admin/* (ADMIN_TOKEN).
+	AdminToken string
+	// HTTPClient sends the calls; nil uses one with DefaultHTTPTimeout.
+	HTTPClient *http.Client
+	// Brokers are the Kafka bootstrap brokers Publish and the topic reads
+	// use; only they need it.
+	Brokers []string
+	// Topic carries the order events; "" means DefaultTopic.
+	Topic string
+	// PollInterval is how often a wait re-reads the suite; 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Client speaks to one suite. It is safe for concurrent use; Close
+// releases its Kafka connection.
+type Client struct {
+	cfg Config
+
+	mu    sync.Mutex
+	kafka *kgo.Client
+}
+
+// New returns a client of the suite cfg describes.
+func New(cfg Config) *Client {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = DefaultTopic
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	return &Client{cfg: cfg}
+}
+
+// Close closes the Kafka client Publish opened, if any, and the idle
+// HTTP connections.
+func (c *Client) Close() {
+	c.cfg.HTTPClient.CloseIdleConnections()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kafka != nil {
+		c.kafka.Close()
+		c.kafka = nil
+	}
+}
+
+// Topic is the order-events topic the client publishes to.
+func (c *Client) Topic() string { return c.cfg.Topic }
+
+// URL is the base URL of a service, without a trailing slash.
+func (c *Client) URL(service string) string { return strings.TrimRight(c.cfg.URLs[service], "/") }
+
+// StatusError is an answer with a status the caller did not accept. The
+// suite's errors are {"businessCode","message"}; BusinessCode and Message
+// are empty when the body is not one.
+type StatusError struct {
+	Method, URL  string
+	Status       int
+	BusinessCode string
+	Message      string
+	// Body is the answer as it came, trimmed.
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s answered %d: %s", e.Method, e.URL, e.Status, e.Body)
+}
+
+// IsStatus reports whether err is a *StatusError with status code.
+func IsStatus(err error, code int) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == code
+}
+
+// Raw sends a request and returns the status and body whatever the status:
+// for tests that look at an answer the suite refuses. body is sent as is
+// when it is []byte or string, as JSON otherwise; nil sends none. Admin
+// paths carry the admin token.
+func (c *Client) Raw(ctx context.Context, service, method, path string, header http.Header, body any) (int, []byte, error) {
+	u := c.URL(service) + path
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	case string:
+		r = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return 0, nil, fmt.Errorf("encode %s %s: %w", method, u, err)
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.cfg.AdminToken != "" && strings.HasPrefix(path, "/admin/") {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.AdminToken)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return resp.StatusCode, raw, fmt.Errorf("%s %s: read answer: %w", method, u, err)
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// Do sends a request and decodes a 2xx JSON answer into out (if not nil).
+// A status other than 2xx and those in ok is a *StatusError; Do returns
+// the status it got.
+func (c *Client) Do(ctx context.Context, service, method, path string, header http.Header, body, out any, ok ...int) (int, error) {
+	code, raw, err := c.Raw(ctx, service, method, path, header, body)
+	if err != nil {
+		return code, err
+	}
+	accepted := code/100 == 2
+	for _, o := range ok {
+		accepted = accepted || code == o
+	}
+	if !accepted {
+		return code, statusError(method, c.URL(service)+path, code, raw)
+	}
+	if out != nil && code/100 == 2 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return code, fmt.Errorf("%s %s: answer is not the JSON expected: %w", method, c.URL(service)+path, err)
+		}
+	}
+	return code, nil
+}
+
+// Call is Do without headers that accepts only 2xx.
+func (c *Client) Call(ctx context.Context, service, method, path string, body, out any) error {
+	_, err := c.Do(ctx, service, method, path, nil, body, out)
+	return err
+}
+
+func statusError(method, u string, code int, raw []byte) *StatusError {
+	var b struct {
+		BusinessCode string `json:"businessCode"`
+		Message      string `json:"message"`
+	}
+	_ = json.Unmarshal(raw, &b) // not every answer is the suite's error shape
+	return &StatusError{Method: method, URL: u, Status: code, BusinessCode: b.BusinessCode, Message: b.Message,
+		Body: string(bytes.TrimSpace(raw))}
+}
+
+// WaitFor polls cond until it holds and returns how long that took. It
+// fails after timeout, naming what and cond's last error, or when ctx ends.
+func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) (time.Duration, error) {
+	start := time.Now()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(c.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if ok && err == nil {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-deadline.C:
+			if err != nil {
+				return time.Since(start), fmt.Errorf("%s: not within %s (last: %v)", what, timeout, err)
+			}
+			return time.Since(start), fmt.Errorf("%s: not within %s", what, timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitUntil is WaitFor with a condition that cannot fail.
+func (c *Client) WaitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) (time.Duration, error) {
+	return c.WaitFor(ctx, timeout, what, func() (bool, error) { return cond(), nil })
+}

@@ -1,0 +1,77 @@
+package suiteapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metric sums the samples of a Prometheus counter or gauge (for a
+// histogram: its observation counts) on a service's /metrics whose labels
+// include labels. A metric the service has not exposed yet is 0: a
+// counter appears at its first increment.
+func (c *Client) Metric(ctx context.Context, service, name string, labels map[string]string) (float64, error) {
+	code, raw, err := c.Raw(ctx, service, http.MethodGet, "/metrics", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, statusError(http.MethodGet, c.URL(service)+"/metrics", code, raw)
+	}
+	v, err := SumSamples(bytes.NewReader(raw), name, labels)
+	if err != nil {
+		return 0, fmt.Errorf("%s /metrics: %w", service, err)
+	}
+	return v, nil
+}
+
+// SumSamples is Metric over a Prometheus text exposition.
+func SumSamples(r io.Reader, name string, labels map[string]string) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, err
+	}
+	f, ok := families[name]
+	if !ok {
+		return 0, nil
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		if !hasLabels(m, labels) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			sum += m.GetUntyped().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum, nil
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,266 @@
+package suiteapi_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+)
+
+// fakeService answers every request with status and body and records
+// what it was asked.
+type fakeService struct {
+	status int
+	body   string
+
+	mu   sync.Mutex
+	seen []*http.Request
+	sent []string
+}
+
+func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.seen = append(f.seen, r)
+	f.sent = append(f.sent, string(raw))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, f.body)
+}
+
+func (f *fakeService) last(t *testing.T) (*http.Request, string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.seen) == 0 {
+		t.Fatal("the service was not called")
+	}
+	return f.seen[len(f.seen)-1], f.sent[len(f.sent)-1]
+}
+
+func newClient(t *testing.T, f *fakeService) *suiteapi.Client {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	urls := map[string]string{}
+	for _, s := range []string{suiteapi.Order, suiteapi.Payment, suiteapi.Inventory, suiteapi.Points, suiteapi.Notification, suiteapi.Reconciliation} {
+		urls[s] = srv.URL + "/"
+	}
+	c := suiteapi.New(suiteapi.Config{URLs: urls, AdminToken: "secret", PollInterval: time.Millisecond})
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestDoStatus(t *testing.T) {
+	tests := []struct {
+		name         string
+		status       int
+		body         string
+		ok           []int
+		wantErr      bool
+		wantCode     string
+		wantMessage  string
+		wantDecoded  string
+		wantReturned int
+	}{
+		{"2xx decoded", 200, `{"businessCode":"SUCCESS","status":"CREATED"}`, nil, false, "", "", "CREATED", 200},
+		{"refusal carries the suite's error", 400, `{"businessCode":"INVALID_REQUEST","message":"quantity must be positive"}`, nil, true, "INVALID_REQUEST", "quantity must be positive", "", 400},
+		{"an accepted status is not an error and not decoded", 500, `{"businessCode":"INTERNAL","status":"X"}`, []int{500}, false, "", "", "", 500},
+		{"a body that is not the error shape", 503, `unavailable`, nil, true, "", "", "", 503},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, &fakeService{status: tt.status, body: tt.body})
+			var out suiteapi.CommandResult
+			code, err := c.Do(context.Background(), suiteapi.Order, "POST", "/orders", nil, map[string]string{"a": "b"}, &out, tt.ok...)
+			if code != tt.wantReturned {
+				t.Errorf("status = %d, want %d", code, tt.wantReturned)
+			}
+			if out.Status != tt.wantDecoded {
+				t.Errorf("decoded status = %q, want %q", out.Status, tt.wantDecoded)
+			}
+			var se *suiteapi.StatusError
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				return
+			}
+			if !errors.As(err, &se) {
+				t.Fatalf("err = %v, want a *StatusError", err)
+			}
+			if se.Status != tt.status || se.BusinessCode != tt.wantCode || se.Message != tt.wantMessage {
+				t.Errorf("StatusError = %+v, want %d %q %q", se, tt.status, tt.wantCode, tt.wantMessage)
+			}
+			if !suiteapi.IsStatus(err, tt.status) {
+				t.Errorf("IsStatus(err, %d) = false", tt.status)
+			}
+		})
+	}
+}
+
+func TestRequests(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		call      func(c *suiteapi.Client) error
+		method    string
+		path      string // with the query, as sent
+		body      string
+		withToken bool
+		header    [2]string
+	}{
+		{"set stock", func(c *suiteapi.Client) error { return c.SetStock(ctx, "SKU 1", 7) },
+			"PUT", "/inventory/SKU%201", `{"available":7}`, false, [2]string{}},
+		{"create order", func(c *suiteapi.Client) error {
+			_, err := c.CreateOrder(ctx, suiteapi.NewOrder{OrderID: "O-1", CustomerID: "C-1", Currency: "CNY",
+				Items: []suiteapi.Item{{SKU: "S", Quantity: 2, UnitPrice: "1.50"}}})
+			return err
+		}, "POST", "/orders", `{"orderId":"O-1","customerId":"C-1","currency":"CNY","items":[{"sku":"S","quantity":2,"unitPrice":"1.50"}]}`, false, [2]string{}},
+		{"pay", func(c *suiteapi.Client) error {
+			_, err := c.Pay(ctx, suiteapi.PaymentRequest{OrderID: "O-1", Amount: "3.00", Currency: "CNY"})
+			return err
+		}, "POST", "/payments", `{"orderId":"O-1","amount":"3.00","currency":"CNY"}`, false, [2]string{}},
+		{"notifications", func(c *suiteapi.Client) error { _, err := c.Notifications(ctx, "O 1"); return err },
+			"GET", "/notifications?orderId=O+1", "", false, [2]string{}},
+		{"dead letters of one status", func(c *suiteapi.Client) error {
+			_, err := c.DeadLetters(ctx, suiteapi.Points, "O-1", "DEAD")
+			return err
+		},
+			"GET", "/admin/dlq?aggregateId=O-1&status=DEAD", "", true, [2]string{}},
+		{"fail consumer", func(c *suiteapi.Client) error { return c.FailConsumer(ctx, suiteapi.Inventory, 3) },
+			"PUT", "/admin/failpoints/inventory.apply", `{"action":"error","times":3}`, true, [2]string{}},
+		{"replay names who asks", func(c *suiteapi.Client) error { _, err := c.Replay(ctx, suiteapi.Points, 42, "ops"); return err },
+			"POST", "/admin/dlq/42/replay", "", true, [2]string{"X-Requested-By", "ops"}},
+		{"reconcile", func(c *suiteapi.Client) error { _, err := c.Reconcile(ctx, "drill", "O-1"); return err },
+			"POST", "/admin/reconciliation/runs", `{"minAge":"0s","orderIds":["O-1"]}`, true, [2]string{"X-Requested-By", "drill"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeService{status: 200, body: `{"status":"SUCCEEDED"}`}
+			if err := tt.call(newClient(t, f)); err != nil {
+				t.Fatal(err)
+			}
+			req, body := f.last(t)
+			if req.Method != tt.method || req.URL.RequestURI() != tt.path {
+				t.Errorf("sent %s %s, want %s %s", req.Method, req.URL.RequestURI(), tt.method, tt.path)
+			}
+			if strings.TrimSpace(body) != tt.body {
+				t.Errorf("body = %s, want %s", body, tt.body)
+			}
+			if got := req.Header.Get("Authorization") == "Bearer secret"; got != tt.withToken {
+				t.Errorf("admin token sent: %v, want %v", got, tt.withToken)
+			}
+			if tt.header[0] != "" && req.Header.Get(tt.header[0]) != tt.header[1] {
+				t.Errorf("%s = %q, want %q", tt.header[0], req.Header.Get(tt.header[0]), tt.header[1])
+			}
+		})
+	}
+}
+
+func TestReconcileRunThatFailed(t *testing.T) {
+	c := newClient(t, &fakeService{status: 200, body: `{"id":3,"status":"FAILED","error":"payment unreachable"}`})
+	r, err := c.Reconcile(context.Background(), "", "O-1")
+	if err == nil || !strings.Contains(err.Error(), "payment unreachable") {
+		t.Fatalf("err = %v, want the run's error", err)
+	}
+	if r.ID != 3 {
+		t.Errorf("run = %+v, want the run returned with the error", r)
+	}
+}
+
+func TestPlaceOrder(t *testing.T) {
+	tests := []struct {
+		name, body string
+		wantAmount string
+		wantErr    bool
+	}{
+		{"pending payment", `{"businessCode":"SUCCESS","status":"PENDING_PAYMENT","amount":"3.00"}`, "3.00", false},
+		{"refused", `{"businessCode":"OUT_OF_STOCK"}`, "", true},
+		{"not pending", `{"businessCode":"SUCCESS","status":"CREATED","amount":"3.00"}`, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, &fakeService{status: 200, body: tt.body})
+			amount, err := c.PlaceOrder(context.Background(), suiteapi.NewOrder{OrderID: "O-1"})
+			if (err != nil) != tt.wantErr || amount != tt.wantAmount {
+				t.Errorf("PlaceOrder = %q, %v; want %q, error %v", amount, err, tt.wantAmount, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	c := suiteapi.New(suiteapi.Config{PollInterval: time.Millisecond})
+	calls := 0
+	took, err := c.WaitFor(context.Background(), time.Second, "third call", func() (bool, error) {
+		calls++
+		return calls == 3, nil
+	})
+	if err != nil || calls != 3 || took <= 0 {
+		t.Errorf("WaitFor = %v, %v after %d calls; want success on the third", took, err, calls)
+	}
+
+	_, err = c.WaitFor(context.Background(), 20*time.Millisecond, "never", func() (bool, error) {
+		return false, errors.New("order service down")
+	})
+	if err == nil || !strings.Contains(err.Error(), "never: not within") || !strings.Contains(err.Error(), "order service down") {
+		t.Errorf("err = %v, want the timeout with the last error", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.WaitUntil(ctx, time.Minute, "cancelled", func() bool { return false }); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestSumSamples(t *testing.T) {
+	const exposition = `# HELP consumer_messages_total Messages handled, by outcome.
+# TYPE consumer_messages_total counter
+consumer_messages_total{consumer="inventory-service",outcome="ok"} 12
+consumer_messages_total{consumer="inventory-service",outcome="error"} 3
+# TYPE consumer_retries_total counter
+consumer_retries_total{consumer="inventory-service"} 2
+consumer_retries_total{consumer="points-service"} 5
+# TYPE consumer_lag gauge
+consumer_lag{partition="0"} 4
+consumer_lag{partition="1"} 1
+# TYPE relay_publish_seconds histogram
+relay_publish_seconds_bucket{le="1"} 6
+relay_publish_seconds_bucket{le="+Inf"} 9
+relay_publish_seconds_sum 2.5
+relay_publish_seconds_count 9
+`
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"consumer_messages_total", map[string]string{"outcome": "ok"}, 12},
+		{"consumer_messages_total", nil, 15},
+		{"consumer_messages_total", map[string]string{"outcome": "rejected"}, 0},
+		{"consumer_retries_total", nil, 7},
+		{"consumer_retries_total", map[string]string{"consumer": "points-service"}, 5},
+		{"consumer_lag", nil, 5},
+		{"relay_publish_seconds", nil, 9},
+		{"consumer_dead_letters_total", nil, 0},
+	}
+	for _, tt := range tests {
+		got, err := suiteapi.SumSamples(strings.NewReader(exposition), tt.name, tt.labels)
+		if err != nil || got != tt.want {
+			t.Errorf("SumSamples(%s, %v) = %v, %v; want %v", tt.name, tt.labels, got, err, tt.want)
+		}
+	}
+	if _, err := suiteapi.SumSamples(strings.NewReader("consumer_retries_total{a=\"b\"} many\n"), "consumer_retries_total", nil); err == nil {
+		t.Error("a value that is not a number was accepted")
+	}
+}
