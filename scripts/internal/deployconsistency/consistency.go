@@ -184,8 +184,32 @@ func CheckCompose(compose []byte, services []suite.Service, documented map[strin
 			errs = append(errs, fmt.Errorf("%s: port %d is not published as %d:%d (ports: %v)", where, s.Port, s.Port, s.Port, cs.Ports))
 		}
 		errs = append(errs, CheckEnv(where, cs.Environment, s, services, documented, URLOf)...)
+		errs = append(errs, CheckNoSecretValues(where, cs.Environment, true)...)
 	}
 	errs = append(errs, unknownServices("docker-compose.yml", sortedKeys(f.Services), services)...)
+	return errs
+}
+
+// SecretVars are the variables whose values must never be written in the
+// repository (docs/security.md): compose takes them from the untracked
+// .env that `make up` generates, Kubernetes from a Secret the operator
+// creates.
+func SecretVars() []string {
+	return []string{"CALLBACK_SECRET", "CALLBACK_SECRET_PREVIOUS", "ADMIN_TOKEN"}
+}
+
+// CheckNoSecretValues reports a secret variable env sets to a value
+// written in the file. With interpolation (compose), "${NAME...}" is read from the
+// environment or .env at start, not written, and passes.
+func CheckNoSecretValues(where string, env map[string]string, interpolation bool) []error {
+	var errs []error
+	for _, name := range SecretVars() {
+		v, ok := env[name]
+		if !ok || (interpolation && strings.HasPrefix(v, "${"+name)) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: %s is written in the file; take it from outside the repository (docs/security.md)", where, name))
+	}
 	return errs
 }
 
