@@ -138,7 +138,7 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 		env[e.Name] = e.Value
 	}
 	errs = append(errs, CheckNoSecretValues(where, env, false)...)
-	return append(errs, CheckEnv(where, env, s, all, documented, URLOf)...)
+	return append(errs, CheckEnv(where, env, s, all, documented, s.HTTPAddr(), URLOf)...)
 }
 
 // loadKustomization reads every object of the resources kustomization.yaml

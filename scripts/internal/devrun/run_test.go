@@ -150,8 +150,8 @@ func TestRun(t *testing.T) {
 			if tt.crash == "" {
 				waitReady(t, out, done)
 				for _, want := range []string{
-					fmt.Sprintf("alpha | db=%s group=alpha-service http=:%d\n", alphaDB, cfg.Services[0].Port),
-					fmt.Sprintf("beta  | db=%s group= http=:%d\n", betaDB, cfg.Services[1].Port),
+					fmt.Sprintf("alpha | db=%s group=alpha-service http=127.0.0.1:%d\n", alphaDB, cfg.Services[0].Port),
+					fmt.Sprintf("beta  | db=%s group= http=127.0.0.1:%d\n", betaDB, cfg.Services[1].Port),
 					"alpha | kafka=127.0.0.1:",
 					"run   | alpha is ready",
 					fmt.Sprintf("beta-service           http://127.0.0.1:%d\n", cfg.Services[1].Port),
