@@ -72,6 +72,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero ready timeout", func(c *devrun.Config) { c.ReadyTimeout = 0 }},
 		{"negative grace", func(c *devrun.Config) { c.GracePeriod = -time.Second }},
 		{"control address without port", func(c *devrun.Config) { c.ControlAddr = "localhost" }},
+		{"control address on every interface", func(c *devrun.Config) { c.ControlAddr = ":8090" }},
+		{"control address on another interface", func(c *devrun.Config) { c.ControlAddr = "192.168.1.2:8090" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
