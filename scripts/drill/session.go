@@ -366,7 +366,11 @@ func (s *session) inspect(service string, id int64) (deadLetter, []replayAudit, 
 // armFailPoint arms a fail point of a service at run time; times 0 fires
 // every time, action "off" disarms it.
 func (s *session) armFailPoint(service, name, action string, times int) error {
-	return s.call(service, "PUT", "/admin/failpoints/"+url.PathEscape(name), map[string]any{"action": action, "times": times}, nil)
+	code, err := s.callStatus(service, "PUT", "/admin/failpoints/"+url.PathEscape(name), map[string]any{"action": action, "times": times}, nil, nil)
+	if code == http.StatusNotFound {
+		return fmt.Errorf("%s serves no fail points: start it with FAILPOINTS_ENABLED=true (make run does; compose: FAILPOINTS_ENABLED=true make up): %w", service, err)
+	}
+	return err
 }
 
 // metric sums the samples of a counter on a service's /metrics whose labels
