@@ -122,8 +122,18 @@ PUBLISH_ARGS ?= --count 100000 --run-id backlog-01
 publish: ## publish OrderPaid events for the backlog drill (PUBLISH_ARGS)
 	@$(GO) run ./scripts/publish_orders $(PUBLISH_ARGS)
 
-up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
+up: .env ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
 	docker compose up --build -d
+
+# The compose secrets, random and written once: docker-compose.yml reads
+# CALLBACK_SECRET and ADMIN_TOKEN from this untracked file (docs/security.md).
+# Delete it to rotate both; `make down` keeps it.
+.env:
+	@umask 077; { \
+		echo "CALLBACK_SECRET=$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"; \
+		echo "ADMIN_TOKEN=$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"; \
+	} > .env
+	@echo "wrote .env with a random CALLBACK_SECRET and ADMIN_TOKEN (admin calls: -H \"Authorization: Bearer \$$ADMIN_TOKEN\")"
 
 down: ## stop the Docker suite and delete its volumes
 	docker compose down -v

@@ -98,3 +98,18 @@ func (r *Reader) URL(key, def string) string {
 func (r *Reader) Err() error {
 	return errors.Join(r.errs...)
 }
+
+// Bool returns the boolean value of key ("true", "false", "1", "0", …), or
+// def.
+func (r *Reader) Bool(key string, def bool) bool {
+	v := r.String(key, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want true or false", key, v))
+		return def
+	}
+	return b
+}

@@ -80,3 +80,30 @@ func TestSplit(t *testing.T) {
 		})
 	}
 }
+
+func TestBool(t *testing.T) {
+	tests := []struct {
+		value    string
+		def      bool
+		want, ok bool
+	}{
+		{"", false, false, true},
+		{"", true, true, true},
+		{"true", false, true, true},
+		{"1", false, true, true},
+		{"FALSE", true, false, true},
+		{"yes", false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			r := envconfig.New(func(string) string { return tt.value })
+			got := r.Bool("FAILPOINTS_ENABLED", tt.def)
+			if err := r.Err(); (err == nil) != tt.ok {
+				t.Fatalf("Bool(%q) error %v, want ok %v", tt.value, err, tt.ok)
+			}
+			if got != tt.want {
+				t.Fatalf("Bool(%q) = %v, want %v", tt.value, got, tt.want)
+			}
+		})
+	}
+}

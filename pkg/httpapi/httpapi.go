@@ -81,6 +81,9 @@ type Config struct {
 	Registry *prometheus.Registry
 	// MapError turns a service's own errors into *Error; nil means none.
 	MapError func(error) *Error
+	// Profiling serves Go's profiles under /admin/debug/pprof/
+	// (PPROF_ENABLED); off, those paths answer 404.
+	Profiling bool
 }
 
 // Server is an Echo server with the suite's conventions.
@@ -113,7 +116,9 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	if cfg.Registry != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry})))
 	}
-	s.registerProfiling()
+	if cfg.Profiling {
+		s.registerProfiling()
+	}
 	return s
 }
 

@@ -116,3 +116,34 @@ func TestAdminWithTokenAndHealth(t *testing.T) {
 		t.Errorf("admin without a configured token: %d, want open", rec.Code)
 	}
 }
+
+// TestProfilingOnlyWhenEnabled checks that /admin/debug/pprof/ is served,
+// behind the admin token, only when Profiling is set.
+func TestProfilingOnlyWhenEnabled(t *testing.T) {
+	tests := []struct {
+		name      string
+		profiling bool
+		auth      string
+		want      int
+	}{
+		{"disabled", false, "Bearer tok", http.StatusNotFound},
+		{"enabled", true, "Bearer tok", http.StatusOK},
+		{"enabled without the token", true, "", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := httpapi.New(httpapi.Config{AdminToken: "tok", Profiling: tt.profiling}, slog.New(slog.DiscardHandler))
+			for _, path := range []string{"/admin/debug/pprof/", "/admin/debug/pprof/goroutine", "/admin/debug/pprof/cmdline"} {
+				req := httptest.NewRequest(http.MethodGet, path, nil)
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				rec := httptest.NewRecorder()
+				s.Echo.ServeHTTP(rec, req)
+				if rec.Code != tt.want {
+					t.Errorf("GET %s = %d, want %d", path, rec.Code, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -3,36 +3,18 @@ package outbox
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
-// SignatureHeader carries the HMAC-SHA256 of a callback body:
-// "sha256=<hex>".
-const SignatureHeader = "X-Signature"
-
-// Sign returns the SignatureHeader value of body under secret.
-func Sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// Verify reports whether signature is body's signature under secret, in
-// constant time.
-func Verify(secret, body []byte, signature string) bool {
-	want := Sign(secret, body)
-	return hmac.Equal([]byte(want), []byte(strings.TrimSpace(signature)))
-}
-
-// HTTPSink POSTs each row's payload, signed, to one URL; a 2xx answer is
+// HTTPSink POSTs each row's payload, signed with a timestamp
+// (event.SignCallback), to one URL; a 2xx answer is
 // the acknowledgement. The rows of one aggregate are posted one at a time,
 // in order, and the first failure stops that aggregate's rows so no later
 // one overtakes it; different aggregates are posted in parallel, since a
@@ -102,7 +84,11 @@ func (s *HTTPSink) post(ctx context.Context, m Message) error {
 		return fmt.Errorf("callback request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, Sign(s.secret, m.Payload))
+	// Signed at each attempt, so a re-delivery after a long outage is
+	// still inside the receiver's replay window.
+	for k, v := range event.CallbackHeaders(s.secret, time.Now(), m.Payload) {
+		req.Header.Set(k, v)
+	}
 	for k, v := range m.Headers {
 		req.Header.Set("X-"+k, v)
 	}

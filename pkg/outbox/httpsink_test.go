@@ -2,12 +2,15 @@ package outbox_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
@@ -71,5 +74,29 @@ func TestHTTPSinkKeepsEachAggregatesOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHTTPSinkSignsTimestampAndBody checks that each callback carries a
+// signature the receiver verifies with the sink's secret, at a timestamp
+// of now.
+func TestHTTPSinkSignsTimestampAndBody(t *testing.T) {
+	secret := []byte("the-callback-secret-of-32-bytes-or-more")
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = event.VerifyCallback([][]byte{secret}, body, r.Header.Get(event.SignatureTimestampHeader),
+				r.Header.Get(event.SignatureHeader), time.Now(), 5*time.Second)
+		}
+		got <- err
+	}))
+	defer srv.Close()
+	sink := outbox.NewHTTPSink(srv.Client(), srv.URL, secret)
+	if _, err := sink.Send(context.Background(), []outbox.Message{{EventID: "A-1", AggregateID: "A", Payload: []byte(`{"a":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the receiver refused the signature: %v", err)
 	}
 }

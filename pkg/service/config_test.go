@@ -1,9 +1,11 @@
 package service_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
 
@@ -12,12 +14,25 @@ func audit() service.Identity {
 	return service.Identity{Name: "audit-service", Database: "audit", Port: 8099}
 }
 
+// dev is the environment of development mode, overlaid by env.
+func dev(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if k == "SUITE_MODE" {
+			return service.ModeDevelopment
+		}
+		return ""
+	}
+}
+
 func TestLoadConsumerConfigDefaults(t *testing.T) {
-	c, err := service.LoadConsumerConfig(func(string) string { return "" }, audit())
+	c, err := service.LoadConsumerConfig(dev(nil), audit())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != ":8099" || c.LogLevel != "info" ||
+	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != "127.0.0.1:8099" || c.LogLevel != "info" ||
 		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" {
 		t.Fatalf("defaults = %+v", c)
 	}
@@ -36,10 +51,17 @@ func TestLoadConsumerConfig(t *testing.T) {
 			[]string{"HTTP_ADDR", "LOG_LEVEL", "FAILPOINTS", "DB_NAME", "RETRY_MAX_ATTEMPTS", "DLQ_TOPIC"}},
 		{"database URL", map[string]string{"DATABASE_URL": "://nowhere"}, []string{"DATABASE_URL"}},
 		{"batch size", map[string]string{"CONSUMER_BATCH_SIZE": "0"}, []string{"CONSUMER_BATCH_SIZE"}},
+		{"fail points while disabled", map[string]string{"FAILPOINTS": "relay.after-publish=exit"}, []string{"FAILPOINTS_ENABLED"}},
+		{"fail points enabled", map[string]string{"FAILPOINTS": "relay.after-publish=exit", "FAILPOINTS_ENABLED": "true"}, nil},
+		{"unknown mode", map[string]string{"SUITE_MODE": "demo"}, []string{"SUITE_MODE"}},
+		{"development on every interface without a token", map[string]string{"HTTP_ADDR": ":8099"}, []string{"ADMIN_TOKEN", "HTTP_ADDR"}},
+		{"development on every interface with a token", map[string]string{"HTTP_ADDR": ":8099", "ADMIN_TOKEN": "short"}, nil},
+		{"development on localhost", map[string]string{"HTTP_ADDR": "localhost:8099"}, nil},
+		{"development on another interface", map[string]string{"HTTP_ADDR": "10.1.2.3:8099"}, []string{"ADMIN_TOKEN"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := service.LoadConsumerConfig(func(k string) string { return tt.env[k] }, audit())
+			_, err := service.LoadConsumerConfig(dev(tt.env), audit())
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("LoadConsumerConfig: %v", err)
@@ -55,5 +77,75 @@ func TestLoadConsumerConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSecretsOutsideDevelopment checks that outside development mode a
+// service refuses a missing, short or published ADMIN_TOKEN and
+// CALLBACK_SECRET, naming the variable and never printing the value.
+func TestSecretsOutsideDevelopment(t *testing.T) {
+	good := strings.Repeat("a1", 16)
+	tests := []struct {
+		name string
+		env  map[string]string
+		// want are the variables the error names; none: it loads.
+		want []string
+	}{
+		{"nothing set", nil, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
+		{"production named", map[string]string{"SUITE_MODE": "production"}, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
+		{"short values", map[string]string{"ADMIN_TOKEN": "short-admin-token", "CALLBACK_SECRET": "short-callback"}, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
+		{"published values", map[string]string{"ADMIN_TOKEN": "dev-admin-token", "CALLBACK_SECRET": "dev-callback-secret"}, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
+		{"short previous secret", map[string]string{"ADMIN_TOKEN": good, "CALLBACK_SECRET": good, "CALLBACK_SECRET_PREVIOUS": good + ",tiny-old"}, []string{"CALLBACK_SECRET_PREVIOUS"}},
+		{"zero replay window", map[string]string{"ADMIN_TOKEN": good, "CALLBACK_SECRET": good, "CALLBACK_REPLAY_WINDOW": "0s"}, []string{"CALLBACK_REPLAY_WINDOW"}},
+		{"generated values", map[string]string{"ADMIN_TOKEN": good, "CALLBACK_SECRET": good + "b", "CALLBACK_SECRET_PREVIOUS": good + "c"}, nil},
+		{"development defaults", map[string]string{"SUITE_MODE": "development"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := envconfig.New(func(k string) string { return tt.env[k] })
+			shared := service.ReadConfig(r, audit())
+			cb := service.ReadCallbackConfig(r, shared)
+			err := errors.Join(r.Err(), shared.Validate(), cb.Validate())
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate succeeded, want an error")
+			}
+			for _, v := range tt.want {
+				if !strings.Contains(err.Error(), v) {
+					t.Errorf("error %q does not name %s", err, v)
+				}
+			}
+			for k, v := range tt.env {
+				if k != "SUITE_MODE" && k != "CALLBACK_REPLAY_WINDOW" && strings.Contains(err.Error(), v) {
+					t.Errorf("error %q prints the value of %s", err, k)
+				}
+			}
+		})
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:8081", true},
+		{"localhost:8081", true},
+		{"[::1]:8081", true},
+		{":8081", false},
+		{"0.0.0.0:8081", false},
+		{"[::]:8081", false},
+		{"192.168.1.5:8081", false},
+		{"8081", false},
+	}
+	for _, tt := range tests {
+		if got := service.IsLoopback(tt.addr); got != tt.want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", tt.addr, got, tt.want)
+		}
 	}
 }

@@ -54,26 +54,55 @@ type Config struct {
 	AdminToken  string
 	LogLevel    string
 	FailPoints  string
+	// Mode is SUITE_MODE: ModeProduction or ModeDevelopment
+	// (docs/security.md).
+	Mode string
+	// FailPointsEnabled (FAILPOINTS_ENABLED) serves PUT
+	// /admin/failpoints/{name} and lets FAILPOINTS arm fail points.
+	FailPointsEnabled bool
+	// ProfilingEnabled (PPROF_ENABLED) serves /admin/debug/pprof/.
+	ProfilingEnabled bool
 }
 
-// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL
-// and FAILPOINTS through r, with id's defaults. r collects the malformed
-// values with the service's own, so a service reports all at once.
+// The values of SUITE_MODE.
+const (
+	// ModeProduction, the default, refuses missing, short and published
+	// secrets.
+	ModeProduction = "production"
+	// ModeDevelopment is what `make run` and the tests set.
+	ModeDevelopment = "development"
+)
+
+// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
+// FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED and PPROF_ENABLED through r,
+// with id's defaults. r collects the malformed values with the service's
+// own, so a service reports all at once.
 func ReadConfig(r *envconfig.Reader, id Identity) Config {
+	mode := strings.ToLower(r.String("SUITE_MODE", ModeProduction))
+	// A development service listens on this machine only unless told
+	// otherwise, since its admin API may be open; elsewhere every
+	// interface, behind the required ADMIN_TOKEN.
+	addr := fmt.Sprintf(":%d", id.Port)
+	if mode == ModeDevelopment {
+		addr = fmt.Sprintf("127.0.0.1:%d", id.Port)
+	}
 	return Config{
-		Name:        id.Name,
-		DatabaseURL: r.String("DATABASE_URL", postgres.DefaultServerURL),
-		DBName:      r.String("DB_NAME", id.Database),
-		HTTPAddr:    r.String("HTTP_ADDR", fmt.Sprintf(":%d", id.Port)),
-		AdminToken:  r.String("ADMIN_TOKEN", ""),
-		LogLevel:    strings.ToLower(r.String("LOG_LEVEL", "info")),
-		FailPoints:  r.String("FAILPOINTS", ""),
+		Name:              id.Name,
+		DatabaseURL:       r.String("DATABASE_URL", postgres.DefaultServerURL),
+		DBName:            r.String("DB_NAME", id.Database),
+		HTTPAddr:          r.String("HTTP_ADDR", addr),
+		AdminToken:        r.String("ADMIN_TOKEN", ""),
+		LogLevel:          strings.ToLower(r.String("LOG_LEVEL", "info")),
+		FailPoints:        r.String("FAILPOINTS", ""),
+		Mode:              mode,
+		FailPointsEnabled: r.Bool("FAILPOINTS_ENABLED", false),
+		ProfilingEnabled:  r.Bool("PPROF_ENABLED", false),
 	}
 }
 
 // Validate reports every unusable setting, naming its variable.
 func (c Config) Validate() error {
-	var errs []error
+	errs := []error{c.validateMode(), c.validateAdmin()}
 	if c.Name == "" {
 		errs = append(errs, errors.New("the service has no name"))
 	}
@@ -92,6 +121,8 @@ func (c Config) Validate() error {
 	}
 	if _, err := failpoint.Parse(c.FailPoints); err != nil {
 		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))
+	} else if c.FailPoints != "" && !c.FailPointsEnabled {
+		errs = append(errs, errors.New("FAILPOINTS is set but fail points are disabled: set FAILPOINTS_ENABLED=true (drills and tests only)"))
 	}
 	return errors.Join(errs...)
 }
@@ -129,12 +160,14 @@ type Service struct {
 }
 
 // New opens the service's parts: logger, registry, fail points (with PUT
-// /admin/failpoints/{name}), the database, created and migrated if needed,
+// /admin/failpoints/{name} when FAILPOINTS_ENABLED), the database, created and migrated if needed,
 // and the HTTP server. Close releases the database once Run has returned.
 func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Disabled fail points are an empty registry: every Inject is inert
+	// and nothing can arm one.
 	fp, err := failpoint.Parse(cfg.FailPoints)
 	if err != nil {
 		return nil, fmt.Errorf("FAILPOINTS: %w", err)
@@ -151,9 +184,12 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		Ready:      func(ctx context.Context) error { return db.PingContext(ctx) },
 		Registry:   reg,
 		MapError:   opts.MapError,
+		Profiling:  cfg.ProfilingEnabled,
 	}, logger)
 	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: srv.Admin()}
-	admin.RegisterFailPoints(s.Admin, fp)
+	if cfg.FailPointsEnabled {
+		admin.RegisterFailPoints(s.Admin, fp)
+	}
 	s.Go(srv.Run)
 	return s, nil
 }

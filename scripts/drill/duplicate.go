@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -25,7 +25,7 @@ func duplicateCases() []Case {
 			"the same OrderPaid from ten producers at once: read ten times, applied once",
 			false, duplicateTenProducers),
 		newCase("duplicate", "signed-callback",
-			"the payment callback delivered 12 times (10 at once): one PAID v3, one OrderPaid, effects once; a forged one 401",
+			"the payment callback delivered 12 times (10 at once): one PAID v3, one OrderPaid, effects once; a forged and a stale one 401",
 			false, duplicateCallback),
 	}
 }
@@ -117,9 +117,14 @@ type callbackAnswer struct {
 	result commandResult
 }
 
-// sendCallback posts a payment callback with the given signature.
-func (s *session) sendCallback(body []byte, signature string) (callbackAnswer, error) {
-	code, raw, err := s.api.Raw(s.ctx, Order, "POST", "/payments/callback", http.Header{outbox.SignatureHeader: {signature}}, body)
+// sendCallback posts a payment callback with the given signature headers
+// (event.CallbackHeaders).
+func (s *session) sendCallback(body []byte, signature map[string]string) (callbackAnswer, error) {
+	header := http.Header{}
+	for k, v := range signature {
+		header.Set(k, v)
+	}
+	code, raw, err := s.api.Raw(s.ctx, Order, "POST", "/payments/callback", header, body)
 	if err != nil {
 		return callbackAnswer{}, err
 	}
@@ -142,18 +147,29 @@ func duplicateCallback(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	forged, err := s.sendCallback(body, outbox.Sign([]byte("not-the-secret"), body))
+	forged, err := s.sendCallback(body, event.CallbackHeaders([]byte("not-the-secret"), time.Now(), body))
 	if err != nil {
 		return "", err
 	}
 	if forged.status != http.StatusUnauthorized {
 		return "", fmt.Errorf("a callback signed with the wrong secret answered %d, want 401", forged.status)
 	}
+	// Correctly signed, but long ago: a captured callback replayed after
+	// the window.
+	stale, err := s.sendCallback(body, event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now().Add(-time.Hour), body))
+	if err != nil {
+		return "", err
+	}
+	if stale.status != http.StatusUnauthorized || stale.result.BusinessCode != "SIGNATURE_EXPIRED" {
+		return "", fmt.Errorf("a callback signed an hour ago answered %d %s, want 401 SIGNATURE_EXPIRED", stale.status, stale.result.BusinessCode)
+	}
 	if o, err := s.api.Order(s.ctx, orderID); err != nil || o.Status != "PENDING_PAYMENT" {
-		return "", errors.Join(err, fmt.Errorf("after a forged callback the order is %s, want PENDING_PAYMENT", o.Status))
+		return "", errors.Join(err, fmt.Errorf("after a forged and a stale callback the order is %s, want PENDING_PAYMENT", o.Status))
 	}
 
-	signature := outbox.Sign([]byte(s.t.CallbackSecret), body)
+	// Every copy is the same request, timestamp included: a replay inside
+	// the window, which the callbackId deduplicates.
+	signature := event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now(), body)
 	answers := make([]callbackAnswer, 12)
 	errs := make([]error, 12)
 	start := time.Now()
@@ -196,5 +212,5 @@ func duplicateCallback(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "forged copy 401; 12 signed copies all SUCCESS; order PAID v3 with 1 OrderPaid; " + seen, nil
+	return "forged and stale copies 401; 12 signed copies all SUCCESS; order PAID v3 with 1 OrderPaid; " + seen, nil
 }

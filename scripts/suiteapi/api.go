@@ -351,8 +351,12 @@ func requestedByHeader(who string) http.Header {
 // ArmFailPoint arms a fail point of a service at run time; times 0 fires
 // every time, action "off" disarms it.
 func (c *Client) ArmFailPoint(ctx context.Context, service, name, action string, times int) error {
-	return c.Call(ctx, service, http.MethodPut, "/admin/failpoints/"+url.PathEscape(name),
+	err := c.Call(ctx, service, http.MethodPut, "/admin/failpoints/"+url.PathEscape(name),
 		map[string]any{"action": action, "times": times}, nil)
+	if IsStatus(err, http.StatusNotFound) {
+		return fmt.Errorf("%s serves no fail points: start it with FAILPOINTS_ENABLED=true (make run does; compose: FAILPOINTS_ENABLED=true make up): %w", service, err)
+	}
+	return err
 }
 
 // FailConsumer makes a consumer's apply step fail times times with a

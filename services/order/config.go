@@ -13,13 +13,13 @@ import (
 
 // config is the order service's environment (README.md, Configuration):
 // what every service shares, where its events go, the services its
-// snapshot reads and the callbacks' secret.
+// snapshot reads and how callbacks are verified.
 type config struct {
 	service.Config
-	Events         messaging.Env
-	Relay          outbox.RelayConfig
-	Peers          adapters.PeerURLs
-	CallbackSecret string
+	Events    messaging.Env
+	Relay     outbox.RelayConfig
+	Peers     adapters.PeerURLs
+	Callbacks service.CallbackConfig
 }
 
 // loadConfig reads the environment through getenv, the only place the
@@ -27,8 +27,9 @@ type config struct {
 // named after the producer of its events.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
+	shared := service.ReadConfig(r, service.Identity{Name: adapters.Producer, Database: "orders", Port: 8081})
 	cfg := config{
-		Config: service.ReadConfig(r, service.Identity{Name: adapters.Producer, Database: "orders", Port: 8081}),
+		Config: shared,
 		Events: messaging.ReadEnv(r),
 		Relay:  outbox.ReadRelayEnv(r),
 		Peers: adapters.PeerURLs{
@@ -38,7 +39,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Notification:   r.URL("NOTIFICATION_URL", "http://127.0.0.1:8085"),
 			Reconciliation: r.URL("RECONCILIATION_URL", "http://127.0.0.1:8086"),
 		},
-		CallbackSecret: r.String("CALLBACK_SECRET", "dev-callback-secret"),
+		Callbacks: service.ReadCallbackConfig(r, shared),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, fmt.Errorf("configuration: %w", err)
@@ -48,5 +49,5 @@ func loadConfig(getenv func(string) string) (config, error) {
 
 // Validate reports every unusable setting, naming its variable.
 func (c config) Validate() error {
-	return errors.Join(c.Config.Validate(), c.Events.Validate(), c.Relay.Validate())
+	return errors.Join(c.Config.Validate(), c.Events.Validate(), c.Relay.Validate(), c.Callbacks.Validate())
 }

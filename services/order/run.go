@@ -41,7 +41,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// load: keep the connections.
 	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
 	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
-	ports.NewHandler(repo, peers, []byte(cfg.CallbackSecret), svc.FailPoints).Register(svc.HTTP.Echo, svc.Admin)
+	keys := ports.CallbackKeys{Secrets: cfg.Callbacks.Secrets(), Window: cfg.Callbacks.ReplayWindow}
+	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP.Echo, svc.Admin)
 
 	// The publisher connects lazily: a broker outage leaves rows PENDING and
 	// never stops the service.

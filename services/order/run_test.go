@@ -23,13 +23,24 @@ func envMap(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// devEnv is m in development mode (SUITE_MODE=development).
+func devEnv(m map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := m[k]; ok || k != "SUITE_MODE" {
+			return v
+		}
+		return "development"
+	}
+}
+
 func TestLoadConfigDefaults(t *testing.T) {
-	cfg, err := loadConfig(envMap(nil))
+	cfg, err := loadConfig(devEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != ":8081" || cfg.DBName != "orders" || cfg.Events.OrderEventsTopic != "order-events" ||
-		cfg.Events.Brokers[0] != "127.0.0.1:9092" || cfg.CallbackSecret != "dev-callback-secret" ||
+	if cfg.HTTPAddr != "127.0.0.1:8081" || cfg.DBName != "orders" || cfg.Events.OrderEventsTopic != "order-events" ||
+		cfg.Events.Brokers[0] != "127.0.0.1:9092" || cfg.Callbacks.Secret != "dev-callback-secret" ||
+		cfg.Callbacks.ReplayWindow != 5*time.Minute || len(cfg.Callbacks.Previous) != 0 ||
 		cfg.Peers.Payment != "http://127.0.0.1:8082" || cfg.Peers.Notification != "http://127.0.0.1:8085" ||
 		cfg.Relay.BatchSize != 2000 || cfg.Relay.PollInterval != 100*time.Millisecond ||
 		cfg.Relay.BackoffInitial != time.Second || cfg.Relay.BackoffMax != 30*time.Second ||
@@ -54,10 +65,14 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"bad fail point", map[string]string{"FAILPOINTS": "order.after-commit=explode"}, []string{"FAILPOINTS"}},
 		{"every problem at once", map[string]string{"OUTBOX_BATCH_SIZE": "x", "INVENTORY_URL": "nope", "LOG_LEVEL": "loud"},
 			[]string{"OUTBOX_BATCH_SIZE", "INVENTORY_URL", "LOG_LEVEL"}},
+		{"bad replay window", map[string]string{"CALLBACK_REPLAY_WINDOW": "forever"}, []string{"CALLBACK_REPLAY_WINDOW"}},
+		{"production without secrets", map[string]string{"SUITE_MODE": "production"}, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
+		{"production with published secrets", map[string]string{"SUITE_MODE": "production", "ADMIN_TOKEN": "dev-admin-token",
+			"CALLBACK_SECRET": "dev-callback-secret"}, []string{"ADMIN_TOKEN", "CALLBACK_SECRET"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := loadConfig(envMap(tt.env))
+			_, err := loadConfig(devEnv(tt.env))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -67,6 +82,24 @@ func TestLoadConfigRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunRefusesToStartWithoutSecrets runs the service as a deployment
+// would, with only the database and the brokers set: it must refuse to
+// start, naming both missing secrets.
+func TestRunRefusesToStartWithoutSecrets(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": postgres.DefaultServerURL, "KAFKA_BROKERS": "127.0.0.1:1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, envMap(env), io.Discard)
+	if err == nil {
+		t.Fatal("run started without ADMIN_TOKEN and CALLBACK_SECRET")
+	}
+	for _, v := range []string{"ADMIN_TOKEN", "CALLBACK_SECRET"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("error %q does not name %s", err, v)
+		}
 	}
 }
 
@@ -90,6 +123,7 @@ func TestRunWithoutBroker(t *testing.T) {
 		"HTTP_ADDR":              httpAddr,
 		"KAFKA_BROKERS":          brokerAddr,
 		"ADMIN_TOKEN":            "tok",
+		"SUITE_MODE":             "development",
 		"OUTBOX_POLL_INTERVAL":   "20ms",
 		"OUTBOX_BACKOFF_INITIAL": "50ms",
 		"OUTBOX_BACKOFF_MAX":     "200ms",

@@ -16,19 +16,20 @@ const serviceName = "payment-service"
 // and where and how the callback relay delivers (README.md, Configuration).
 type config struct {
 	service.ConsumerConfig
-	OrderURL       string
-	CallbackSecret string
-	Relay          outbox.RelayConfig
+	OrderURL  string
+	Callbacks service.CallbackConfig
+	Relay     outbox.RelayConfig
 }
 
 // loadConfig reads the environment through getenv, the only place the
 // service does, and reports every malformed value at once.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
+	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "payments", Port: 8082})
 	cfg := config{
-		ConsumerConfig: service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "payments", Port: 8082}),
+		ConsumerConfig: shared,
 		OrderURL:       r.URL("ORDER_URL", "http://127.0.0.1:8081"),
-		CallbackSecret: r.String("CALLBACK_SECRET", "dev-callback-secret"),
+		Callbacks:      service.ReadCallbackConfig(r, shared.Config),
 		Relay:          outbox.ReadRelayEnv(r),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
@@ -39,5 +40,5 @@ func loadConfig(getenv func(string) string) (config, error) {
 
 // Validate reports every unusable setting, naming its variable.
 func (c config) Validate() error {
-	return errors.Join(c.ConsumerConfig.Validate(), c.Relay.Validate())
+	return errors.Join(c.ConsumerConfig.Validate(), c.Relay.Validate(), c.Callbacks.Validate())
 }

@@ -29,7 +29,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer svc.Close()
 
 	repo := adapters.NewRepository(svc.DB)
-	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.CallbackSecret))
+	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.Callbacks.Secret))
 	ports.NewHandler(orders.Orders, repo).Register(svc.HTTP.Echo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
 	ports.RegisterRefunds(svc.Admin, repo)

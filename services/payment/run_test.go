@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -37,7 +38,8 @@ func (f *fakeOrderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"businessCode":"NOT_FOUND"}`, http.StatusNotFound)
 	case r.Method == http.MethodPost && r.URL.Path == adapters.CallbackPath:
 		body, err := io.ReadAll(r.Body)
-		if err != nil || !outbox.Verify([]byte(testSecret), body, r.Header.Get(outbox.SignatureHeader)) {
+		if err != nil || event.VerifyCallback([][]byte{[]byte(testSecret)}, body, r.Header.Get(event.SignatureTimestampHeader),
+			r.Header.Get(event.SignatureHeader), time.Now(), time.Minute) != nil {
 			http.Error(w, `{"businessCode":"INVALID_SIGNATURE"}`, http.StatusUnauthorized)
 			return
 		}
@@ -203,7 +205,8 @@ func TestRunRefusesMalformedConfiguration(t *testing.T) {
 	if err == nil {
 		t.Fatal("run accepted a malformed configuration")
 	}
-	for _, want := range []string{"OUTBOX_BATCH_SIZE", "ORDER_URL", "RETRY_"} {
+	// Outside development mode the missing secrets are named too.
+	for _, want := range []string{"OUTBOX_BATCH_SIZE", "ORDER_URL", "RETRY_", "ADMIN_TOKEN", "CALLBACK_SECRET"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -211,15 +214,20 @@ func TestRunRefusesMalformedConfiguration(t *testing.T) {
 }
 
 func TestLoadConfigDefaults(t *testing.T) {
-	cfg, err := loadConfig(func(string) string { return "" })
+	cfg, err := loadConfig(func(k string) string {
+		if k == "SUITE_MODE" {
+			return "development"
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %s %s %v %s %s %s %s %s %d %v %d %v",
 		cfg.DBName, cfg.HTTPAddr, cfg.DatabaseURL, cfg.Consumer.Brokers, cfg.Consumer.OrderEventsTopic, cfg.Consumer.DLQTopic,
-		cfg.Consumer.ConsumerGroup, cfg.OrderURL, cfg.CallbackSecret, cfg.Consumer.Retry.MaxAttempts,
+		cfg.Consumer.ConsumerGroup, cfg.OrderURL, cfg.Callbacks.Secret, cfg.Consumer.Retry.MaxAttempts,
 		cfg.Consumer.Retry.InitialInterval, cfg.Relay.BatchSize, cfg.Relay.PollInterval)
-	want := "payments :8082 postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable [127.0.0.1:9092] order-events " +
+	want := "payments 127.0.0.1:8082 postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable [127.0.0.1:9092] order-events " +
 		"order-events.dlq payment-service http://127.0.0.1:8081 dev-callback-secret 5 1s 2000 100ms"
 	if got != want {
 		t.Fatalf("defaults\n got %s\nwant %s", got, want)

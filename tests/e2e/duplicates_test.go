@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -82,7 +82,9 @@ func TestDuplicateCallbackChangesOnce(t *testing.T) {
 	send := func() int {
 		req, _ := http.NewRequest("POST", s.URL("order")+"/payments/callback", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(outbox.SignatureHeader, outbox.Sign([]byte(harness.CallbackSecret), body))
+		for k, v := range event.CallbackHeaders([]byte(harness.CallbackSecret), time.Now(), body) {
+			req.Header.Set(k, v)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0

@@ -226,6 +226,11 @@ func Start(t testing.TB, opts Options) *Suite {
 			"OUTBOX_POLL_INTERVAL":       "20ms",
 			"OUTBOX_BACKOFF_INITIAL":     "100ms",
 			"OUTBOX_BACKOFF_MAX":         "500ms",
+			// Development mode accepts the tests' published secrets; the
+			// tests arm fail points and may profile.
+			"SUITE_MODE":         "development",
+			"FAILPOINTS_ENABLED": "true",
+			"PPROF_ENABLED":      "true",
 		}
 		for k, v := range opts.Env {
 			env[k] = v

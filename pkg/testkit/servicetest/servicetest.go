@@ -75,8 +75,9 @@ func Start(t testing.TB, run RunFunc, env map[string]string) *Service {
 // KAFKA_BROKERS address yet; StartBroker brings one up there. The
 // environment is DATABASE_URL, a fresh DB_NAME (dropped when the test ends),
 // HTTP_ADDR and KAFKA_BROKERS on free ports, unique ORDER_EVENTS_TOPIC and
-// DLQ_TOPIC, RETRY_* intervals of milliseconds and LOG_LEVEL=debug, overlaid
-// by env. The service runs until the test ends; its log is printed if the
+// DLQ_TOPIC, RETRY_* intervals of milliseconds, LOG_LEVEL=debug,
+// SUITE_MODE=development, FAILPOINTS_ENABLED and PPROF_ENABLED, overlaid by
+// env. The service runs until the test ends; its log is printed if the
 // test failed.
 func StartWithoutBroker(t testing.TB, run RunFunc, env map[string]string) *Service {
 	t.Helper()
@@ -99,6 +100,11 @@ func start(t testing.TB, run RunFunc, env map[string]string, withBroker bool) *S
 		"RETRY_INITIAL_INTERVAL": "10ms",
 		"RETRY_MAX_INTERVAL":     "50ms",
 		"LOG_LEVEL":              "debug",
+		// Development mode on loopback: no secrets to set up; tests arm
+		// fail points and may profile.
+		"SUITE_MODE":         "development",
+		"FAILPOINTS_ENABLED": "true",
+		"PPROF_ENABLED":      "true",
 	}
 	for k, v := range env {
 		vars[k] = v

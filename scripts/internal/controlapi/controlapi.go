@@ -60,7 +60,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if method != http.MethodGet && method != http.MethodHead {
+		// The runner refuses a change without it, even an empty one
+		// (docs/security.md, The runner's control API).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)

@@ -81,14 +81,15 @@ func URLOf(s suite.Service) string {
 // CheckEnv checks the environment one service is given in some mode (where).
 // It reports undocumented names and per-service values that disagree with
 // the table; missing per-service values are reported only when required.
-func CheckEnv(where string, env map[string]string, s suite.Service, all []suite.Service, documented map[string]bool, urlOf func(suite.Service) string) []error {
+// listen is the HTTP_ADDR the mode gives s.
+func CheckEnv(where string, env map[string]string, s suite.Service, all []suite.Service, documented map[string]bool, listen string, urlOf func(suite.Service) string) []error {
 	var errs []error
 	for _, name := range sortedKeys(env) {
 		if !documented[name] {
 			errs = append(errs, fmt.Errorf("%s: %s is not a variable of README.md (Configuration)", where, name))
 		}
 	}
-	want := map[string]string{"HTTP_ADDR": s.HTTPAddr(), "DB_NAME": s.DBName}
+	want := map[string]string{"HTTP_ADDR": listen, "DB_NAME": s.DBName}
 	for _, name := range []string{"HTTP_ADDR", "DB_NAME"} {
 		got, ok := env[name]
 		if !ok {
@@ -183,9 +184,37 @@ func CheckCompose(compose []byte, services []suite.Service, documented map[strin
 		if published[s.Port] != s.Port {
 			errs = append(errs, fmt.Errorf("%s: port %d is not published as %d:%d (ports: %v)", where, s.Port, s.Port, s.Port, cs.Ports))
 		}
-		errs = append(errs, CheckEnv(where, cs.Environment, s, services, documented, URLOf)...)
+		errs = append(errs, CheckEnv(where, cs.Environment, s, services, documented, s.HTTPAddr(), URLOf)...)
+		errs = append(errs, CheckNoSecretValues(where, cs.Environment, true)...)
 	}
 	errs = append(errs, unknownServices("docker-compose.yml", sortedKeys(f.Services), services)...)
+	return errs
+}
+
+// SecretVars are the variables whose values must never be written in the
+// repository (docs/security.md): compose takes them from the untracked
+// .env that `make up` generates, Kubernetes from a Secret the operator
+// creates.
+func SecretVars() []string {
+	return []string{"CALLBACK_SECRET", "CALLBACK_SECRET_PREVIOUS", "ADMIN_TOKEN"}
+}
+
+// CheckNoSecretValues reports a secret variable env sets to a value
+// written in the file, and development mode, which accepts published
+// secrets. With interpolation (compose), "${NAME...}" is read from the
+// environment or .env at start, not written, and passes.
+func CheckNoSecretValues(where string, env map[string]string, interpolation bool) []error {
+	var errs []error
+	for _, name := range SecretVars() {
+		v, ok := env[name]
+		if !ok || (interpolation && strings.HasPrefix(v, "${"+name)) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: %s is written in the file; take it from outside the repository (docs/security.md)", where, name))
+	}
+	if strings.EqualFold(env["SUITE_MODE"], "development") {
+		errs = append(errs, fmt.Errorf("%s: SUITE_MODE=development accepts published secrets; it is for make run and the tests only", where))
+	}
 	return errs
 }
 

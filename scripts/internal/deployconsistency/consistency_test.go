@@ -104,7 +104,7 @@ func (r repo) check(services []suite.Service) []error {
 			env[name] = value
 		}
 		local := func(s suite.Service) string { return s.LocalURL() }
-		errs = append(errs, deployconsistency.CheckEnv("runner: "+s.Name, env, s, services, r.documented, local)...)
+		errs = append(errs, deployconsistency.CheckEnv("runner: "+s.Name, env, s, services, r.documented, s.LocalAddr(), local)...)
 	}
 	return errs
 }
@@ -141,6 +141,11 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"service exposes a wrong port", "payment-service.yaml", "      port: 8082\n", "      port: 8092\n", "Service payment-service does not expose port 8082"},
 		{"config map has an undocumented key", "configmap.yaml", "LOG_LEVEL: info", "LOG_LEVL: info", "LOG_LEVL is not a variable"},
 		{"secret is missing", "notification-service.yaml", "name: fulfillment-secrets", "name: other-secrets", `envFrom Secret "other-secrets" is not in the base`},
+		{"compose writes a secret", "docker-compose.yml", "ADMIN_TOKEN: ${ADMIN_TOKEN:?run make up, which generates .env}", "ADMIN_TOKEN: dev-admin-token", "ADMIN_TOKEN is written in the file"},
+		{"compose runs in development mode", "docker-compose.yml", "  LOG_LEVEL: info\n", "  LOG_LEVEL: info\n  SUITE_MODE: development\n", "SUITE_MODE=development accepts published secrets"},
+		{"config map writes a secret", "configmap.yaml", "  LOG_LEVEL: info", "  LOG_LEVEL: info\n  CALLBACK_SECRET: dev-callback-secret", "CALLBACK_SECRET is written in the file"},
+		{"deployment writes a secret", "order-service.yaml", "            - name: DB_NAME\n", "            - name: ADMIN_TOKEN\n              value: dev-admin-token\n            - name: DB_NAME\n", "ADMIN_TOKEN is written in the file"},
+		{"base ships a secret", "configmap.yaml", "kind: ConfigMap", "kind: Secret", "deploy/base ships Secret fulfillment-config"},
 		{"resource not listed", "kustomization.yaml", "  - points-service.yaml\n", "", "points-service.yaml is not listed"},
 		{"prometheus scrapes a wrong port", "prometheus.yml", "points-service:8084", "points-service:8083", "points-service scraped on port 8083"},
 		{"init.sql misses a database", "init.sql", "CREATE DATABASE points;", "", "does not create points"},

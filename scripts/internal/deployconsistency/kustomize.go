@@ -56,10 +56,16 @@ type container struct {
 	} `yaml:"envFrom"`
 }
 
+// ExternalSecret is the Secret every Deployment reads DATABASE_URL,
+// CALLBACK_SECRET and ADMIN_TOKEN from; deploy/README.md says how to
+// create it.
+const ExternalSecret = "fulfillment-secrets"
+
 // CheckKustomize checks the kustomize base in fsys (deploy/base): every
 // service has a Deployment and a Service of its FullName, with its image,
-// port and environment, and every YAML file of the base is a resource of
-// kustomization.yaml.
+// port and environment, every YAML file of the base is a resource of
+// kustomization.yaml, and the base ships no Secret: the Deployments read
+// ExternalSecret, which the operator creates.
 func CheckKustomize(fsys fs.FS, services []suite.Service, documented map[string]bool) []error {
 	objects, errs := loadKustomization(fsys)
 	byKind := map[string]map[string]object{}
@@ -77,6 +83,9 @@ func CheckKustomize(fsys fs.FS, services []suite.Service, documented map[string]
 		} else if !slices.ContainsFunc(svc.Spec.Ports, func(p servicePort) bool { return p.Port == s.Port }) {
 			errs = append(errs, fmt.Errorf("deploy/base: Service %s does not expose port %d (%v)", s.FullName(), s.Port, svc.Spec.Ports))
 		}
+	}
+	for _, name := range sortedKeys(byKind["Secret"]) {
+		errs = append(errs, fmt.Errorf("deploy/base ships Secret %s: its values would be in the repository; reference %s and let the operator create it (deploy/README.md)", name, ExternalSecret))
 	}
 	errs = append(errs, unknownServices("deploy/base Deployments", sortedKeys(byKind["Deployment"]), services)...)
 	errs = append(errs, unknownServices("deploy/base Services", sortedKeys(byKind["Service"]), services)...)
@@ -111,6 +120,9 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 			kind, name = "Secret", from.SecretRef.Name
 		}
 		src, ok := byKind[kind][name]
+		if !ok && kind == "Secret" && name == ExternalSecret {
+			continue // created by the operator (deploy/README.md)
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s: envFrom %s %q is not in the base", where, kind, name))
 			continue
@@ -125,7 +137,8 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 	for _, e := range c.Env { // env wins over envFrom, as in Kubernetes
 		env[e.Name] = e.Value
 	}
-	return append(errs, CheckEnv(where, env, s, all, documented, URLOf)...)
+	errs = append(errs, CheckNoSecretValues(where, env, false)...)
+	return append(errs, CheckEnv(where, env, s, all, documented, s.HTTPAddr(), URLOf)...)
 }
 
 // loadKustomization reads every object of the resources kustomization.yaml

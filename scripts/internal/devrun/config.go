@@ -98,8 +98,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("broker address: %w", err))
 	}
 	if c.ControlAddr != "" {
-		if _, _, err := net.SplitHostPort(c.ControlAddr); err != nil {
-			errs = append(errs, fmt.Errorf("CONTROL_ADDR (host:port, or %q): %w", ControlOff, err))
+		if err := checkLoopback(c.ControlAddr); err != nil {
+			errs = append(errs, fmt.Errorf("CONTROL_ADDR (127.0.0.1:port, or %q): %w", ControlOff, err))
 		}
 	}
 	if c.DataDir == "" {

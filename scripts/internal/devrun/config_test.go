@@ -1,6 +1,7 @@
 package devrun_test
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -71,6 +72,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero ready timeout", func(c *devrun.Config) { c.ReadyTimeout = 0 }},
 		{"negative grace", func(c *devrun.Config) { c.GracePeriod = -time.Second }},
 		{"control address without port", func(c *devrun.Config) { c.ControlAddr = "localhost" }},
+		{"control address on every interface", func(c *devrun.Config) { c.ControlAddr = ":8090" }},
+		{"control address on another interface", func(c *devrun.Config) { c.ControlAddr = "192.168.1.2:8090" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +94,8 @@ func TestServiceEnvOverridesInherited(t *testing.T) {
 	want := map[string]string{
 		"PATH":             "/bin",
 		"LOG_LEVEL":        "debug",
-		"HTTP_ADDR":        ":8083",
+		"HTTP_ADDR":        "127.0.0.1:8083",
+		"SUITE_MODE":       "development",
 		"DB_NAME":          "inventory",
 		"CONSUMER_GROUP":   "inventory-service",
 		"DATABASE_URL":     "postgres://x/y",
@@ -122,4 +126,35 @@ func lastValues(environ []string) map[string]string {
 		}
 	}
 	return m
+}
+
+// TestRunnerAddressesAreLoopback checks that every address the runner
+// gives a service, its own and every scaled-out instance's, listens on
+// loopback only, and that the services run in development mode with fail
+// points and profiles enabled.
+func TestRunnerAddressesAreLoopback(t *testing.T) {
+	all := suite.Services()
+	inherited := []string{"PATH=/bin", "HTTP_ADDR=0.0.0.0:9999"}
+	for _, s := range all {
+		env := devrun.ServiceEnv(inherited, all, s, "postgres://x/y", "127.0.0.1:1234")
+		addrs := []string{lastValues(env)["HTTP_ADDR"]}
+		for k := 2; k <= suite.MaxInstances; k++ {
+			addrs = append(addrs, lastValues(devrun.InstanceEnv(env, devrun.InstancePort(s.Port, k)))["HTTP_ADDR"])
+		}
+		for _, addr := range addrs {
+			host, _, err := net.SplitHostPort(addr)
+			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+				t.Errorf("%s: HTTP_ADDR=%q is not a loopback address", s.Name, addr)
+			}
+		}
+		got := lastValues(env)
+		for k, want := range map[string]string{"SUITE_MODE": "development", "FAILPOINTS_ENABLED": "true", "PPROF_ENABLED": "true"} {
+			if got[k] != want {
+				t.Errorf("%s: %s=%q, want %q", s.Name, k, got[k], want)
+			}
+		}
+	}
+	if err := devrun.LoadConfig(env(nil)).Validate(); err != nil {
+		t.Errorf("the default configuration is refused: %v", err)
+	}
 }

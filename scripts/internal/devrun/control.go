@@ -292,11 +292,12 @@ var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 // RestartRequest is the body of POST /services/{name}/restart.
 type RestartRequest struct {
 	// Env is added to the service's usual environment for this run only,
-	// e.g. {"FAILPOINTS": "relay.before-publish=exit"}.
+	// e.g. {"FAILPOINTS": "relay.before-publish=exit"}; only the names of
+	// RestartVarsAllowed.
 	Env map[string]string `json:"env"`
 }
 
-// handler serves the control API:
+// handler serves the control API to this machine's programs only (guard):
 //
 //	GET  /services                        every service's state
 //	GET  /services/{name}                 one service's state
@@ -331,6 +332,10 @@ func (c *control) handler() http.Handler {
 				writeError(w, http.StatusBadRequest, fmt.Errorf("env: %q is not a valid variable", k))
 				return
 			}
+			if !restartVarAllowed(k) {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("env: a restart may not set %s: allowed are %s", k, RestartVarsAllowed))
+				return
+			}
 		}
 		v, err := c.restart(r.Context(), r.PathValue("name"), req.Env)
 		answer(w, v, err)
@@ -352,7 +357,7 @@ func (c *control) handler() http.Handler {
 		answer(w, v, err)
 	})
 	mux.HandleFunc("POST /services/{name}/scale", c.serveScale)
-	return mux
+	return guard(mux)
 }
 
 // answer writes v, or err with its status.
@@ -399,9 +404,15 @@ func envList(env map[string]string) []string {
 	return out
 }
 
+// describeEnv names the variables a restart added, never their values.
 func describeEnv(env map[string]string) string {
 	if len(env) == 0 {
 		return " with its usual environment"
 	}
-	return fmt.Sprintf(" with %v", envList(env))
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return " with " + strings.Join(names, ", ") + " set"
 }

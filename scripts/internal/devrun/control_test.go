@@ -27,6 +27,9 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
@@ -123,7 +126,7 @@ func TestControlAPI(t *testing.T) {
 	})
 
 	t.Run("a failed restart is told to its caller", func(t *testing.T) {
-		code, v := call(t, "POST", control+"/services/alpha/restart", `{"env":{"FAKE_CRASH":"`+alphaDB+`"}}`)
+		code, v := call(t, "POST", control+"/services/alpha/restart", `{"env":{"FAILPOINTS":"crash:`+alphaDB+`"}}`)
 		if code != http.StatusBadGateway || !strings.Contains(fmt.Sprint(v["error"]), "exit status 3") {
 			t.Fatalf("restart into a crash: %d %v", code, v)
 		}
@@ -145,6 +148,8 @@ func TestControlAPI(t *testing.T) {
 			{"GET", "/services/nope", "", http.StatusNotFound},
 			{"POST", "/services/alpha/restart", `{"env":{"bad-name":"x"}}`, http.StatusBadRequest},
 			{"POST", "/services/alpha/restart", `{"environment":{}}`, http.StatusBadRequest},
+			{"POST", "/services/alpha/restart", `{"env":{"LD_PRELOAD":"/tmp/x.so"}}`, http.StatusBadRequest},
+			{"POST", "/services/alpha/restart", `{"env":{"DATABASE_URL":"postgres://elsewhere"}}`, http.StatusBadRequest},
 			{"GET", "/services/beta/exit?timeout=soon", "", http.StatusBadRequest},
 			{"GET", "/services/beta/exit?timeout=100ms", "", http.StatusGatewayTimeout},
 		}
@@ -154,6 +159,67 @@ func TestControlAPI(t *testing.T) {
 			}
 		}
 		running()
+	})
+
+	t.Run("requests from elsewhere", func(t *testing.T) {
+		port := strings.TrimPrefix(cfg.ControlAddr, "127.0.0.1:")
+		tests := []struct {
+			name, method, path, contentType, host, origin string
+			want                                          int
+		}{
+			{"no content type", "POST", "/services/beta/stop", "", "", "", http.StatusUnsupportedMediaType},
+			{"form post", "POST", "/services/beta/stop", "application/x-www-form-urlencoded", "", "", http.StatusUnsupportedMediaType},
+			{"text post", "POST", "/services/beta/restart", "text/plain", "", "", http.StatusUnsupportedMediaType},
+			{"delete without content type", "DELETE", "/broker/faults", "", "", "", http.StatusUnsupportedMediaType},
+			{"foreign origin", "POST", "/services/beta/stop", "application/json", "", "http://evil.example", http.StatusForbidden},
+			{"foreign origin reading", "GET", "/services", "", "", "https://evil.example", http.StatusForbidden},
+			{"loopback origin on another port", "POST", "/services/beta/stop", "application/json", "", "http://127.0.0.1:1", http.StatusForbidden},
+			{"foreign host", "GET", "/services", "", "evil.example:" + port, "", http.StatusForbidden},
+			{"rebound host", "POST", "/services/beta/stop", "application/json", "attacker.example", "", http.StatusForbidden},
+			{"same origin", "GET", "/services", "", "localhost:" + port, "http://localhost:" + port, http.StatusOK},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				req, err := http.NewRequest(tt.method, control+tt.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.contentType != "" {
+					req.Header.Set("Content-Type", tt.contentType)
+				}
+				if tt.host != "" {
+					req.Host = tt.host
+				}
+				if tt.origin != "" {
+					req.Header.Set("Origin", tt.origin)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tt.want {
+					t.Fatalf("%s %s = %d, want %d", tt.method, tt.path, resp.StatusCode, tt.want)
+				}
+			})
+		}
+		if code, v := call(t, "GET", control+"/services/beta", ""); code != 200 || v["state"] != "running" {
+			t.Fatalf("beta after the refused requests: %d %v", code, v)
+		}
+		running()
+	})
+
+	t.Run("restart logs names, not values", func(t *testing.T) {
+		code, v := call(t, "POST", control+"/services/alpha/restart", `{"env":{"LOG_LEVEL":"value-not-for-the-log"}}`)
+		if code != 200 || v["state"] != "running" {
+			t.Fatalf("restart: %d %v", code, v)
+		}
+		if strings.Contains(runnerLines(out.String()), "value-not-for-the-log") {
+			t.Errorf("the runner logged a restart's value:\n%s", out.String())
+		}
+		if !strings.Contains(out.String(), "with LOG_LEVEL set") {
+			t.Errorf("the runner did not name the restart's variable:\n%s", out.String())
+		}
 	})
 
 	// Any other exit is a crash: everything stops, as without the control API.
@@ -171,4 +237,15 @@ func TestControlAPI(t *testing.T) {
 	if !strings.Contains(out.String(), "alpha | graceful stop") {
 		t.Errorf("alpha was not stopped gracefully:\n%s", out.String())
 	}
+}
+
+// runnerLines are the runner's own lines of out (prefixed "run").
+func runnerLines(out string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "run ") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

@@ -202,14 +202,23 @@ func checkControlAddrFree(addr string) error {
 	return l.Close()
 }
 
-// ServiceEnv is the environment of service s: environ, then the settings the
-// runner decides, which win over inherited ones of the same name.
+// DevelopmentEnv are the defaults `make run` gives every service, before
+// the inherited environment, which may override them: development mode
+// (no secrets to set up; docs/security.md), and the fail points and
+// profiles the drills use.
+func DevelopmentEnv() []string {
+	return []string{"SUITE_MODE=development", "FAILPOINTS_ENABLED=true", "PPROF_ENABLED=true"}
+}
+
+// ServiceEnv is the environment of service s: DevelopmentEnv, environ,
+// then the settings the runner decides, which win over inherited ones of
+// the same name. Every service listens on loopback only.
 func ServiceEnv(environ []string, all []suite.Service, s suite.Service, databaseURL, brokers string) []string {
-	env := append([]string(nil), environ...)
+	env := append(DevelopmentEnv(), environ...)
 	env = append(env,
 		"DATABASE_URL="+databaseURL,
 		"KAFKA_BROKERS="+brokers,
-		"HTTP_ADDR="+s.HTTPAddr(),
+		"HTTP_ADDR="+s.LocalAddr(),
 		"DB_NAME="+s.DBName,
 	)
 	if s.ConsumerGroup != "" {
@@ -228,7 +237,7 @@ func ServiceEnv(environ []string, all []suite.Service, s suite.Service, database
 func CheckPortsFree(services []suite.Service) error {
 	var errs []error
 	for _, s := range services {
-		l, err := net.Listen("tcp", s.HTTPAddr())
+		l, err := net.Listen("tcp", s.LocalAddr())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("port %d of %s is taken (is another `make run` still running?): %w", s.Port, s.FullName(), err))
 			continue

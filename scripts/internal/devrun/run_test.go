@@ -18,7 +18,8 @@ import (
 
 // fakeService is a stand-in for a real service: it reports the settings it
 // was given, writes its pid to $FAKE_PID_DIR/<DB_NAME>, exits with status 3
-// at once when FAKE_CRASH names its database, answers /readyz, exits with
+// at once when FAKE_CRASH names its database or FAILPOINTS is
+// "crash:<database>" (what a restart may set), answers /readyz, exits with
 // status N on GET /exit?code=N (as an armed fail point would), and stops
 // cleanly on SIGTERM.
 const fakeService = `
@@ -43,7 +44,7 @@ func main() {
 	fmt.Printf("db=%s group=%s http=%s\n", db, os.Getenv("CONSUMER_GROUP"), os.Getenv("HTTP_ADDR"))
 	fmt.Fprintf(os.Stderr, "kafka=%s\n", os.Getenv("KAFKA_BROKERS"))
 	fmt.Printf("failpoints=%s\n", os.Getenv("FAILPOINTS"))
-	if os.Getenv("FAKE_CRASH") == db {
+	if os.Getenv("FAKE_CRASH") == db || os.Getenv("FAILPOINTS") == "crash:"+db {
 		fmt.Println("crashing")
 		os.Exit(3)
 	}
@@ -150,8 +151,8 @@ func TestRun(t *testing.T) {
 			if tt.crash == "" {
 				waitReady(t, out, done)
 				for _, want := range []string{
-					fmt.Sprintf("alpha | db=%s group=alpha-service http=:%d\n", alphaDB, cfg.Services[0].Port),
-					fmt.Sprintf("beta  | db=%s group= http=:%d\n", betaDB, cfg.Services[1].Port),
+					fmt.Sprintf("alpha | db=%s group=alpha-service http=127.0.0.1:%d\n", alphaDB, cfg.Services[0].Port),
+					fmt.Sprintf("beta  | db=%s group= http=127.0.0.1:%d\n", betaDB, cfg.Services[1].Port),
 					"alpha | kafka=127.0.0.1:",
 					"run   | alpha is ready",
 					fmt.Sprintf("beta-service           http://127.0.0.1:%d\n", cfg.Services[1].Port),

@@ -300,7 +300,7 @@ func (sc *scaler) startLocked(s suite.Service, k int) (*instance, error) {
 	if port > 65535 {
 		return nil, fmt.Errorf("%s: %w: %d is not a port", name, ErrPortTaken, port)
 	}
-	if l, err := net.Listen("tcp", ":"+strconv.Itoa(port)); err != nil {
+	if l, err := net.Listen("tcp", suite.LoopbackAddr(port)); err != nil {
 		return nil, fmt.Errorf("%s: %w: another process listens on %d: %w", name, ErrPortTaken, port, err)
 	} else {
 		l.Close()
@@ -310,8 +310,7 @@ func (sc *scaler) startLocked(s suite.Service, k int) (*instance, error) {
 		return nil, fmt.Errorf("%w: no process spec for %q", ErrUnknownService, s.Name)
 	}
 	spec.Name = name
-	// os/exec keeps the last of duplicate names, so this HTTP_ADDR wins.
-	spec.Env = append(slices.Clip(spec.Env), "HTTP_ADDR=:"+strconv.Itoa(port))
+	spec.Env = InstanceEnv(spec.Env, port)
 	if err := sc.sup.Start(sc.ctx, spec); err != nil {
 		return nil, err
 	}
@@ -442,4 +441,11 @@ func (c *control) scaleView(service string) ScaleView {
 		}
 	}
 	return out
+}
+
+// InstanceEnv is the environment of an extra instance listening on port:
+// its service's env with HTTP_ADDR on loopback, like the service's own.
+func InstanceEnv(env []string, port int) []string {
+	// os/exec keeps the last of duplicate names, so this HTTP_ADDR wins.
+	return append(slices.Clip(env), "HTTP_ADDR="+suite.LoopbackAddr(port))
 }

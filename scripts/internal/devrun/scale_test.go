@@ -165,7 +165,7 @@ func TestScaleAPI(t *testing.T) {
 			pids = append(pids, int(pid))
 		}
 		for k := 2; k <= 3; k++ {
-			want := fmt.Sprintf("alpha#%d | db=%s group=alpha-service http=:%d\n", k, alphaDB, devrun.InstancePort(base, k))
+			want := fmt.Sprintf("alpha#%d | db=%s group=alpha-service http=127.0.0.1:%d\n", k, alphaDB, devrun.InstancePort(base, k))
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("no line %q in the output:\n%s", want, out.String())
 			}

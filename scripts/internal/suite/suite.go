@@ -55,8 +55,17 @@ func (s Service) FullName() string { return s.Name + "-service" }
 // Package is the main package to build, relative to the repository root.
 func (s Service) Package() string { return "./services/" + s.Name }
 
-// HTTPAddr is the listen address the service gets (HTTP_ADDR).
+// HTTPAddr is the listen address the service gets in a container
+// (HTTP_ADDR under compose and Kubernetes): every interface, behind
+// ADMIN_TOKEN.
 func (s Service) HTTPAddr() string { return ":" + strconv.Itoa(s.Port) }
+
+// LocalAddr is the listen address `make run` gives the service: this
+// machine only, since its admin API is open there.
+func (s Service) LocalAddr() string { return LoopbackAddr(s.Port) }
+
+// LoopbackAddr is the loopback listen address of port.
+func LoopbackAddr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
 // LocalURL is the service's base URL on this machine.
 func (s Service) LocalURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.Port) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -28,6 +29,10 @@ const (
 	// is recorded (OrderPaymentRejected) and returned to the customer.
 	CodePaymentRejected = "PAYMENT_REJECTED"
 )
+
+// CodeSignatureExpired answers a callback signed outside the replay window
+// (CALLBACK_REPLAY_WINDOW): too old, or dated in the future.
+const CodeSignatureExpired = "SIGNATURE_EXPIRED"
 
 // rejectionCode names a business rejection: an accepted request whose
 // answer is "no" (200 with this businessCode), as opposed to a malformed
@@ -73,6 +78,12 @@ func rejectionCode(err error) (string, bool) {
 // anything else with 500.
 func MapError(err error) *httpapi.Error {
 	switch {
+	case errors.Is(err, event.ErrInvalidSignature):
+		return &httpapi.Error{Status: http.StatusUnauthorized, BusinessCode: CodeInvalidSignature,
+			Message: err.Error() + ": want " + event.SignatureTimestampHeader + " (Unix seconds) and " +
+				event.SignatureHeader + ": sha256=<hex HMAC-SHA256 of the timestamp, \".\" and the raw body>"}
+	case errors.Is(err, event.ErrStaleSignature):
+		return &httpapi.Error{Status: http.StatusUnauthorized, BusinessCode: CodeSignatureExpired, Message: err.Error()}
 	case errors.Is(err, order.ErrNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
 	case errors.Is(err, order.ErrExists):

@@ -21,7 +21,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -54,14 +53,29 @@ type Peers interface {
 type Handler struct {
 	orders     Orders
 	peers      Peers
-	secret     []byte
+	keys       CallbackKeys
 	failPoints *failpoint.Registry
 }
 
-// NewHandler returns the API over orders and peers; secret verifies payment
+// CallbackKeys verify payment callbacks (event.VerifyCallback).
+type CallbackKeys struct {
+	// Secrets are accepted for verification: CALLBACK_SECRET first, then
+	// CALLBACK_SECRET_PREVIOUS while the secret is rotated.
+	Secrets [][]byte
+	// Window is how far a callback's timestamp may be from now, either way
+	// (CALLBACK_REPLAY_WINDOW).
+	Window time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// NewHandler returns the API over orders and peers; keys verify payment
 // callbacks; failPoints may be nil.
-func NewHandler(orders Orders, peers Peers, secret []byte, failPoints *failpoint.Registry) *Handler {
-	return &Handler{orders: orders, peers: peers, secret: secret, failPoints: failPoints}
+func NewHandler(orders Orders, peers Peers, keys CallbackKeys, failPoints *failpoint.Registry) *Handler {
+	if keys.Now == nil {
+		keys.Now = time.Now
+	}
+	return &Handler{orders: orders, peers: peers, keys: keys, failPoints: failPoints}
 }
 
 // Register adds the routes to e and the operator routes to admin (the
@@ -244,7 +258,9 @@ func (h *Handler) cancel(c echo.Context) error {
 }
 
 // callback applies a payment callback. The signature is checked over the
-// raw body before anything else, so an unsigned request changes nothing.
+// timestamp and the raw body before anything else, so an unsigned or
+// replayed-too-late request changes nothing; a copy inside the window is
+// deduplicated by its callbackId like any re-delivery.
 func (h *Handler) callback(c echo.Context) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
@@ -254,9 +270,10 @@ func (h *Handler) callback(c echo.Context) error {
 		}
 		return httpapi.BadRequest("read body: %v", err)
 	}
-	if !outbox.Verify(h.secret, body, c.Request().Header.Get(outbox.SignatureHeader)) {
-		return &httpapi.Error{Status: http.StatusUnauthorized, BusinessCode: CodeInvalidSignature,
-			Message: "missing or invalid " + outbox.SignatureHeader + " header: want sha256= and the hex HMAC-SHA256 of the raw body"}
+	hdr := c.Request().Header
+	if err := event.VerifyCallback(h.keys.Secrets, body, hdr.Get(event.SignatureTimestampHeader), hdr.Get(event.SignatureHeader),
+		h.keys.Now(), h.keys.Window); err != nil {
+		return err
 	}
 	var req callbackRequest
 	if err := json.Unmarshal(body, &req); err != nil {

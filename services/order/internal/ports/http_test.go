@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -28,9 +29,11 @@ import (
 )
 
 const (
-	secret     = "test-callback-secret"
-	adminToken = "test-admin-token"
-	orderBody  = `{"orderId":"O-1001","customerId":"C-1","currency":"CNY","items":[{"sku":"SKU-1","quantity":2,"unitPrice":"40.00"}]}`
+	secret = "test-callback-secret"
+	// previousSecret is the secret before a rotation, still accepted.
+	previousSecret = "test-callback-secret-before-rotation"
+	adminToken     = "test-admin-token"
+	orderBody      = `{"orderId":"O-1001","customerId":"C-1","currency":"CNY","items":[{"sku":"SKU-1","quantity":2,"unitPrice":"40.00"}]}`
 )
 
 type stubPeers struct{ view adapters.PeerView }
@@ -57,7 +60,8 @@ func newEnv(t *testing.T) *env {
 	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
 		Converged: &converged, Findings: 0}}
 	adminGroup := srv.Admin()
-	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers, []byte(secret), fp).Register(srv.Echo, adminGroup)
+	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers,
+		ports.CallbackKeys{Secrets: [][]byte{[]byte(secret), []byte(previousSecret)}, Window: 5 * time.Minute}, fp).Register(srv.Echo, adminGroup)
 	admin.RegisterOutbox(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
@@ -104,9 +108,12 @@ func (e *env) post(path, body string) answer { return e.do(http.MethodPost, path
 func (e *env) get(path string) answer        { return e.do(http.MethodGet, path, "", nil) }
 
 func (e *env) callback(body string) answer {
-	return e.do(http.MethodPost, "/payments/callback", body, map[string]string{
-		outbox.SignatureHeader: outbox.Sign([]byte(secret), []byte(body)),
-	})
+	return e.do(http.MethodPost, "/payments/callback", body, signed(secret, time.Now(), body))
+}
+
+// signed are the signature headers of body signed by key at t.
+func signed(key string, t time.Time, body string) map[string]string {
+	return event.CallbackHeaders([]byte(key), t, []byte(body))
 }
 
 func expect(t *testing.T, a answer, code int, businessCode string) {
@@ -325,7 +332,7 @@ func TestBodyTooLarge(t *testing.T) {
 	e := newEnv(t)
 	big := `{"customerId":"` + strings.Repeat("x", 2<<20) + `"}`
 	expect(t, e.post("/orders", big), 413, httpapi.CodeTooLarge)
-	a := e.do(http.MethodPost, "/payments/callback", big, map[string]string{outbox.SignatureHeader: outbox.Sign([]byte(secret), []byte(big))})
+	a := e.do(http.MethodPost, "/payments/callback", big, signed(secret, time.Now(), big))
 	expect(t, a, 413, httpapi.CodeTooLarge)
 	if n := e.count(`SELECT count(*) FROM orders`); n != 0 {
 		t.Fatalf("%d orders", n)
@@ -481,18 +488,27 @@ func TestCallbackBadSignature(t *testing.T) {
 	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
 	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
 	body := payBody("E-pay-1")
-	for name, sig := range map[string]string{
-		"missing":    "",
-		"wrong key":  outbox.Sign([]byte("not-the-secret"), []byte(body)),
-		"other body": outbox.Sign([]byte(secret), []byte(body+" ")),
-		"garbage":    "sha256=zz",
-	} {
-		t.Run(name, func(t *testing.T) {
-			h := map[string]string{}
-			if sig != "" {
-				h[outbox.SignatureHeader] = sig
-			}
-			expect(t, e.do(http.MethodPost, "/payments/callback", body, h), 401, "INVALID_SIGNATURE")
+	now := time.Now()
+	garbage := signed(secret, now, body)
+	garbage[event.SignatureHeader] = "sha256=zz"
+	noTimestamp := signed(secret, now, body)
+	delete(noTimestamp, event.SignatureTimestampHeader)
+	tests := []struct {
+		name   string
+		header map[string]string
+		code   string
+	}{
+		{"missing", nil, "INVALID_SIGNATURE"},
+		{"wrong key", signed("not-the-secret", now, body), "INVALID_SIGNATURE"},
+		{"other body", signed(secret, now, body+" "), "INVALID_SIGNATURE"},
+		{"garbage", garbage, "INVALID_SIGNATURE"},
+		{"no timestamp", noTimestamp, "INVALID_SIGNATURE"},
+		{"stale", signed(secret, now.Add(-6*time.Minute), body), "SIGNATURE_EXPIRED"},
+		{"future", signed(secret, now.Add(6*time.Minute), body), "SIGNATURE_EXPIRED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, e.do(http.MethodPost, "/payments/callback", body, tt.header), 401, tt.code)
 		})
 	}
 	got := e.get("/orders/O-1001")
@@ -501,6 +517,28 @@ func TestCallbackBadSignature(t *testing.T) {
 	}
 	if n := e.count(`SELECT count(*) FROM processed_callbacks`) + e.events("O-1001", "OrderPaid"); n != 0 {
 		t.Fatalf("an unsigned callback left %d rows", n)
+	}
+}
+
+// TestCallbackRotationAndReplay pays with a callback signed by the secret
+// before a rotation, then replays the very same request (body, timestamp
+// and signature) inside the window: it is accepted and changes nothing.
+func TestCallbackRotationAndReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
+	body := payBody("E-pay-1")
+	h := signed(previousSecret, time.Now().Add(-4*time.Minute), body)
+	for range 2 {
+		a := e.do(http.MethodPost, "/payments/callback", body, h)
+		expect(t, a, 200, "SUCCESS")
+		if a.Body["status"] != "PAID" || a.Body["version"] != 3.0 {
+			t.Fatalf("callback answered %s, want PAID v3", a.Raw)
+		}
+	}
+	if n := e.events("O-1001", "OrderPaid"); n != 1 {
+		t.Fatalf("%d OrderPaid rows, want 1", n)
 	}
 }
 
@@ -529,7 +567,7 @@ func TestConcurrentDuplicateCallbacks(t *testing.T) {
 	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
 	expect(t, e.post("/orders/O-1001/checkout", ""), 200, "SUCCESS")
 	body := []byte(payBody("E-pay-1"))
-	sig := outbox.Sign([]byte(secret), body)
+	sig := signed(secret, time.Now(), string(body))
 	codes := make([]int, 10)
 	errs := make([]error, 10)
 	var wg sync.WaitGroup
@@ -540,7 +578,9 @@ func TestConcurrentDuplicateCallbacks(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			req.Header.Set(outbox.SignatureHeader, sig)
+			for k, v := range sig {
+				req.Header.Set(k, v)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				errs[i] = err

@@ -41,7 +41,8 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !outbox.Verify([]byte(secret), body, r.Header.Get(outbox.SignatureHeader)) {
+	if event.VerifyCallback([][]byte{[]byte(secret)}, body, r.Header.Get(event.SignatureTimestampHeader),
+		r.Header.Get(event.SignatureHeader), time.Now(), time.Minute) != nil {
 		o.badSigned++
 		http.Error(w, `{"businessCode":"INVALID_SIGNATURE"}`, http.StatusUnauthorized)
 		return
