@@ -450,3 +450,23 @@ func (d *drill) stock(ctx context.Context, db *sql.DB) (deducted, off int, err e
 	off += len(d.ids.skus) - len(seen)
 	return deducted, off, nil
 }
+
+// Load is what a run publishes, counted.
+type Load struct {
+	// Orders is the run's orders, one OrderPaid each; Refunded and
+	// RefundRejected are those of them with a refund or a rejected refund
+	// besides (Mix only).
+	Orders, Refunded, RefundRejected int
+	// Events counts the distinct events, Republished those of them
+	// published twice.
+	Events, Republished int
+}
+
+// LoadOf is the load of a run of cfg.
+func LoadOf(cfg Config) Load {
+	ids := newRunIDs(cfg.withDefaults())
+	return Load{
+		Orders: len(ids.orders), Refunded: ids.count(loadgen.ShapeRefunded), RefundRejected: ids.count(loadgen.ShapeRefundRejected),
+		Events: len(ids.events), Republished: ids.copies(),
+	}
+}

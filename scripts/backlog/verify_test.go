@@ -166,6 +166,10 @@ func TestVerifyMixedRun(t *testing.T) {
 		t.Fatalf("the run as applied fails %v", f)
 	}
 
+	if l := backlog.LoadOf(cfg); l.Orders != 60 || l.Refunded != 18 || l.RefundRejected != 6 || l.Events != 60+18+6 || l.Republished == 0 {
+		t.Errorf("load %+v, want 60 orders, 3 in 10 refunded, 1 in 10 rejected, 84 events, some twice", l)
+	}
+
 	// Ids the defects are planted on.
 	const paid = "E-v1-000001" // order 1: paid only
 	refunded, republished := "", ""
