@@ -22,6 +22,9 @@ type ProcessedEvent struct {
 	EventID  string `json:"eventId"`
 	Consumer string `json:"consumer"`
 	Count    int    `json:"count"`
+	// Duplicates counts the copies delivered after the first that the
+	// consumer recognised as duplicates.
+	Duplicates int `json:"duplicates"`
 }
 
 // DeadLetters answers GET /admin/dlq.
@@ -34,11 +37,11 @@ type DeadLetters struct {
 func RegisterConsumer(g *echo.Group, db *sqlx.DB, consumer string, store *dlq.Store) {
 	g.GET("/processed-events/:eventId", func(c echo.Context) error {
 		id := c.Param("eventId")
-		n, err := inbox.Count(c.Request().Context(), db, consumer, id)
+		r, err := inbox.Lookup(c.Request().Context(), db, consumer, id)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, ProcessedEvent{EventID: id, Consumer: consumer, Count: n})
+		return c.JSON(http.StatusOK, ProcessedEvent{EventID: id, Consumer: consumer, Count: r.Count, Duplicates: r.Duplicates})
 	})
 	g.GET("/dlq", func(c echo.Context) error {
 		items, err := store.Find(c.Request().Context(), dlq.Filter{AggregateID: c.QueryParam("aggregateId"), Status: c.QueryParam("status")})

@@ -76,6 +76,14 @@ func TestBatchProcessorAppliesEachEventOnce(t *testing.T) {
 	if n != orders || outcomes[versionguard.Applied] != orders || outcomes[inbox.Duplicate] != orders {
 		t.Fatalf("%d effects, outcomes %v; want %d effects, %d applied and %d duplicates", n, outcomes, orders, orders, orders)
 	}
+	// Copies met in one batch and across batches are counted alike.
+	var rows, dups int
+	if err := db.QueryRow(`SELECT count(*), coalesce(sum(duplicates), 0) FROM processed_events WHERE consumer = 'batch'`).Scan(&rows, &dups); err != nil {
+		t.Fatal(err)
+	}
+	if rows != orders || dups != orders {
+		t.Fatalf("%d dedup rows counting %d duplicates, want %d and %d", rows, dups, orders, orders)
+	}
 }
 
 func TestBatchProcessorIsolatesAFailingEvent(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -32,12 +33,29 @@ const NotHandled versionguard.Outcome = "NOT_HANDLED"
 
 // Count returns how many dedup rows consumer has for eventID: 0 or 1.
 func Count(ctx context.Context, q sqlx.QueryerContext, consumer, eventID string) (int, error) {
-	var n int
-	if err := sqlx.GetContext(ctx, q, &n,
-		`SELECT count(*) FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID); err != nil {
-		return 0, fmt.Errorf("count processed event: %w", err)
+	r, err := Lookup(ctx, q, consumer, eventID)
+	return r.Count, err
+}
+
+// Record is what a consumer's dedup table holds about one event.
+type Record struct {
+	// Count is the number of dedup rows: 0 or 1.
+	Count int `db:"count"`
+	// Duplicates counts the copies delivered after the first that were
+	// recognised as duplicates (DUPLICATE outcomes) and committed.
+	Duplicates int `db:"duplicates"`
+}
+
+// Lookup returns consumer's dedup record of eventID; an event never
+// recorded has Count 0.
+func Lookup(ctx context.Context, q sqlx.QueryerContext, consumer, eventID string) (Record, error) {
+	var r Record
+	if err := sqlx.GetContext(ctx, q, &r, `
+		SELECT count(*) AS count, coalesce(sum(duplicates), 0) AS duplicates
+		FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID); err != nil {
+		return Record{}, fmt.Errorf("look up processed event: %w", err)
 	}
-	return n, nil
+	return r, nil
 }
 
 // Processor applies events to one consumer exactly once in effect:
@@ -81,31 +99,21 @@ func (p *Processor) Process(ctx context.Context, env event.Envelope) (versiongua
 // and records the outcomes that are not APPLIED, inside tx, with a constant
 // number of statements besides the side effects.
 func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]versionguard.Outcome, error) {
-	ids := make([]string, len(envs))
-	for i, env := range envs {
-		ids[i] = env.EventID
-	}
-	var claimedIDs []string
-	if err := tx.SelectContext(ctx, &claimedIDs, `
-		INSERT INTO processed_events (consumer, event_id)
-		SELECT $1, e FROM unnest($2::text[]) AS e
-		ON CONFLICT (consumer, event_id) DO NOTHING
-		RETURNING event_id`, p.consumer, pq.Array(ids)); err != nil {
-		return nil, fmt.Errorf("claim events: %w", err)
-	}
-	unclaimed := make(map[string]bool, len(claimedIDs))
-	for _, id := range claimedIDs {
-		unclaimed[id] = true
+	fresh, err := p.claim(ctx, tx, envs)
+	if err != nil {
+		return nil, err
 	}
 	outcomes := make([]versionguard.Outcome, len(envs))
 	var claimed []event.Envelope
 	var at []int
 	for i, env := range envs {
-		if !unclaimed[env.EventID] {
+		if !fresh[env.EventID] {
 			outcomes[i] = Duplicate
 			continue
 		}
-		delete(unclaimed, env.EventID) // a second copy in the same batch is a duplicate
+		if deduplicating {
+			delete(fresh, env.EventID) // a second copy in the same batch is a duplicate
+		}
 		claimed = append(claimed, env)
 		at = append(at, i)
 	}
@@ -134,6 +142,45 @@ func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.En
 		}
 	}
 	return outcomes, nil
+}
+
+// claim inserts the dedup rows of envs and returns the ids of the events
+// delivered for the first time. A row that exists already counts the
+// copies as duplicates; so do the further copies of an event within envs.
+// The rows are written in id order, so that two batches sharing events
+// lock them in the same order.
+func (p *Processor) claim(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) (map[string]bool, error) {
+	copies := map[string]int{}
+	for _, env := range envs {
+		copies[env.EventID]++
+	}
+	ids := make([]string, 0, len(copies))
+	for id := range copies {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ns := make([]int64, len(ids))
+	for i, id := range ids {
+		ns[i] = int64(copies[id])
+	}
+	var rows []struct {
+		EventID    string `db:"event_id"`
+		Duplicates int64  `db:"duplicates"`
+	}
+	if err := tx.SelectContext(ctx, &rows, claimSQL, p.consumer, pq.Array(ids), pq.Array(ns)); err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	fresh := make(map[string]bool, len(ids))
+	if !deduplicating {
+		for _, id := range ids {
+			fresh[id] = true
+		}
+		return fresh, nil
+	}
+	for _, r := range rows {
+		fresh[r.EventID] = r.Duplicates == int64(copies[r.EventID]-1)
+	}
+	return fresh, nil
 }
 
 // TakeExpired takes the consumer's parked events older than olderThan out

@@ -141,4 +141,10 @@ func TestProcessorConcurrentDuplicatesApplyOnce(t *testing.T) {
 	if n, err := inbox.Count(context.Background(), db, "test-consumer", "E-DUP-1"); err != nil || n != 1 {
 		t.Fatalf("processed count %d (%v), want 1", n, err)
 	}
+	if r, err := inbox.Lookup(context.Background(), db, "test-consumer", "E-DUP-1"); err != nil || r.Duplicates != 9 {
+		t.Fatalf("dedup record %+v (%v), want 9 duplicates: every copy after the first", r, err)
+	}
+	if r, err := inbox.Lookup(context.Background(), db, "test-consumer", "E-NEVER"); err != nil || r != (inbox.Record{}) {
+		t.Fatalf("dedup record of an unseen event %+v (%v), want none", r, err)
+	}
 }

@@ -1,7 +1,9 @@
 // Package backlog is the tutorial's backlog drill (docs/backlog.md): it
 // brings each consumer service down to one instance, publishes N OrderPaid
-// events with a run id straight to the topic, scales each consumer out to
-// several instances in the same consumer group after a delay, samples lag,
+// events with a run id straight to the topic (with Mix, a mixed load of
+// payments, refunds, rejected refunds, republished and reordered events),
+// scales each consumer out to several instances in the same consumer group
+// after a delay, samples lag,
 // oldest message age, throughput, retries, dead letters, handler duration,
 // memory, database connections and partition assignment every interval,
 // and once the backlog has drained verifies, with read-only SQL against the
@@ -69,8 +71,14 @@ type Config struct {
 	// RunID names the run: event, order and SKU ids derive from it
 	// (loadgen). It must not have been used before.
 	RunID string
-	// Count is how many OrderPaid events to publish.
+	// Count is how many orders to publish: one OrderPaid each, and with
+	// Mix some a refund or a rejected refund besides.
 	Count int
+	// Mix publishes the mixed load of loadgen.MixedEvents: refunds and
+	// rejected refunds, about one event in ten twice, some orders' refund
+	// before their payment; the checks then hold each service to the
+	// model of that load.
+	Mix bool
 	// SKUs spreads the orders over this many SKUs of the run.
 	SKUs int
 	// Instances is how many processes each scaled service runs after the
@@ -190,7 +198,7 @@ func (c Config) seedStock() int { return (c.Count + c.SKUs - 1) / c.SKUs }
 func (c Config) loadgen(inventoryURL string, t *Target) loadgen.Config {
 	lc := loadgen.Config{
 		Via: loadgen.ViaBroker, Count: c.Count, RunID: c.RunID, SKUs: c.SKUs,
-		Rate: c.Rate, Concurrency: c.Concurrency, Batch: c.Batch,
+		Rate: c.Rate, Concurrency: c.Concurrency, Batch: c.Batch, Mix: c.Mix,
 		SeedStock: c.seedStock(), MaxErrors: 100, InventoryURL: inventoryURL,
 		Brokers: []string{suite.DefaultKafkaBrokers}, Topic: suite.OrderEventsTopic,
 	}

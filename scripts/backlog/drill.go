@@ -106,7 +106,11 @@ func Run(ctx context.Context, cfg Config, t Target, out Output) (*Report, error)
 	} else if s != "" {
 		return nil, fmt.Errorf("%w: run id %q was used before (%s has recorded its events); pick a new --run-id", ErrUsage, cfg.RunID, s)
 	}
-	p.say("backlog drill %s: %d OrderPaid events; %s scaled 1 → %d after %s", cfg.RunID, cfg.Count,
+	what := fmt.Sprintf("%d OrderPaid events", cfg.Count)
+	if cfg.Mix {
+		what = fmt.Sprintf("%d orders, mixed (%d events, %d of them twice)", cfg.Count, len(d.ids.events), d.ids.copies())
+	}
+	p.say("backlog drill %s: %s; %s scaled 1 → %d after %s", cfg.RunID, what,
 		strings.Join(cfg.Services, ", "), cfg.Instances, cfg.ScaleAfter)
 	p.say("scaling %s to 1 instance", strings.Join(cfg.Services, ", "))
 	if err := d.scaleAll(ctx, 1); err != nil {
@@ -292,7 +296,7 @@ func (d *drill) drain(ctx context.Context, p *progress) (*timeline, error) {
 					return tl, err
 				}
 				tl.accounted = n
-				if allAccounted(n, d.cfg.Count) {
+				if d.allAccounted(n) {
 					tl.drained, drainedAt = &s.Elapsed, time.Now()
 				}
 			}
@@ -312,9 +316,11 @@ func noLag(s Sample) bool {
 	return len(s.Groups) > 0
 }
 
-func allAccounted(n map[string]int, count int) bool {
-	for _, v := range n {
-		if v != count {
+// allAccounted reports whether every verified service has accounted for
+// every event of the run it handles.
+func (d *drill) allAccounted(n map[string]int) bool {
+	for s, v := range n {
+		if v != len(d.ids.handled[s]) {
 			return false
 		}
 	}

@@ -1,6 +1,10 @@
 package backlog
 
-import "strings"
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
 
 // Metrics are the figures parseMetrics reads, for the tests.
 type Metrics struct {
@@ -53,4 +57,12 @@ func Settled(cfg Config, s Sample) bool {
 // ProgressLine is the live line of a sample.
 func ProgressLine(cfg Config, s Sample) string {
 	return (&progress{cfg: cfg.withDefaults()}).line(s)
+}
+
+// Verify is drill.verify of a run of cfg over dbs, each service's database
+// by its short name, with the suite's consumer groups.
+func Verify(ctx context.Context, cfg Config, dbs map[string]*sql.DB) ([]Check, error) {
+	cfg = cfg.withDefaults()
+	d := &drill{cfg: cfg, t: Target{}.withDefaults(), dbs: dbs, ids: newRunIDs(cfg)}
+	return d.verify(ctx)
 }

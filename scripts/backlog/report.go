@@ -17,7 +17,9 @@ type Report struct {
 	RunID     string    `json:"runId"`
 	StartedAt time.Time `json:"startedAt"`
 	Count     int       `json:"count"`
-	SKUs      int       `json:"skus"`
+	// Mix says Count counts the orders of the mixed load, not events.
+	Mix  bool `json:"mix,omitempty"`
+	SKUs int  `json:"skus"`
 	// Services were scaled from 1 to Instances after ScaleAfterSeconds.
 	Services          []string `json:"services"`
 	Instances         int      `json:"instances"`
@@ -99,7 +101,7 @@ type ConnectionReport struct {
 // partition.
 func buildReport(cfg Config, t Target, tl *timeline) *Report {
 	r := &Report{
-		RunID: cfg.RunID, StartedAt: tl.start.UTC(), Count: cfg.Count, SKUs: cfg.SKUs,
+		RunID: cfg.RunID, StartedAt: tl.start.UTC(), Count: cfg.Count, Mix: cfg.Mix, SKUs: cfg.SKUs,
 		Services: cfg.Services, Instances: cfg.Instances,
 		ScaleAfterSeconds: cfg.ScaleAfter.Seconds(), IntervalSeconds: cfg.Interval.Seconds(),
 		Published: tl.publish.Published, PublishSeconds: tl.publishEnd, PublishRate: tl.publish.Rate(),
@@ -170,7 +172,7 @@ func buildReport(cfg Config, t Target, tl *timeline) *Report {
 	}
 
 	r.Checks = append(r.Checks, Check{Name: "published", Pass: tl.publishErr == nil && tl.publish.Published == cfg.Count,
-		Want: fmt.Sprintf("%d events acknowledged", cfg.Count), Got: fmt.Sprintf("%d acknowledged, %d failed", tl.publish.Published, tl.publish.Failed)})
+		Want: fmt.Sprintf("%d %s acknowledged", cfg.Count, unit(cfg.Mix)), Got: fmt.Sprintf("%d acknowledged, %d failed", tl.publish.Published, tl.publish.Failed)})
 	got := "not drained"
 	switch {
 	case tl.drained != nil:
@@ -238,11 +240,16 @@ func nearest(samples []Sample, at float64) Sample {
 // per consumer group, the database connections, the partition assignment,
 // the checks and the verdict.
 func WriteTable(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "\nbacklog drill %s: %d events, %s scaled 1 → %d after %s\n\n", r.RunID, r.Count,
+	fmt.Fprintf(w, "\nbacklog drill %s: %d %s, %s scaled 1 → %d after %s\n\n", r.RunID, r.Count, unit(r.Mix),
 		strings.Join(r.Services, ", "), r.Instances, seconds(r.ScaleAfterSeconds))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "time to drain\t%s\n", moment(r.Drained))
-	fmt.Fprintf(tw, "publish\t%d events acknowledged by %s (%s events/s while publishing)\n", r.Published, moment(r.PublishSeconds), count(r.PublishRate))
+	perSecond := "events/s"
+	if r.Mix {
+		perSecond = "orders/s"
+	}
+	fmt.Fprintf(tw, "publish\t%d %s acknowledged by %s (%s %s while publishing)\n", r.Published, unit(r.Mix), moment(r.PublishSeconds),
+		count(r.PublishRate), perSecond)
 	fmt.Fprintf(tw, "scale-out\trequested at %s, instances ready at %s, groups settled at %s\n",
 		moment(r.ScaleRequested), moment(r.ScaleReady), moment(r.Rebalanced))
 	if err := tw.Flush(); err != nil {
@@ -379,4 +386,13 @@ func mib(bytes float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f MiB", bytes/(1<<20))
+}
+
+// unit is what Count and Published count: OrderPaid events, or the orders
+// of the mixed load (each one or more events).
+func unit(mix bool) string {
+	if mix {
+		return "orders (mixed load)"
+	}
+	return "events"
 }

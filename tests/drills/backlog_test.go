@@ -26,18 +26,21 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// The backlog drill of `make drill-backlog` at small scale: 2 000 OrderPaid
-// events, inventory, points and notification scaled from one to two
-// processes in their groups while the backlog drains; every event applied
-// exactly once by each, nothing dead-lettered, and the files written.
+// The backlog drill of `make drill-backlog` at small scale, with its mixed
+// load: 1 300 orders, about 2 000 records (OrderPaid each, three in ten
+// refunded, one in ten with a rejected refund, some refunds published
+// before their payment, about one event in ten twice), inventory, points and
+// notification scaled from one to two processes in their groups while the
+// backlog drains; every event applied exactly once by each, every copy
+// recognised as a duplicate, nothing dead-lettered, and the files written.
 func TestBacklogDrill(t *testing.T) {
-	const count, instances = 2000, 2
+	const count, instances = 1300, 2
 	start := time.Now()
 	s := harness.Start(t, harness.Options{Env: map[string]string{"LOG_LEVEL": "info"}})
 	target := s.BacklogTarget()
 	out := t.TempDir()
 	cfg := backlog.Config{
-		RunID: "t" + drill.NewRunID(), Count: count, SKUs: 20, Instances: instances,
+		RunID: "t" + drill.NewRunID(), Count: count, Mix: true, SKUs: 20, Instances: instances,
 		ScaleAfter: 500 * time.Millisecond, Interval: 250 * time.Millisecond,
 		Timeout: 4 * time.Minute, Out: out,
 	}
@@ -53,28 +56,42 @@ func TestBacklogDrill(t *testing.T) {
 	t.Logf("%6.1fs the drill has ended", time.Since(start).Seconds())
 
 	// The effects, counted here rather than taken from the drill's checks.
+	load := backlog.LoadOf(cfg)
+	if load.Refunded == 0 || load.RefundRejected == 0 || load.Republished == 0 {
+		t.Fatalf("load %+v: no refund, rejection or copy to check", load)
+	}
 	runEvents := "E-" + cfg.RunID + "-%"
 	counts := []struct {
 		service, query string
 		want           int
 	}{
 		{"inventory", `SELECT count(*) FROM stock_movements WHERE event_id LIKE $1 AND kind = 'DEDUCT'`, count},
-		{"inventory", `SELECT coalesce(sum(deducted), 0) FROM stock WHERE sku LIKE 'SKU-' || $1`, count},
-		{"points", `SELECT count(DISTINCT order_id) FROM points_ledger WHERE event_id LIKE $1`, count},
-		{"points", `SELECT count(*) FROM points_ledger WHERE event_id LIKE $1`, count},
-		{"notification", `SELECT count(DISTINCT order_id) FROM notifications WHERE event_id LIKE $1`, count},
-		{"notification", `SELECT count(*) FROM notifications WHERE event_id LIKE $1`, count},
+		{"inventory", `SELECT count(*) FROM stock_movements WHERE event_id LIKE $1 AND kind = 'RESTOCK'`, load.Refunded},
+		{"inventory", `SELECT coalesce(sum(deducted), 0) FROM stock WHERE sku LIKE 'SKU-' || $1`, count - load.Refunded},
+		{"points", `SELECT count(DISTINCT order_id) FROM points_ledger WHERE event_id LIKE $1 AND entry_type = 'EARN'`, count},
+		{"points", `SELECT count(*) FROM points_ledger WHERE event_id LIKE $1`, count + load.Refunded},
+		{"points", `SELECT count(*) FROM points_ledger WHERE event_id LIKE $1 AND entry_type = 'REVERSAL'`, load.Refunded},
+		{"notification", `SELECT count(DISTINCT order_id) FROM notifications WHERE event_id LIKE $1 AND kind = 'ORDER_PAID'`, count},
+		{"notification", `SELECT count(*) FROM notifications WHERE event_id LIKE $1`, count + load.Refunded + load.RefundRejected},
+		{"notification", `SELECT count(*) FROM notifications WHERE event_id LIKE $1 AND kind = 'REFUND_REJECTED'`, load.RefundRejected},
+		// Every event of the run is notification's; each copy must have
+		// been recognised as a duplicate (a rebalance may add more).
+		{"notification", `SELECT count(*) FROM processed_events WHERE event_id LIKE $1`, load.Events},
+		{"notification", `SELECT least(count(*) FILTER (WHERE duplicates > 0), $2) FROM processed_events WHERE event_id LIKE $1`, load.Republished},
 		{"inventory", `SELECT count(*) FROM dead_letters WHERE event_id LIKE $1`, 0},
 		{"points", `SELECT count(*) FROM dead_letters WHERE event_id LIKE $1`, 0},
 		{"notification", `SELECT count(*) FROM dead_letters WHERE event_id LIKE $1`, 0},
 	}
 	for _, c := range counts {
-		arg := runEvents
-		if strings.Contains(c.query, "'SKU-' ||") {
-			arg = cfg.RunID + "-%"
+		args := []any{runEvents}
+		switch {
+		case strings.Contains(c.query, "'SKU-' ||"):
+			args = []any{cfg.RunID + "-%"}
+		case strings.Contains(c.query, "$2"):
+			args = append(args, c.want)
 		}
 		var got int
-		if err := s.DB(c.service).Get(&got, c.query, arg); err != nil {
+		if err := s.DB(c.service).Get(&got, c.query, args...); err != nil {
 			t.Fatalf("%s: %s: %v", c.service, c.query, err)
 		}
 		if got != c.want {

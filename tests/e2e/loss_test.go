@@ -24,16 +24,34 @@ func checkedOut(t *testing.T, s *harness.Suite, orderID string) {
 	})
 }
 
-// effectsOnce checks every side effect of one payment happened exactly once.
-func effectsOnce(t *testing.T, s *harness.Suite, orderID, eventID string) {
+// each is n for every consumer of OrderPaid.
+func each(n int) map[string]int {
+	return map[string]int{"inventory": n, "points": n, "notification": n}
+}
+
+// effectsOnce checks every side effect of one payment happened exactly
+// once, and that deduplication is what kept the copies from applying. It
+// first waits until each consumer has finished read[consumer] messages
+// since its process started (the order's OrderCreated and OrderCheckedOut,
+// then every copy of its OrderPaid), then wants each consumer to have
+// recognised dups[consumer] copies as duplicates (in its dedup record and
+// its DUPLICATE outcomes) and dead-lettered nothing of the order.
+func effectsOnce(t *testing.T, s *harness.Suite, orderID, eventID string, read, dups map[string]int) {
 	t.Helper()
 	s.WaitSnapshot(orderID, paidSnapshot(), 30*time.Second)
+	since := s.WaitRead(30*time.Second, nil, read)
 	if st := s.Inventory("SKU-1"); st.Deducted != 2 {
 		t.Errorf("stock deducted %d, want 2 (once)", st.Deducted)
 	}
 	for _, svc := range []string{"inventory", "points", "notification"} {
-		if n := s.ProcessedEventCount(svc, eventID); n != 1 {
-			t.Errorf("%s processed %s %d times, want 1", svc, eventID, n)
+		if d := s.Dedup(svc, eventID); d != (harness.Dedup{Count: 1, Duplicates: dups[svc]}) {
+			t.Errorf("%s: dedup record of %s %+v, want 1 row and %d duplicates", svc, eventID, d, dups[svc])
+		}
+		if got := since[svc].Outcomes["DUPLICATE"]; got != float64(dups[svc]) {
+			t.Errorf("%s: %v DUPLICATE outcomes, want %d", svc, got, dups[svc])
+		}
+		if n := s.DeadLetters(svc, orderID); n != 0 {
+			t.Errorf("%s dead-lettered %d messages of %s, want none", svc, n, orderID)
 		}
 	}
 	if n := s.PointsLedgerCount(orderID); n != 1 {
@@ -70,10 +88,13 @@ func TestCrashAfterCommitBeforePublish(t *testing.T) {
 	}
 
 	s.StartService("order", nil)
-	effectsOnce(t, s, "O-L1", paid.EventID)
-	if row := s.OutboxRow("order", "O-L1", "OrderPaid"); row.Status != "SENT" {
-		t.Errorf("after the restart the row is %s, want SENT", row.Status)
+	s.WaitUntil(20*time.Second, "OrderPaid relayed after the restart", func() bool {
+		return s.OutboxRow("order", "O-L1", "OrderPaid").Status == "SENT"
+	})
+	if n := s.TopicCount(paid.EventID); n != 1 {
+		t.Fatalf("OrderPaid is on the topic %d times, want 1", n)
 	}
+	effectsOnce(t, s, "O-L1", paid.EventID, each(3), each(0))
 }
 
 // Tutorial: "当 Relay 发送后未更新状态就崩溃时，允许重发但业务结果不重复".
@@ -95,10 +116,13 @@ func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
 	}
 
 	s.StartService("order", nil)
-	effectsOnce(t, s, "O-L2", paid.EventID)
+	s.WaitUntil(20*time.Second, "OrderPaid sent again and marked SENT", func() bool {
+		return s.OutboxRow("order", "O-L2", "OrderPaid").Status == "SENT"
+	})
 	if n := s.TopicCount(paid.EventID); n != 2 {
-		t.Errorf("OrderPaid %s is on the topic %d times, want 2 (sent, crashed, sent again)", paid.EventID, n)
+		t.Fatalf("OrderPaid %s is on the topic %d times, want 2 (sent, crashed, sent again)", paid.EventID, n)
 	}
+	effectsOnce(t, s, "O-L2", paid.EventID, each(2+2), each(1))
 }
 
 // Tutorial loss window "Broker 确认丢失": the broker appends the event but the
@@ -129,13 +153,8 @@ func TestBrokerAcknowledgementLost(t *testing.T) {
 	if copies < 2 {
 		t.Errorf("OrderPaid is on the topic %d times, want the lost-ack copy and the re-send (>= 2)", copies)
 	}
-	// Every consumer has read every copy (two events before it), and applied one.
-	for _, svc := range []string{"inventory", "points", "notification"} {
-		s.WaitUntil(20*time.Second, svc+" read every copy", func() bool {
-			return s.Metric(svc, "consumer_messages_total", map[string]string{"outcome": "ok"}) >= float64(2+copies)
-		})
-	}
-	effectsOnce(t, s, "O-L3", row.EventID)
+	// Every consumer reads every copy (two events before it) and applies one.
+	effectsOnce(t, s, "O-L3", row.EventID, each(2+copies), each(copies-1))
 }
 
 // Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — the broker is
@@ -190,7 +209,14 @@ func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
 	s.StartBroker()
 	took := s.WaitSnapshot("O-L4", paidSnapshot(), 30*time.Second)
 	t.Logf("%d attempts during the outage, backoffs %v; drained %v after the broker returned", row.Attempts, delays, took)
-	effectsOnce(t, s, "O-L4", row.EventID)
+	s.WaitUntil(20*time.Second, "OrderPaid marked SENT", func() bool {
+		return s.OutboxRow("order", "O-L4", "OrderPaid").Status == "SENT"
+	})
+	copies := s.TopicCount(row.EventID)
+	if copies < 1 {
+		t.Fatalf("OrderPaid %s is not on the topic", row.EventID)
+	}
+	effectsOnce(t, s, "O-L4", row.EventID, each(2+copies), each(copies-1))
 }
 
 // The same for the callback sink: the order service is down, the payment's

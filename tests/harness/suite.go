@@ -94,6 +94,12 @@ var (
 	buildErr  error
 )
 
+// BuildFlagsEnv names the environment variable whose go build flags the
+// harness adds when it builds the services: E2E_GOFLAGS=-tags=nodedup
+// builds consumers without deduplication, to show which tests catch that
+// (docs/drills.md, Tests that can fail).
+const BuildFlagsEnv = "E2E_GOFLAGS"
+
 // binaries builds the six services once per test binary.
 func binaries() (string, error) {
 	buildOnce.Do(func() {
@@ -110,6 +116,7 @@ func binaries() (string, error) {
 		// One go build for all six: the workspace builds them in parallel
 		// and names each binary after its directory.
 		args := []string{"build", "-o", buildDir + string(filepath.Separator)}
+		args = append(args, strings.Fields(os.Getenv(BuildFlagsEnv))...)
 		for _, s := range Services {
 			args = append(args, "./services/"+s)
 		}

@@ -84,7 +84,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 		fs.PrintDefaults()
 	}
 	var cfg backlog.Config
-	fs.IntVar(&cfg.Count, "count", backlog.DefaultCount, "how many OrderPaid events to publish")
+	fs.IntVar(&cfg.Count, "count", backlog.DefaultCount, "how many orders to publish (one OrderPaid each)")
+	fs.BoolVar(&cfg.Mix, "mix", false, "mixed load: refunds and rejected refunds too, ~10% of events twice, some refunds before their payment")
 	fs.StringVar(&cfg.RunID, "run-id", "", "names the run; ids and SKUs derive from it; must be new (default backlog-<date>-<time>)")
 	fs.IntVar(&cfg.SKUs, "skus", backlog.DefaultSKUs, "spread the orders over this many SKUs of the run (small = hot rows)")
 	fs.IntVar(&cfg.Instances, "instances", backlog.DefaultInstances, "processes of each scaled service after the scale-out")

@@ -24,7 +24,7 @@ func TestParse(t *testing.T) {
 		{
 			name: "defaults",
 			check: func(t *testing.T, cfg backlog.Config, target backlog.Target) {
-				if cfg.Count != 100_000 || cfg.Instances != 6 || cfg.ScaleAfter != 5*time.Second || cfg.Interval != time.Second ||
+				if cfg.Count != 100_000 || cfg.Mix || cfg.Instances != 6 || cfg.ScaleAfter != 5*time.Second || cfg.Interval != time.Second ||
 					strings.Join(cfg.Services, ",") != "inventory,points,notification" || !strings.HasPrefix(cfg.RunID, "backlog-") ||
 					cfg.Out != filepath.Join(".data", "backlog", cfg.RunID) {
 					t.Errorf("config %+v", cfg)
@@ -36,11 +36,11 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "flags and environment",
-			args: []string{"--count", "20000", "--run-id", "b1", "--instances", "3", "--scale-after", "2s", "--out", "none", "--services", "inventory, points"},
+			args: []string{"--count", "20000", "--run-id", "b1", "--instances", "3", "--scale-after", "2s", "--out", "none", "--services", "inventory, points", "--mix"},
 			env:  map[string]string{"KAFKA_BROKERS": "10.0.0.1:9092,10.0.0.2:9092", "ADMIN_TOKEN": "t", "DATABASE_URL": "postgres://u@db:5432/postgres"},
 			check: func(t *testing.T, cfg backlog.Config, target backlog.Target) {
 				if cfg.Count != 20000 || cfg.RunID != "b1" || cfg.Instances != 3 || cfg.ScaleAfter != 2*time.Second || cfg.Out != "" ||
-					len(cfg.Services) != 2 {
+					len(cfg.Services) != 2 || !cfg.Mix {
 					t.Errorf("config %+v", cfg)
 				}
 				if len(target.Brokers) != 2 || target.AdminToken != "t" || target.DatabaseURL != "postgres://u@db:5432/postgres" {

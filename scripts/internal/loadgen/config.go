@@ -3,8 +3,9 @@
 // order-events topic, or drives N orders through the HTTP API, each event
 // for its own order and with ids derived from the run id and the index, so
 // a re-run of the same run id republishes the same events and the
-// consumers must treat them as duplicates. scripts/publish_orders is its
-// command line.
+// consumers must treat them as duplicates; or, mixed (MixedEvents),
+// refunds and rejected refunds besides, some events twice and some out of
+// order. scripts/publish_orders is its command line.
 package loadgen
 
 import (
@@ -55,6 +56,11 @@ type Config struct {
 	OrderURL     string
 	PaymentURL   string
 	InventoryURL string
+	// Mix publishes, for every order, its OrderPaid and, for some, a
+	// refund or a rejected refund, about one event in ten twice, some
+	// orders' events newest first (MixedEvents); Count still counts
+	// orders. Only with ViaBroker.
+	Mix bool
 	// Progress, when set, is told how many events (orders) a batch
 	// settled, published or failed, as each batch ends: the backlog drill
 	// counts them into its own progress line. It is called from several
@@ -99,6 +105,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "produce batches (or orders) in flight at once")
 	fs.IntVar(&cfg.Batch, "batch", 500, "records per produce call (--via broker; with --rate at most one second's worth)")
 	fs.IntVar(&cfg.SeedStock, "seed-stock", 0, "first PUT /inventory/{sku} {available: N} for every SKU of the run; 0 = leave stock alone")
+	fs.BoolVar(&cfg.Mix, "mix", false, "--via broker: refunds and rejected refunds besides the payments, ~10% of events twice, some orders newest event first")
 	fs.IntVar(&cfg.MaxErrors, "max-errors", 100, "stop after this many failed events (orders); 0 = never stop")
 	fs.StringVar(&cfg.OrderURL, "order-url", env.String("ORDER_URL", "http://127.0.0.1:8081"), "order service (ORDER_URL), for --via api")
 	fs.StringVar(&cfg.PaymentURL, "payment-url", env.String("PAYMENT_URL", "http://127.0.0.1:8082"), "payment service (PAYMENT_URL), for --via api")
@@ -153,6 +160,9 @@ func (c Config) Validate() error {
 	}
 	if c.Via == ViaBroker && (len(c.Brokers) == 0 || c.Topic == "") {
 		bad("--brokers and --topic must not be empty")
+	}
+	if c.Mix && c.Via != ViaBroker {
+		bad("--mix: only with --via broker")
 	}
 	if c.Via == ViaAPI {
 		errs = append(errs, checkURL("--order-url", c.OrderURL), checkURL("--payment-url", c.PaymentURL))
