@@ -36,6 +36,8 @@ func TestLoadConsumerConfig(t *testing.T) {
 			[]string{"HTTP_ADDR", "LOG_LEVEL", "FAILPOINTS", "DB_NAME", "RETRY_MAX_ATTEMPTS", "DLQ_TOPIC"}},
 		{"database URL", map[string]string{"DATABASE_URL": "://nowhere"}, []string{"DATABASE_URL"}},
 		{"batch size", map[string]string{"CONSUMER_BATCH_SIZE": "0"}, []string{"CONSUMER_BATCH_SIZE"}},
+		{"database timeouts", map[string]string{"DB_CONNECT_TIMEOUT": "soon", "DB_STATEMENT_TIMEOUT": "0s"},
+			[]string{"DB_CONNECT_TIMEOUT", "DB_STATEMENT_TIMEOUT"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,5 +57,18 @@ func TestLoadConsumerConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A malformed DATABASE_URL is named in the error, its password is not.
+func TestDatabaseURLErrorHidesThePassword(t *testing.T) {
+	const password = "hunter2-pw"
+	env := map[string]string{"DATABASE_URL": "postgres://app:" + password + "@db:54x2/postgres"}
+	_, err := service.LoadConsumerConfig(func(k string) string { return env[k] }, audit())
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Fatalf("LoadConsumerConfig = %v, want an error naming DATABASE_URL", err)
+	}
+	if strings.Contains(err.Error(), password) {
+		t.Fatalf("error %q shows the password", err)
 	}
 }

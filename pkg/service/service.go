@@ -54,10 +54,12 @@ type Config struct {
 	AdminToken  string
 	LogLevel    string
 	FailPoints  string
+	// DB bounds the waits on the service's database.
+	DB postgres.Timeouts
 }
 
-// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL
-// and FAILPOINTS through r, with id's defaults. r collects the malformed
+// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
+// FAILPOINTS and the database timeouts (postgres.ReadTimeouts) through r, with id's defaults. r collects the malformed
 // values with the service's own, so a service reports all at once.
 func ReadConfig(r *envconfig.Reader, id Identity) Config {
 	return Config{
@@ -68,6 +70,7 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		AdminToken:  r.String("ADMIN_TOKEN", ""),
 		LogLevel:    strings.ToLower(r.String("LOG_LEVEL", "info")),
 		FailPoints:  r.String("FAILPOINTS", ""),
+		DB:          postgres.ReadTimeouts(r),
 	}
 }
 
@@ -92,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := failpoint.Parse(c.FailPoints); err != nil {
 		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))
+	}
+	if err := c.DB.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -139,6 +145,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	if err != nil {
 		return nil, fmt.Errorf("FAILPOINTS: %w", err)
 	}
+	opts.Pool.Timeouts = cfg.DB
 	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, opts.Migrations...)
 	if err != nil {
 		return nil, err
