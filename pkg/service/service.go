@@ -176,7 +176,7 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) error {
 	if err != nil {
 		return err
 	}
-	cfg.ListenURL = dsn
+	cfg.ListenURL, cfg.LockURL = dsn, dsn
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)
