@@ -48,7 +48,9 @@ type Record struct {
 
 // Store reads and writes one consumer database's dead letters.
 type Store struct {
-	db *sqlx.DB
+	db       *sqlx.DB
+	outcomes Outcomes
+	wait     time.Duration
 }
 
 // NewStore returns a store over db.

@@ -38,7 +38,7 @@ func TestReplaySendsTheOriginalOnceAndAuditsEveryRequest(t *testing.T) {
 	}
 
 	first, err := store.Replay(ctx, id, "alice", publish)
-	if err != nil || first.Outcome != dlq.OutcomeReplayed {
+	if err != nil || first.Outcome != dlq.OutcomePending {
 		t.Fatalf("first replay %+v, %v", first, err)
 	}
 	second, err := store.Replay(ctx, id, "bob", publish)
