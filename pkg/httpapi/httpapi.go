@@ -149,6 +149,7 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", MaxBodyBytes)))
 	e.Use(middleware.Recover())
+	e.Use(checkIDs)
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -165,6 +166,38 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	}
 	s.registerProfiling()
 	return s
+}
+
+// idParams are the path and query parameters that carry an id of the
+// contract (pkg/event/rules.go): an order, customer, SKU or event id, or a
+// dead letter's or run's number.
+var idParams = []string{"id", "orderId", "customerId", "sku", "eventId", "aggregateId"}
+
+// checkIDs refuses, before any handler runs, a request whose id in the
+// path or query breaks the contract's id rule: such an id cannot name
+// anything, and asking a database or another service about a megabyte of
+// it only costs them (400 naming the parameter).
+func checkIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, name := range idParams {
+			if v := c.Param(name); v != "" {
+				if err := event.ValidateID(name, v); err != nil {
+					return err
+				}
+			}
+			if v, ok := c.QueryParams()[name]; ok {
+				for _, one := range v {
+					if one == "" { // an empty filter filters nothing
+						continue
+					}
+					if err := event.ValidateID(name, one); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return next(c)
+	}
 }
 
 // registerProfiling serves Go's profiles under /admin/debug/pprof/, behind
