@@ -64,8 +64,8 @@ type FailPointRequest struct {
 func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry) {
 	g.PUT("/failpoints/:name", func(c echo.Context) error {
 		var req FailPointRequest
-		if err := c.Bind(&req); err != nil {
-			return httpapi.BadRequest("malformed JSON body")
+		if err := httpapi.Bind(c, &req); err != nil {
+			return err
 		}
 		times := req.Times
 		if times <= 0 {

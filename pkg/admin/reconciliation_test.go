@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 )
 
@@ -55,6 +56,9 @@ func TestBindOrderIDs(t *testing.T) {
 		{name: "an id too long", body: `{"orderIds":["` + strings.Repeat("x", 129) + `"]}`, wantField: "orderIds[0] must be 1 to 128"},
 		{name: "malformed JSON", body: `{"orderIds":["O-1"`, wantField: "malformed JSON body"},
 		{name: "ids that are not strings", body: `{"orderIds":[1,2]}`, wantField: "malformed JSON body"},
+		// A misspelt field must not become a request over no order.
+		{name: "a misspelt field", body: `{"orderId":["O-1"]}`, wantField: `malformed JSON body: json: unknown field "orderId"`},
+		{name: "a second object", body: `{"orderIds":["O-1"]}{"orderIds":["O-2"]}`, wantField: "malformed JSON body: data after the JSON value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +82,51 @@ func TestBindOrderIDs(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest || body.BusinessCode != httpapi.CodeInvalidRequest ||
 				!strings.HasPrefix(body.Message, tt.wantField) {
 				t.Fatalf("%d %s, want 400 INVALID_REQUEST starting %q", resp.StatusCode, raw, tt.wantField)
+			}
+		})
+	}
+}
+
+// Arming a fail point takes exactly the fields it knows.
+func TestFailPointRequests(t *testing.T) {
+	srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fp, err := failpoint.Parse("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.RegisterFailPoints(srv.Admin(), fp)
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(ts.Close)
+	tests := []struct {
+		name, body string
+		status     int
+		armed      bool
+	}{
+		{"arm", `{"action":"error","times":1}`, http.StatusOK, true},
+		{"unknown field", `{"action":"error","tiems":1}`, http.StatusBadRequest, false},
+		{"trailing bytes", `{"action":"error"} {"action":"off"}`, http.StatusBadRequest, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := fp.Set("x.apply", "off", 0); err != nil {
+				t.Fatal(err)
+			}
+			req, err := http.NewRequest(http.MethodPut, ts.URL+"/admin/failpoints/x.apply", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, raw, tt.status)
+			}
+			if armed := fp.Inject("x.apply") != nil; armed != tt.armed {
+				t.Fatalf("armed = %v, want %v", armed, tt.armed)
 			}
 		})
 	}

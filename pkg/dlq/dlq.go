@@ -48,7 +48,9 @@ type Record struct {
 
 // Store reads and writes one consumer database's dead letters.
 type Store struct {
-	db *sqlx.DB
+	db       *sqlx.DB
+	outcomes Outcomes
+	wait     time.Duration
 }
 
 // NewStore returns a store over db.
@@ -60,6 +62,11 @@ func (s *Store) Add(ctx context.Context, r Record) (int64, error) { return Inser
 // Insert records r through q and returns its id. Given a transaction, the
 // record commits or rolls back with the caller's other work: the gap
 // sweeper takes a parked event out and records its dead letter at once.
+// A consumer's event has one DEAD row: when it is dead-lettered again
+// before a replay (its DLQ publish failed, so it was delivered and failed
+// again), its attempts are added to that row, which takes the latest
+// failure, and its id is returned. A message without an event id gets a
+// row each time.
 func Insert(ctx context.Context, q sqlx.QueryerContext, r Record) (int64, error) {
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
@@ -70,6 +77,12 @@ func Insert(ctx context.Context, q sqlx.QueryerContext, r Record) (int64, error)
 		INSERT INTO dead_letters (consumer, event_id, aggregate_id, event_type, original_topic, original_partition,
 			original_offset, message_key, message_value, headers, failure_reason, error_class, attempts, first_failed_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		ON CONFLICT (consumer, event_id) WHERE status = 'DEAD' AND event_id <> '' DO UPDATE SET
+			original_partition = EXCLUDED.original_partition, original_offset = EXCLUDED.original_offset,
+			failure_reason = EXCLUDED.failure_reason, error_class = EXCLUDED.error_class,
+			attempts = dead_letters.attempts + EXCLUDED.attempts,
+			first_failed_at = LEAST(dead_letters.first_failed_at, EXCLUDED.first_failed_at),
+			dead_lettered_at = now()
 		RETURNING id`,
 		r.Consumer, r.EventID, r.AggregateID, r.EventType, r.OriginalTopic, r.OriginalPartition, r.OriginalOffset,
 		r.Key, r.Value, headers, r.FailureReason, r.ErrorClass, r.Attempts, r.FirstFailedAt)

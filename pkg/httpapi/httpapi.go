@@ -1,18 +1,24 @@
 // Package httpapi builds the Echo server every service uses: JSON errors of
 // the form {"businessCode": "...", "message": "..."} mapped from errors in
-// one place (a value breaking a rule of pkg/event is a 400 everywhere), a 1 MiB body limit (413 above it), bearer-token admin routes,
-// health, readiness and Prometheus metrics, and a graceful shutdown.
+// one place (a value breaking a rule of pkg/event is a 400 everywhere), a
+// 1 MiB body limit (413 above it), one strict JSON decoder, read, write and
+// idle timeouts, bearer-token admin routes, health, readiness and
+// Prometheus metrics, and a graceful shutdown.
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,7 +90,51 @@ type Config struct {
 	// Profiling serves Go's profiles under /admin/debug/pprof/
 	// (PPROF_ENABLED); off, those paths answer 404.
 	Profiling bool
+	// Timeouts bound how long one connection may hold the server; zero
+	// fields take DefaultTimeouts'.
+	Timeouts Timeouts
 }
+
+// Timeouts bound a connection's request, answer and idleness, so a client
+// sending or reading a byte a second cannot hold a connection (and its
+// goroutine) for days.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers.
+	ReadHeader time.Duration
+	// Read bounds reading a whole request, body included.
+	Read time.Duration
+	// Write bounds a request from the end of its headers to the end of
+	// its answer. The profiling endpoints extend it by the time they
+	// profile for.
+	Write time.Duration
+	// Idle bounds how long a kept-alive connection waits for its next
+	// request.
+	Idle time.Duration
+}
+
+// DefaultTimeouts are the servers' timeouts (README.md, API): a request
+// carries at most 1 MiB, and no handler waits longer than its database's
+// statement timeout or its peers' client timeouts.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: 45 * time.Second, Idle: 2 * time.Minute}
+}
+
+// withDefaults fills t's zero fields from DefaultTimeouts.
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.ReadHeader, &d.ReadHeader}, {&t.Read, &d.Read}, {&t.Write, &d.Write}, {&t.Idle, &d.Idle},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return t
+}
+
+// MaxProfileSeconds is the longest profile or trace the profiling
+// endpoints take: the write timeout is extended by that much only there.
+const MaxProfileSeconds = 60
 
 // Server is an Echo server with the suite's conventions.
 type Server struct {
@@ -102,6 +152,7 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", MaxBodyBytes)))
 	e.Use(middleware.Recover())
+	e.Use(checkIDs)
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -122,6 +173,38 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	return s
 }
 
+// idParams are the path and query parameters that carry an id of the
+// contract (pkg/event/rules.go): an order, customer, SKU or event id, or a
+// dead letter's or run's number.
+var idParams = []string{"id", "orderId", "customerId", "sku", "eventId", "aggregateId"}
+
+// checkIDs refuses, before any handler runs, a request whose id in the
+// path or query breaks the contract's id rule: such an id cannot name
+// anything, and asking a database or another service about a megabyte of
+// it only costs them (400 naming the parameter).
+func checkIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, name := range idParams {
+			if v := c.Param(name); v != "" {
+				if err := event.ValidateID(name, v); err != nil {
+					return err
+				}
+			}
+			if v, ok := c.QueryParams()[name]; ok {
+				for _, one := range v {
+					if one == "" { // an empty filter filters nothing
+						continue
+					}
+					if err := event.ValidateID(name, one); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return next(c)
+	}
+}
+
 // registerProfiling serves Go's profiles under /admin/debug/pprof/, behind
 // the admin token, so a slow drill can be profiled where it runs:
 // go tool pprof http://127.0.0.1:8083/admin/debug/pprof/profile?seconds=10.
@@ -131,13 +214,36 @@ func (s *Server) registerProfiling() {
 	g := s.Admin()
 	g.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
 	g.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
-	g.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+	g.GET("/debug/pprof/profile", s.timed(30, pprof.Profile))
 	g.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
-	g.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	g.GET("/debug/pprof/trace", s.timed(1, pprof.Trace))
 	g.GET("/debug/pprof/:name", func(c echo.Context) error {
 		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
 		return nil
 	})
+}
+
+// timed serves a profile that runs for its seconds parameter (def when
+// absent): at most MaxProfileSeconds, with the write timeout extended by
+// that long for this request only, so the server's short write timeout
+// neither cuts the profile nor is lifted for every route.
+func (s *Server) timed(def int, h http.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		secs := def
+		if v := c.QueryParam("seconds"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxProfileSeconds {
+				return BadRequest("seconds=%q: want 1-%d", v, MaxProfileSeconds)
+			}
+			secs = n
+		}
+		deadline := time.Now().Add(time.Duration(secs)*time.Second + s.cfg.Timeouts.withDefaults().Write)
+		if err := http.NewResponseController(c.Response().Writer).SetWriteDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return fmt.Errorf("extend write deadline: %w", err)
+		}
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
 }
 
 // Admin returns the /admin group, guarded by the admin token when one is set.
@@ -208,32 +314,76 @@ func fromEcho(e *echo.HTTPError) *Error {
 	return &Error{Status: e.Code, BusinessCode: CodeInternal, Message: msg}
 }
 
-// Bind decodes the JSON body into v, rejecting unknown fields' types and
-// malformed JSON with a 400 that says what is wrong.
+// Bind decodes the JSON body into v with Decode. A body over MaxBodyBytes
+// answers 413.
 func Bind(c echo.Context, v any) error {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return BadRequest("Content-Type must be application/json")
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
-	if err := (&echo.DefaultBinder{}).BindBody(c, v); err != nil {
+	return Decode(body, v)
+}
+
+// BindOptional is Bind for an endpoint whose body may be left out: an
+// empty body leaves v as it is.
+func BindOptional(c echo.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
+	}
+	return Decode(body, v)
+}
+
+func readBody(c echo.Context) ([]byte, error) {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return nil, BadRequest("Content-Type must be application/json")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
 		var httpErr *echo.HTTPError
 		if errors.As(err, &httpErr) && httpErr.Code == http.StatusRequestEntityTooLarge {
-			return err
+			return nil, err
 		}
-		if errors.As(err, &httpErr) {
-			return BadRequest("malformed JSON body: %v", httpErr.Message)
+		return nil, BadRequest("read body: %v", err)
+	}
+	return body, nil
+}
+
+// Decode is the one JSON decoder of request bodies: a body must be one
+// JSON value of v's shape and nothing else. An unknown field (a misspelt
+// "orderID" would otherwise be dropped silently), a value of the wrong
+// type, malformed JSON or anything after the value is a 400 that says
+// what is wrong.
+func Decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return BadRequest("malformed JSON body: the body is empty")
 		}
 		return BadRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return BadRequest("malformed JSON body: data after the JSON value")
 	}
 	return nil
 }
 
-// Run serves until ctx ends, then shuts down gracefully.
+// Run serves on Config.Addr until ctx ends, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: s.Echo, ReadHeaderTimeout: 10 * time.Second}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully; it closes
+// ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	t := s.cfg.Timeouts.withDefaults()
+	srv := &http.Server{Handler: s.Echo, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read,
+		WriteTimeout: t.Write, IdleTimeout: t.Idle}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -5,7 +5,9 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -56,6 +58,31 @@ func Lookup(ctx context.Context, q sqlx.QueryerContext, consumer, eventID string
 		return Record{}, fmt.Errorf("look up processed event: %w", err)
 	}
 	return r, nil
+}
+
+// Outcomes reads the outcomes consumers recorded for events: a dead
+// letter's replay answers with them.
+type Outcomes struct {
+	db *sqlx.DB
+}
+
+// NewOutcomes returns the outcomes recorded in db.
+func NewOutcomes(db *sqlx.DB) Outcomes { return Outcomes{db: db} }
+
+// Outcome returns what consumer recorded for eventID (APPLIED,
+// IGNORED_STALE_EVENT, WAITING_FOR_GAP, ...) and whether it has a dedup
+// row for it at all.
+func (o Outcomes) Outcome(ctx context.Context, consumer, eventID string) (string, bool, error) {
+	var outcome string
+	err := o.db.GetContext(ctx, &outcome,
+		`SELECT outcome FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("outcome of %s: %w", eventID, err)
+	}
+	return outcome, true, nil
 }
 
 // Processor applies events to one consumer exactly once in effect:

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/backoff"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
 // Sink delivers messages. Send delivers msgs in order and returns how many
@@ -47,10 +49,23 @@ type RelayConfig struct {
 	// there for the notification every outbox insert sends on commit, and
 	// relays at once instead of at its next poll. Empty: polling only.
 	ListenURL string
+	// LockURL, when set, is the outbox database's URL: the relay holds
+	// its lock on a connection of its own there, every read and write of
+	// which must finish within half of LeaderTimeout, so a network that
+	// goes silent under the leader is noticed in seconds. Empty: the lock
+	// is held on a connection of the pool, where only TCP keepalives
+	// notice a silent network.
+	LockURL string
+	// LeaderTimeout is how long a leader's lock connection may stay
+	// silent: the leader pings it five times as often and steps down when
+	// a ping takes half as long; a replica ends the session of a leader
+	// silent for longer and takes over (docs/decisions.md, Relay takeover).
+	LeaderTimeout time.Duration
 }
 
 // ReadRelayEnv reads OUTBOX_BATCH_SIZE, OUTBOX_POLL_INTERVAL,
-// OUTBOX_BACKOFF_INITIAL and OUTBOX_BACKOFF_MAX through r, which collects
+// OUTBOX_BACKOFF_INITIAL, OUTBOX_BACKOFF_MAX and OUTBOX_LEADER_TIMEOUT
+// through r, which collects
 // the malformed values with the service's own: every service with an
 // outbox reads its relay's settings here, under the same names and
 // defaults. ListenURL is the caller's: it is the service's database.
@@ -60,6 +75,7 @@ func ReadRelayEnv(r *envconfig.Reader) RelayConfig {
 	c.PollInterval = r.Duration("OUTBOX_POLL_INTERVAL", c.PollInterval)
 	c.BackoffInitial = r.Duration("OUTBOX_BACKOFF_INITIAL", c.BackoffInitial)
 	c.BackoffMax = r.Duration("OUTBOX_BACKOFF_MAX", c.BackoffMax)
+	c.LeaderTimeout = r.Duration("OUTBOX_LEADER_TIMEOUT", c.LeaderTimeout)
 	return c
 }
 
@@ -75,6 +91,7 @@ func DefaultRelayConfig() RelayConfig {
 		BackoffInitial: time.Second,
 		BackoffMax:     30 * time.Second,
 		LockKey:        0x6f7574626f78, // "outbox"
+		LeaderTimeout:  5 * time.Second,
 	}
 }
 
@@ -92,8 +109,15 @@ func (c RelayConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("OUTBOX_BACKOFF_INITIAL=%s, OUTBOX_BACKOFF_MAX=%s: want 0 < initial <= max",
 			c.BackoffInitial, c.BackoffMax))
 	}
+	if c.LeaderTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("OUTBOX_LEADER_TIMEOUT=%s: want at least 100ms", c.LeaderTimeout))
+	}
 	return errors.Join(errs...)
 }
+
+// errLeadershipLost ends a leadership whose lock connection stopped
+// answering.
+var errLeadershipLost = errors.New("relay lock connection lost")
 
 // Relay moves committed rows from outbox_events to a sink.
 type Relay struct {
@@ -115,7 +139,8 @@ func NewRelay(db *sqlx.DB, sink Sink, cfg RelayConfig, logger *slog.Logger, metr
 }
 
 // Run relays until ctx ends. Only the holder of the advisory lock relays;
-// the others retry the lock every poll interval.
+// the others retry the lock every poll interval, and replace a holder
+// whose lock connection has been silent for LeaderTimeout.
 func (r *Relay) Run(ctx context.Context) error {
 	var wake <-chan *pq.Notification
 	if r.cfg.ListenURL != "" {
@@ -132,52 +157,175 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		wake = l.Notify
 	}
+	locks := r.db
+	if r.cfg.LockURL != "" {
+		c, err := postgres.Connector(r.cfg.LockURL, postgres.Timeouts{}, r.cfg.LeaderTimeout/2)
+		if err != nil {
+			return fmt.Errorf("relay lock: %w", err)
+		}
+		locks = sqlx.NewDb(sql.OpenDB(c), "postgres")
+		defer locks.Close()
+	}
 	for {
-		if err := r.lead(ctx, wake); err != nil && ctx.Err() == nil {
+		err := r.lead(ctx, locks, wake)
+		pause := r.cfg.PollInterval
+		if errors.Is(err, errLeadershipLost) {
+			// Stepping back for a leader timeout lets a replica whose
+			// database answers take over.
+			pause = r.cfg.LeaderTimeout
+		}
+		if err != nil && ctx.Err() == nil {
 			r.logger.WarnContext(ctx, "outbox relay interrupted", "error", err)
 		}
-		if !wait(ctx, r.cfg.PollInterval, wake, false) {
+		if !wait(ctx, pause, wake, false) {
 			return nil
 		}
 	}
 }
 
-// lead takes the advisory lock on a dedicated connection and relays while
-// holding it. The lock dies with the connection, so a crashed relay never
-// blocks its successor.
-func (r *Relay) lead(ctx context.Context, wake <-chan *pq.Notification) error {
-	conn, err := r.db.Connx(ctx)
+// lead takes the advisory lock on a connection of locks and, while its
+// heartbeat shows the connection answers, relays on a connection of the
+// pool. The lock dies with its session, so a crashed relay never blocks
+// its successor, and a relay that finds the lock held by a session silent
+// for LeaderTimeout ends that session.
+func (r *Relay) lead(ctx context.Context, locks *sqlx.DB, wake <-chan *pq.Notification) error {
+	lock, err := locks.Connx(ctx)
 	if err != nil {
-		return fmt.Errorf("relay connection: %w", err)
+		return fmt.Errorf("relay lock connection: %w", err)
 	}
-	defer conn.Close()
+	defer lock.Close()
 	var locked bool
-	if err := conn.GetContext(ctx, &locked, `SELECT pg_try_advisory_lock($1)`, r.cfg.LockKey); err != nil {
+	if err := lock.GetContext(ctx, &locked, `SELECT pg_try_advisory_lock($1)`, r.cfg.LockKey); err != nil {
 		return fmt.Errorf("relay lock: %w", err)
 	}
 	if !locked {
-		return nil
+		return r.replaceSilentLeader(ctx, lock)
 	}
-	defer func() {
-		// Closing the connection would release the lock too; unlocking
-		// returns it to the pool clean.
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, r.cfg.LockKey)
+	var session int
+	if err := lock.GetContext(ctx, &session, `SELECT pg_backend_pid()`); err != nil {
+		r.unlock(ctx, lock)
+		return fmt.Errorf("relay lock session: %w", err)
+	}
+	// The relay works on a connection of its own for as long as it leads:
+	// under load the pool's connections are all busy serving requests, and
+	// a relay queueing behind them would let the outbox grow however fast
+	// it can publish.
+	work, err := r.db.Connx(ctx)
+	if err != nil {
+		r.unlock(ctx, lock)
+		return fmt.Errorf("relay connection: %w", err)
+	}
+	defer work.Close()
+	leadCtx, lose := context.WithCancelCause(ctx)
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		r.heartbeat(leadCtx, lock, lose)
 	}()
+	err = r.relay(leadCtx, work, session, wake)
+	lose(nil)
+	<-beating
+	if errors.Is(err, errLeadershipLost) {
+		return err
+	}
+	if cause := context.Cause(leadCtx); errors.Is(cause, errLeadershipLost) {
+		// The session may still hold the lock on the server; closing the
+		// connection, which the failed ping marked bad, is all that is
+		// left to do here.
+		return cause
+	}
+	r.unlock(ctx, lock)
+	return err
+}
+
+// relay relays batch after batch on work until ctx ends. Before each
+// batch it checks that session still holds the lock: a replica may have
+// ended it, and a batch read after that would be sent by two relays.
+func (r *Relay) relay(ctx context.Context, work *sqlx.Conn, session int, wake <-chan *pq.Notification) error {
 	for {
-		// On the lock's own connection: under load the pool's connections
-		// are all busy serving requests, and a relay queueing behind them
-		// would let the outbox grow however fast it can publish.
-		n, err := r.runOnce(ctx, conn)
+		var held bool
+		if err := work.GetContext(ctx, &held, `
+			SELECT EXISTS (SELECT 1 FROM pg_locks
+			               WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND pid = $1
+			                 AND classid::bigint = $2 AND objid::bigint = $3)`,
+			session, r.cfg.LockKey>>32, r.cfg.LockKey&0xffffffff); err != nil {
+			return fmt.Errorf("relay lock check: %w", err)
+		}
+		if !held {
+			return fmt.Errorf("%w: session %d no longer holds the lock", errLeadershipLost, session)
+		}
+		n, err := r.runOnce(ctx, work)
 		if err != nil {
 			return err
 		}
 		if n < r.cfg.BatchSize && !wait(ctx, r.cfg.PollInterval, wake, true) {
 			return nil
 		}
-		if err := conn.PingContext(ctx); err != nil {
-			return fmt.Errorf("relay lock connection lost: %w", err)
+	}
+}
+
+// heartbeat pings the lock's connection every fifth of LeaderTimeout and
+// ends the leadership with errLeadershipLost when a ping fails or takes
+// half of it: the replicas end a session silent for LeaderTimeout, and by
+// then this relay has stopped sending.
+func (r *Relay) heartbeat(ctx context.Context, lock *sqlx.Conn, lose context.CancelCauseFunc) {
+	t := time.NewTicker(r.cfg.LeaderTimeout / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, r.cfg.LeaderTimeout/2)
+		_, err := lock.ExecContext(pingCtx, `SELECT 1`)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			lose(fmt.Errorf("%w: %w", errLeadershipLost, err))
+			return
 		}
 	}
+}
+
+// unlock releases the lock, so the connection returns to its pool clean.
+func (r *Relay) unlock(ctx context.Context, lock *sqlx.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaderTimeout)
+	defer cancel()
+	_, _ = lock.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, r.cfg.LockKey)
+}
+
+// replaceSilentLeader ends the session holding the relay's lock when it
+// has been idle for longer than LeaderTimeout: a leader pings its lock's
+// session five times as often, so such a session belongs to a relay whose
+// network, or process, is gone, and the server would keep its lock until
+// TCP gave up on it, hours later. The caller takes the lock at its next
+// attempt.
+func (r *Relay) replaceSilentLeader(ctx context.Context, lock *sqlx.Conn) error {
+	var ended []int
+	// An advisory lock on a bigint key shows in pg_locks as its high and
+	// low 32 bits (classid, objid) with objsubid 1.
+	// Materialized, so the session is ended only once every condition
+	// holds.
+	if err := lock.SelectContext(ctx, &ended, `
+		WITH silent AS MATERIALIZED (
+			SELECT a.pid
+			FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND l.classid::bigint = $1 AND l.objid::bigint = $2
+			  AND a.state = 'idle' AND a.state_change < clock_timestamp() - make_interval(secs => $3))
+		SELECT pid FROM silent WHERE pg_terminate_backend(pid)`,
+		r.cfg.LockKey>>32, r.cfg.LockKey&0xffffffff, r.cfg.LeaderTimeout.Seconds()); err != nil {
+		return fmt.Errorf("look for a silent relay: %w", err)
+	}
+	for _, pid := range ended {
+		r.logger.WarnContext(ctx, "outbox relay took over from a silent leader", "endedSession", pid,
+			"silentFor", r.cfg.LeaderTimeout)
+	}
+	return nil
 }
 
 type pendingRow struct {

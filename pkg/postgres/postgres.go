@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"strings"
 	"time"
 
@@ -23,12 +22,9 @@ const DefaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=di
 
 // WithDatabase returns serverURL pointing at database name.
 func WithDatabase(serverURL, name string) (string, error) {
-	u, err := url.Parse(serverURL)
+	u, err := parseURL(serverURL)
 	if err != nil {
-		return "", fmt.Errorf("parse database url: %w", err)
-	}
-	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return "", fmt.Errorf("database url must start with postgres://, got %q", u.Scheme)
+		return "", err
 	}
 	u.Path = "/" + name
 	return u.String(), nil
@@ -36,7 +32,12 @@ func WithDatabase(serverURL, name string) (string, error) {
 
 // EnsureDatabase creates database name on the server unless it exists.
 func EnsureDatabase(ctx context.Context, serverURL, name string) error {
-	db, err := sql.Open("postgres", serverURL)
+	return EnsureDatabaseWith(ctx, serverURL, name, Timeouts{})
+}
+
+// EnsureDatabaseWith is EnsureDatabase connecting with t.
+func EnsureDatabaseWith(ctx context.Context, serverURL, name string, t Timeouts) error {
+	db, err := openDB(serverURL, t)
 	if err != nil {
 		return fmt.Errorf("open server: %w", err)
 	}
@@ -62,7 +63,7 @@ func EnsureDatabase(ctx context.Context, serverURL, name string) error {
 
 // DropDatabase drops database name, closing other sessions first. Tests use it.
 func DropDatabase(ctx context.Context, serverURL, name string) error {
-	db, err := sql.Open("postgres", serverURL)
+	db, err := openDB(serverURL, Timeouts{})
 	if err != nil {
 		return fmt.Errorf("open server: %w", err)
 	}
@@ -73,18 +74,21 @@ func DropDatabase(ctx context.Context, serverURL, name string) error {
 	return nil
 }
 
-// PoolConfig sizes the connection pool.
+// PoolConfig sizes the connection pool and bounds its connections' waits.
 type PoolConfig struct {
 	MaxOpen int
 	MaxIdle int
+	// Timeouts' zero fields take DefaultTimeouts'.
+	Timeouts Timeouts
 }
 
 // Open connects to the database at dsn and checks it answers.
 func Open(ctx context.Context, dsn string, pool PoolConfig) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", dsn)
+	sqlDB, err := openDB(dsn, pool.Timeouts)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	db := sqlx.NewDb(sqlDB, "postgres")
 	if pool.MaxOpen == 0 {
 		pool.MaxOpen = 20
 	}
@@ -106,7 +110,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*sqlx.DB, error) {
 // OpenService creates the service's database if needed, connects to it and
 // applies the migration sets in order.
 func OpenService(ctx context.Context, serverURL, name string, pool PoolConfig, sets ...MigrationSet) (*sqlx.DB, error) {
-	if err := EnsureDatabase(ctx, serverURL, name); err != nil {
+	if err := EnsureDatabaseWith(ctx, serverURL, name, pool.Timeouts); err != nil {
 		return nil, err
 	}
 	dsn, err := WithDatabase(serverURL, name)

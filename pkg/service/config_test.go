@@ -58,6 +58,8 @@ func TestLoadConsumerConfig(t *testing.T) {
 		{"development on every interface with a token", map[string]string{"HTTP_ADDR": ":8099", "ADMIN_TOKEN": "short"}, nil},
 		{"development on localhost", map[string]string{"HTTP_ADDR": "localhost:8099"}, nil},
 		{"development on another interface", map[string]string{"HTTP_ADDR": "10.1.2.3:8099"}, []string{"ADMIN_TOKEN"}},
+		{"database timeouts", map[string]string{"DB_CONNECT_TIMEOUT": "soon", "DB_STATEMENT_TIMEOUT": "0s"},
+			[]string{"DB_CONNECT_TIMEOUT", "DB_STATEMENT_TIMEOUT"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,5 +149,18 @@ func TestIsLoopback(t *testing.T) {
 		if got := service.IsLoopback(tt.addr); got != tt.want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", tt.addr, got, tt.want)
 		}
+	}
+}
+
+// A malformed DATABASE_URL is named in the error, its password is not.
+func TestDatabaseURLErrorHidesThePassword(t *testing.T) {
+	const password = "hunter2-pw"
+	env := map[string]string{"DATABASE_URL": "postgres://app:" + password + "@db:54x2/postgres"}
+	_, err := service.LoadConsumerConfig(func(k string) string { return env[k] }, audit())
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Fatalf("LoadConsumerConfig = %v, want an error naming DATABASE_URL", err)
+	}
+	if strings.Contains(err.Error(), password) {
+		t.Fatalf("error %q shows the password", err)
 	}
 }

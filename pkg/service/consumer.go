@@ -101,8 +101,9 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig, stdout io.Writer, opts
 	c := &Consumer{
 		Service: s,
 		Group:   cfg.Consumer.ConsumerGroup,
-		DLQ:     dlq.NewStore(s.DB),
-		env:     cfg.Consumer,
+		// A replay answers what the consumer did with the event.
+		DLQ: dlq.NewStore(s.DB).WithOutcomes(inbox.NewOutcomes(s.DB), dlq.DefaultReplayWait),
+		env: cfg.Consumer,
 		// The DLQ publisher connects lazily, so the service starts and
 		// serves while the broker is away, and replay shares it.
 		dlqPub: messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(s.Logger)),

@@ -62,6 +62,8 @@ type Config struct {
 	FailPointsEnabled bool
 	// ProfilingEnabled (PPROF_ENABLED) serves /admin/debug/pprof/.
 	ProfilingEnabled bool
+	// DB bounds the waits on the service's database.
+	DB postgres.Timeouts
 }
 
 // The values of SUITE_MODE.
@@ -74,8 +76,8 @@ const (
 )
 
 // ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
-// FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED and PPROF_ENABLED through r,
-// with id's defaults. r collects the malformed values with the service's
+// FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED and the
+// database timeouts (postgres.ReadTimeouts) through r, with id's defaults. r collects the malformed values with the service's
 // own, so a service reports all at once.
 func ReadConfig(r *envconfig.Reader, id Identity) Config {
 	mode := strings.ToLower(r.String("SUITE_MODE", ModeProduction))
@@ -97,6 +99,7 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		Mode:              mode,
 		FailPointsEnabled: r.Bool("FAILPOINTS_ENABLED", false),
 		ProfilingEnabled:  r.Bool("PPROF_ENABLED", false),
+		DB:                postgres.ReadTimeouts(r),
 	}
 }
 
@@ -123,6 +126,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))
 	} else if c.FailPoints != "" && !c.FailPointsEnabled {
 		errs = append(errs, errors.New("FAILPOINTS is set but fail points are disabled: set FAILPOINTS_ENABLED=true (drills and tests only)"))
+	}
+	if err := c.DB.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -172,6 +178,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	if err != nil {
 		return nil, fmt.Errorf("FAILPOINTS: %w", err)
 	}
+	opts.Pool.Timeouts = cfg.DB
 	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, opts.Migrations...)
 	if err != nil {
 		return nil, err
@@ -205,7 +212,7 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) error {
 	if err != nil {
 		return err
 	}
-	cfg.ListenURL = dsn
+	cfg.ListenURL, cfg.LockURL = dsn, dsn
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)

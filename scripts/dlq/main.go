@@ -309,15 +309,20 @@ func replay(ctx context.Context, c client, cmd command, w io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
-	switch res.Outcome {
-	case "REPLAYED":
-		fmt.Fprintf(w, "dead letter %d of %s: REPLAYED: %s sent back to %s with its original eventId (audited as %s)\n",
-			res.ID, name, res.EventID, res.OriginalTopic, cmd.by)
-	case "ALREADY_REPLAYED":
-		fmt.Fprintf(w, "dead letter %d of %s: ALREADY_REPLAYED: nothing sent again (audited as %s)\n", res.ID, name, cmd.by)
-	default:
+	sent := fmt.Sprintf("%s sent back to %s with its original eventId", res.EventID, res.OriginalTopic)
+	what, ok := map[string]string{
+		"APPLIED":          sent + "; the consumer applied it",
+		"IGNORED_STALE":    sent + "; the consumer ignored it as older than the order's state, nothing changed",
+		"DUPLICATE":        sent + "; the consumer had processed it before, nothing changed",
+		"PARKED":           sent + "; the consumer parked it until its predecessor arrives",
+		"DEAD_LETTERED":    sent + "; it failed again and is a new dead letter (make dlq list)",
+		"PENDING":          sent + "; the consumer had not decided yet (make dlq show)",
+		"ALREADY_REPLAYED": "nothing sent again",
+	}[res.Outcome]
+	if !ok {
 		return fmt.Errorf("dead letter %d of %s: replay outcome %q", res.ID, name, res.Outcome)
 	}
+	fmt.Fprintf(w, "dead letter %d of %s: %s: %s (audited as %s)\n", res.ID, name, res.Outcome, what, cmd.by)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 		_ = json.NewEncoder(w).Encode(map[string]any{"count": len(items), "items": items})
 	})
 	mux.HandleFunc("POST /admin/dlq/{id}/replay", func(w http.ResponseWriter, r *http.Request) {
-		outcome := map[string]string{"1": "ALREADY_REPLAYED", "2": "REPLAYED"}[r.PathValue("id")]
+		outcome := map[string]string{"1": "ALREADY_REPLAYED", "2": "APPLIED", "3": "IGNORED_STALE", "4": "PENDING", "5": "SHRUG"}[r.PathValue("id")]
 		if outcome == "" {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"businessCode":"NOT_FOUND","message":"dead letter 9 not found"}`))
@@ -48,7 +49,8 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 		if r.Header.Get("X-Requested-By") != "alice" {
 			t.Errorf("replay requested by %q, want alice", r.Header.Get("X-Requested-By"))
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": 2, "eventId": "E-2", "originalTopic": "order-events", "outcome": outcome})
+		id, _ := strconv.Atoi(r.PathValue("id"))
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "eventId": "E-" + r.PathValue("id"), "originalTopic": "order-events", "outcome": outcome})
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
@@ -92,7 +94,13 @@ func TestCommands(t *testing.T) {
 			`"not json"`,
 		}},
 		{"replay", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "2", "--by", "alice"}, withToken, exitOK, []string{
-			"dead letter 2 of inventory: REPLAYED: E-2 sent back to order-events with its original eventId (audited as alice)",
+			"dead letter 2 of inventory: APPLIED: E-2 sent back to order-events with its original eventId; the consumer applied it (audited as alice)",
+		}},
+		{"replay of a stale event", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "3", "--by", "alice"}, withToken, exitOK, []string{
+			"dead letter 3 of inventory: IGNORED_STALE: E-3 sent back to order-events with its original eventId; the consumer ignored it as older than the order's state, nothing changed",
+		}},
+		{"replay not decided yet", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "4", "--by", "alice"}, withToken, exitOK, []string{
+			"dead letter 4 of inventory: PENDING: E-4 sent back to order-events with its original eventId; the consumer had not decided yet",
 		}},
 		{"replay again", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "1", "--by", "alice"}, withToken, exitOK, []string{
 			"ALREADY_REPLAYED: nothing sent again",

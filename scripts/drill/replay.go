@@ -13,7 +13,7 @@ import (
 func replayCases() []Case {
 	return []Case{
 		newCase("replay", "after-fix",
-			"dead-lettered payment, cause fixed, replayed: REPLAYED with the original eventId, applied once; GET /admin/dlq/{id} audits who, when and the outcome",
+			"dead-lettered payment, cause fixed, replayed with the original eventId: the replay answers APPLIED, applied once; GET /admin/dlq/{id} audits who, when and the outcome",
 			false, replayAfterFix),
 		newCase("replay", "twice",
 			"a second replay of the same dead letter: ALREADY_REPLAYED, nothing changes; both requests audited in order",
@@ -65,8 +65,9 @@ func replayAndApply(s *session, orderID, sku string, dl deadLetter) (string, err
 	if err != nil {
 		return "", err
 	}
-	if res.Outcome != "REPLAYED" || res.EventID != dl.EventID {
-		return "", fmt.Errorf("replay answered %s for %s, want REPLAYED for the original %s", res.Outcome, res.EventID, dl.EventID)
+	// The consumer's own verdict: the replay waits for its inbox's outcome.
+	if res.Outcome != "APPLIED" || res.EventID != dl.EventID {
+		return "", fmt.Errorf("replay answered %s for %s, want APPLIED for the original %s", res.Outcome, res.EventID, dl.EventID)
 	}
 	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
 		return "", err
@@ -91,11 +92,11 @@ func replayAfterFix(s *session) (string, error) {
 	if len(after) != 1 || after[0].Status != "REPLAYED" {
 		return "", fmt.Errorf("dead letters after the replay %+v, want one marked REPLAYED", after)
 	}
-	audit, err := checkAudit(s, dl, "REPLAYED")
+	audit, err := checkAudit(s, dl, "APPLIED")
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("DLQ after %d attempts; fixed; replay %d REPLAYED with the original %s; %s; audit: %s",
+	return fmt.Sprintf("DLQ after %d attempts; fixed; replay %d APPLIED with the original %s; %s; audit: %s",
 		dl.Attempts, dl.ID, dl.EventID, effectsOnce, audit), nil
 }
 
@@ -136,11 +137,11 @@ func replayTwice(s *session) (string, error) {
 	if err := s.processedOnce(dl.EventID); err != nil {
 		return "", err
 	}
-	audit, err := checkAudit(s, dl, "REPLAYED", "ALREADY_REPLAYED")
+	audit, err := checkAudit(s, dl, "APPLIED", "ALREADY_REPLAYED")
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("first replay REPLAYED and applied; second ALREADY_REPLAYED: stock %d/%d, dedup rows, ledger and notifications unchanged; audit: %s",
+	return fmt.Sprintf("first replay APPLIED; second ALREADY_REPLAYED: stock %d/%d, dedup rows, ledger and notifications unchanged; audit: %s",
 		stockAfter.Available, stockAfter.Deducted, audit), nil
 }
 

@@ -61,7 +61,7 @@ func TestParkedEventPastTheDeadlineIsDeadLettered(t *testing.T) {
 	}
 	s.Publish(newEvent(t, event.OrderPaid, "O-gap-lost", 3, paidData(item("GAP-1", 2))))
 	s.WaitFor("the late payment applied", func() bool { return s.status("O-gap-lost") == "DEDUCTED" })
-	if res := s.Replay(rec.ID); res.Outcome != "REPLAYED" {
+	if res := s.Replay(rec.ID); res.Outcome != "APPLIED" {
 		t.Fatalf("replay %+v", res)
 	}
 	s.WaitFor("the replayed refund applied", func() bool { return s.status("O-gap-lost") == "RESTOCKED" })

@@ -262,8 +262,8 @@ func TestService(t *testing.T) {
 			t.Fatalf("stock = %+v before the replay, want untouched", st)
 		}
 
-		if res := s.Replay(dead.ID); res.Outcome != "REPLAYED" || res.EventID != paid.EventID || res.OriginalTopic != s.Topic {
-			t.Fatalf("replay = %+v, want REPLAYED of %s to %s", res, paid.EventID, s.Topic)
+		if res := s.Replay(dead.ID); res.Outcome != "APPLIED" || res.EventID != paid.EventID || res.OriginalTopic != s.Topic {
+			t.Fatalf("replay = %+v, want APPLIED of %s to %s", res, paid.EventID, s.Topic)
 		}
 		s.WaitFor("order deducted after the replay", func() bool { return s.status("O-replay") == "DEDUCTED" })
 		s.barrier("O-replay")
@@ -289,6 +289,31 @@ func TestService(t *testing.T) {
 		}
 		s.barrier("O-replay")
 		check()
+	})
+
+	t.Run("a replayed dead letter the order has moved past answers IGNORED_STALE", func(t *testing.T) {
+		s.Bind(t)
+		s.setStock("STALE-1", 5)
+		s.SetFailPoint("inventory.apply", "error", 5)
+		paid := newEvent(t, event.OrderPaid, "O-stale", 3, paidData(item("STALE-1", 2)))
+		s.Publish(paid)
+		s.WaitFor("dead letter", func() bool { return s.DeadLetters("O-stale").Count == 1 })
+		s.SetFailPoint("inventory.apply", "off", 0)
+		// Meanwhile the order's version 3 arrives under another event id
+		// and is applied: the dead letter is stale now.
+		s.Publish(newEvent(t, event.OrderPaid, "O-stale", 3, paidData(item("STALE-1", 2))))
+		s.WaitFor("the order deducted", func() bool { return s.status("O-stale") == "DEDUCTED" })
+
+		dead := s.DeadLetters("O-stale").Items[0]
+		if res := s.Replay(dead.ID); res.Outcome != "IGNORED_STALE" || res.EventID != paid.EventID {
+			t.Fatalf("replay = %+v, want IGNORED_STALE of %s", res, paid.EventID)
+		}
+		if st := s.stock("STALE-1"); st.Available != 3 || st.Deducted != 2 {
+			t.Fatalf("stock = %+v, want 3 available, 2 deducted: the stale replay changes nothing", st)
+		}
+		if res := s.Replay(dead.ID); res.Outcome != "ALREADY_REPLAYED" {
+			t.Fatalf("second replay = %+v, want ALREADY_REPLAYED", res)
+		}
 	})
 }
 

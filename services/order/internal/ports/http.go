@@ -5,7 +5,6 @@ package ports
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,10 +237,8 @@ func (h *Handler) refund(c echo.Context) error {
 
 func (h *Handler) cancel(c echo.Context) error {
 	var req cancelRequest
-	if c.Request().ContentLength != 0 { // the body is optional
-		if err := httpapi.Bind(c, &req); err != nil {
-			return err
-		}
+	if err := httpapi.BindOptional(c, &req); err != nil {
+		return err
 	}
 	reason := strings.TrimSpace(req.Reason)
 	if reason == "" {
@@ -276,8 +273,8 @@ func (h *Handler) callback(c echo.Context) error {
 		return err
 	}
 	var req callbackRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return httpapi.BadRequest("malformed JSON body: %v", err)
+	if err := httpapi.Decode(body, &req); err != nil {
+		return err
 	}
 	cb, err := req.callback()
 	if err != nil {

@@ -257,6 +257,13 @@ func TestBadInput(t *testing.T) {
 		{"refund three places", "/orders/O-1001/refunds", `{"amount":"1.001"}`, "amount"},
 		{"refund as a number", "/orders/O-1001/refunds", `{"amount":10}`, "amount"},
 		{"cancel malformed JSON", "/orders/O-1001/cancel", `{"reason":`, "malformed JSON"},
+		// A misspelt or extra field is refused, never dropped in silence.
+		{"order unknown field", "/orders", strings.Replace(orderBody, `"currency"`, `"curency":"CNY","currency"`, 1), `unknown field "curency"`},
+		{"order trailing bytes", "/orders", orderBody + `{"orderId":"O-1002"}`, "data after the JSON value"},
+		{"refund unknown field", "/orders/O-1001/refunds", `{"amount":"1.00","amout":"2.00"}`, `unknown field "amout"`},
+		{"refund trailing bytes", "/orders/O-1001/refunds", `{"amount":"1.00"} x`, "data after the JSON value"},
+		{"cancel unknown field", "/orders/O-1001/cancel", `{"reasn":"x"}`, `unknown field "reasn"`},
+		{"cancel trailing bytes", "/orders/O-1001/cancel", `{"reason":"x"}]`, "data after the JSON value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,6 +300,8 @@ func TestBadCallbacks(t *testing.T) {
 		{"bad amount", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.001","currency":"CNY"}`, "amount"},
 		{"bad currency", `{"callbackId":"E-1","type":"PAYMENT_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"cny"}`, "currency"},
 		{"refund without refundId", `{"callbackId":"E-1","type":"REFUND_SUCCEEDED","orderId":"O-1001","paymentId":"P-1","amount":"80.00","currency":"CNY"}`, "refundId"},
+		{"unknown field", strings.Replace(payBody("E-1"), `"amount"`, `"amuont":"1.00","amount"`, 1), `unknown field "amuont"`},
+		{"trailing bytes", payBody("E-1") + payBody("E-2"), "data after the JSON value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

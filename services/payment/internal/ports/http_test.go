@@ -33,11 +33,13 @@ type fakeOrders struct {
 	mu     sync.Mutex
 	orders map[string]payment.Order
 	err    error
+	asked  int
 }
 
 func (f *fakeOrders) Order(_ context.Context, orderID string) (payment.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.asked++
 	if f.err != nil {
 		return payment.Order{}, f.err
 	}
@@ -160,6 +162,11 @@ func TestPayRejectsMalformedInput(t *testing.T) {
 		{"missing currency", `{"orderId":"O-1","amount":"80.00"}`, "currency"},
 		{"currency lower-case", `{"orderId":"O-1","amount":"80.00","currency":"cny"}`, "currency"},
 		{"currency too long", `{"orderId":"O-1","amount":"80.00","currency":"CNYY"}`, "currency"},
+		// Not worth asking the order service about: bad input is the
+		// client's to fix, never "order service unavailable".
+		{"orderId of almost 1 MiB", `{"orderId":"` + strings.Repeat("O", httpapi.MaxBodyBytes-100) + `","amount":"80.00","currency":"CNY"}`, "orderId"},
+		{"unknown field", `{"orderId":"O-1","amount":"80.00","currency":"CNY","tip":"5.00"}`, `unknown field "tip"`},
+		{"trailing bytes", `{"orderId":"O-1","amount":"80.00","currency":"CNY"} {}`, "data after the JSON value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +184,9 @@ func TestPayRejectsMalformedInput(t *testing.T) {
 	}
 	if n := f.callbacks(t, "O-1"); n != 0 {
 		t.Fatalf("%d callbacks after malformed requests", n)
+	}
+	if f.orders.asked != 0 {
+		t.Fatalf("the order service was asked %d times about malformed requests", f.orders.asked)
 	}
 }
 

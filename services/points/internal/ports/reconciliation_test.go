@@ -151,12 +151,12 @@ func TestReconciliationViews(t *testing.T) {
 	f.process(second, versionguard.Applied)
 	gap := refunded("O-3", 5, "1.00", "1.00")
 	f.process(gap, versionguard.WaitingForGap)
-	deadID := f.deadLetter(gap)
 	replayed := f.deadLetter(gap) // an earlier dead letter of the same event, replayed
 	if _, err := f.dead.Replay(context.Background(), replayed, "test",
 		func(context.Context, string, []byte, []byte, map[string]string) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	deadID := f.deadLetter(gap) // and dead-lettered again
 
 	code, raw := f.call(`{"orderIds":["O-404","O-1","O-3"]}`, adminToken)
 	if code != 200 {

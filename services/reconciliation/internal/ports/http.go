@@ -4,11 +4,8 @@
 package ports
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -126,7 +123,7 @@ func findingViews(fs []rec.Recorded) []FindingView {
 
 func (h *Handler) start(c echo.Context) error {
 	var req RunRequest
-	if err := decodeStrict(c, &req); err != nil {
+	if err := httpapi.BindOptional(c, &req); err != nil {
 		return err
 	}
 	scope := rec.Scope{OrderIDs: req.OrderIDs, MinAge: h.reconciler.Deadline()}
@@ -149,32 +146,6 @@ func (h *Handler) start(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, runView(run))
-}
-
-// decodeStrict reads an optional JSON body and refuses unknown fields and
-// trailing data: a misspelt "orderIDs" must not silently become a run over
-// every order.
-func decodeStrict(c echo.Context, v any) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		var tooLarge *echo.HTTPError
-		if errors.As(err, &tooLarge) {
-			return tooLarge
-		}
-		return httpapi.BadRequest("read body: %v", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return httpapi.BadRequest("malformed JSON body: %v", err)
-	}
-	if dec.More() {
-		return httpapi.BadRequest("malformed JSON body: data after the object")
-	}
-	return nil
 }
 
 // RunsView answers GET /admin/reconciliation/runs.
