@@ -23,7 +23,7 @@ import (
 var errDomainMissing = errors.New("missing")
 
 func newServer(token string) *httpapi.Server {
-	s := httpapi.New(httpapi.Config{
+	s := httpapi.New(httpapi.Config{Profiling: true,
 		AdminToken: token,
 		Registry:   observability.NewRegistry(),
 		Ready:      func(context.Context) error { return nil },

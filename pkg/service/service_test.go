@@ -39,7 +39,8 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 				}
 			})
 			cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
-				LogLevel: "error", Mode: service.ModeDevelopment, FailPointsEnabled: tt.enabled, ProfilingEnabled: tt.enabled}
+				LogLevel: "error", Mode: service.ModeDevelopment, FailPointsEnabled: tt.enabled, ProfilingEnabled: tt.enabled,
+				DB: postgres.DefaultTimeouts()}
 			ctx, cancel := context.WithCancel(context.Background())
 			svc, err := service.New(ctx, cfg, io.Discard, service.Options{})
 			if err != nil {
