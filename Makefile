@@ -33,8 +33,14 @@ TEST_FLAGS  ?= -count=1 -p 2 -timeout 9m
 # (docs/benchmarks.md).
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
 
+# `make fuzz` runs every fuzz target (func FuzzXxx in a _test.go file of
+# any module) for FUZZTIME, one after the other: go test -fuzz takes one
+# target of one package per run. Their seed corpora (f.Add and
+# testdata/fuzz/) already run in `make test` (docs/testing.md).
+FUZZTIME ?= 60s
+
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench lint vet fmt up down clean
+.PHONY: help run build test bench fuzz lint vet fmt up down clean
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -59,6 +65,29 @@ test: ## run the tests of every module (uses Postgres at DATABASE_URL)
 	echo; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED in:$$failed"; exit 1; fi; \
 	echo "make test: every module passed"
+
+# Packages are found by their source (a line starting "func Fuzz" in a
+# _test.go file), then `go test -list` names their targets. The last
+# progress line of each run (execs, new interesting) is repeated at the end.
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time
+	@failed=""; summary=""; \
+	for m in $(MODULES); do \
+		for pd in $$(cd $$m && $(GO) list -f '{{.ImportPath}}={{.Dir}}' ./... 2>/dev/null); do \
+			pkg=$${pd%%=*}; dir=$${pd#*=}; \
+			grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
+			for t in $$(cd $$m && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+				echo; echo "==================== fuzz $$pkg $$t ($(FUZZTIME)) ===================="; \
+				out=$$(cd $$m && $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; \
+				echo "$$out" | tail -n 20; \
+				last=$$(echo "$$out" | grep '^fuzz: elapsed' | tail -n 1); \
+				summary="$$summary$$pkg $$t: $${last#fuzz: }\n"; \
+				[ $$rc -eq 0 ] || failed="$$failed $$pkg.$$t"; \
+			done; \
+		done; \
+	done; \
+	echo; printf "$$summary"; echo; \
+	if [ -n "$$failed" ]; then echo "make fuzz: FAILED:$$failed (the failing input is under that package's testdata/fuzz/)"; exit 1; fi; \
+	echo "make fuzz: every target passed"
 
 bench: ## run the benchmarks of every module (docs/benchmarks.md)
 	@$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || exit 1; done
