@@ -26,7 +26,10 @@ for m in $(MODULES); do \
 	rc=0; (cd $$m && $(2)) || rc=$$?;
 endef
 
-TEST_FLAGS  ?= -count=1 -p 2 -timeout 9m
+# -race in every module (docs/decisions.md, Testing): the service
+# processes tests/ starts are built without it, their code is raced in the
+# services' in-process tests.
+TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 9m
 # tests/bench starts a whole suite and relays tens of thousands of rows
 # twice: longer than go test's default 10 minutes on a busy machine.
 # BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it
@@ -60,7 +63,7 @@ build: ## build the six service binaries into bin/ and every module
 	@$(call each_module,build,$(GO) build ./...) [ $$rc -eq 0 ] || exit 1; done
 
 # Runs every module even after a failure, then fails naming the failed ones.
-test: ## run the tests of every module (uses Postgres at DATABASE_URL)
+test: ## run the tests of every module under the race detector (uses Postgres at DATABASE_URL)
 	@failed=""; $(call each_module,test,$(GO) test $(TEST_FLAGS) ./...) [ $$rc -eq 0 ] || failed="$$failed $$m"; done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED in:$$failed"; exit 1; fi; \
