@@ -65,6 +65,16 @@ func TestParseRejects(t *testing.T) {
 		{"amount above the maximum", mutate(func(m map[string]any) { m["data"].(map[string]any)["paidAmount"] = "10000000000000000" }), event.ReasonSchemaViolation},
 		{"aggregate id with a slash", mutate(func(m map[string]any) { m["aggregateId"] = "O/1" }), event.ReasonSchemaViolation},
 		{"customer id with a space", mutate(func(m map[string]any) { m["data"].(map[string]any)["customerId"] = "C 1" }), event.ReasonSchemaViolation},
+		// encoding/json would read these keys into the fields they only
+		// resemble, past the schema, which matches names exactly.
+		{"payload key differing only in case", mutate(func(m map[string]any) { m["data"].(map[string]any)["PaidAmount"] = "-5" }), event.ReasonSchemaViolation},
+		{"envelope key differing only in case", mutate(func(m map[string]any) { m["EVENTID"] = "not an id!" }), event.ReasonSchemaViolation},
+		{"item key differing only in case", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["items"] = []any{map[string]any{"sku": "S", "quantity": 1, "Quantity": 0}}
+		}), event.ReasonSchemaViolation},
+		{"kelvin sign folds to k", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["items"] = []any{map[string]any{"sKu": "S 1", "sku": "S", "quantity": 1}}
+		}), event.ReasonSchemaViolation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

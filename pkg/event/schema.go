@@ -54,6 +54,8 @@ var compiled = sync.OnceValues(compileSchemas)
 type schemaSet struct {
 	events map[string]*jsonschema.Schema
 	rules  map[string]*jsonschema.Schema
+	// fields is every property name the schemas define.
+	fields map[string]bool
 }
 
 func compileSchemas() (schemaSet, error) {
@@ -63,6 +65,7 @@ func compileSchemas() (schemaSet, error) {
 	if err != nil {
 		return schemaSet{}, err
 	}
+	fields := map[string]bool{}
 	for _, name := range names {
 		raw, err := Schemas.ReadFile(name)
 		if err != nil {
@@ -72,11 +75,12 @@ func compileSchemas() (schemaSet, error) {
 		if err != nil {
 			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
+		collectFields(doc, fields)
 		if err := c.AddResource(schemaBase+path.Base(name), doc); err != nil {
 			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
 	}
-	set := schemaSet{events: map[string]*jsonschema.Schema{}, rules: map[string]*jsonschema.Schema{}}
+	set := schemaSet{events: map[string]*jsonschema.Schema{}, rules: map[string]*jsonschema.Schema{}, fields: fields}
 	for _, name := range names {
 		base := path.Base(name)
 		if !isEventSchema(base) {
@@ -96,6 +100,56 @@ func compileSchemas() (schemaSet, error) {
 		set.rules[def] = s
 	}
 	return set, nil
+}
+
+// collectFields adds the names of every "properties" object of schema to
+// fields.
+func collectFields(schema any, fields map[string]bool) {
+	switch v := schema.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			for name := range props {
+				fields[name] = true
+			}
+		}
+		for _, child := range v {
+			collectFields(child, fields)
+		}
+	case []any:
+		for _, child := range v {
+			collectFields(child, fields)
+		}
+	}
+}
+
+// caseVariant finds a key of doc that is not one of the contract's field
+// names but equals one when case is ignored. encoding/json reads such a
+// key into that field (the last of them wins), while the schema, which
+// matches names exactly, never checked it: {"paidAmount": "80.00",
+// "PaidAmount": "-5"} would validate and decode as -5.
+func (s schemaSet) caseVariant(doc any) (key, field string, found bool) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, child := range v {
+			if !s.fields[k] {
+				for f := range s.fields {
+					if strings.EqualFold(k, f) {
+						return k, f, true
+					}
+				}
+			}
+			if key, field, found = s.caseVariant(child); found {
+				return key, field, true
+			}
+		}
+	case []any:
+		for _, child := range v {
+			if key, field, found = s.caseVariant(child); found {
+				return key, field, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // isEventSchema tells an event schema ("OrderPaid.v1.json") from the files
@@ -131,6 +185,10 @@ func Validate(raw []byte) error {
 	}
 	if err := s.Validate(doc); err != nil {
 		return &InvalidError{Reason: ReasonSchemaViolation, Err: err}
+	}
+	if key, field, found := set.caseVariant(doc); found {
+		return &InvalidError{Reason: ReasonSchemaViolation,
+			Err: fmt.Errorf("key %q differs from the contract's field %q only in case", key, field)}
 	}
 	return nil
 }

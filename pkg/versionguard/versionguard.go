@@ -58,6 +58,22 @@ func (t Transitions) allows(state string, et event.Type) bool {
 	return slices.Contains(t[et], state)
 }
 
+// Decide is the guard's decision for env when the consumer stands at cur
+// with its aggregate: IGNORED_STALE_EVENT at or below cur's version,
+// APPLIED when the table allows env's type from cur's state, otherwise
+// WAITING_FOR_GAP. It depends on nothing else, so deciding a delivered
+// event and a parked one it drains are the same rule, and a fuzz test can
+// check the rule alone.
+func (t Transitions) Decide(cur Position, env event.Envelope) Outcome {
+	switch {
+	case env.AggregateVersion <= cur.Version:
+		return IgnoredStale
+	case !t.allows(cur.State, env.EventType):
+		return WaitingForGap
+	}
+	return Applied
+}
+
 // StatesOf lists a domain's states as the Transitions table holds them,
 // so a consumer's state machine is written once, with its own type, in its
 // domain package.
@@ -191,18 +207,19 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 	)
 	for i, env := range envs {
 		row := cur[env.AggregateID]
-		switch {
-		case env.AggregateVersion <= row.Version:
+		switch g.transitions.Decide(Position(row), env) {
+		case IgnoredStale:
 			outcomes[i] = IgnoredStale
 			continue
-		case !g.transitions.allows(row.State, env.EventType):
+		case WaitingForGap:
 			if err := g.park(ctx, tx, env); err != nil {
 				return nil, err
 			}
 			parked[env.AggregateID] = true
 			outcomes[i] = WaitingForGap
 			continue
-		case seen[env.AggregateID] == 1 && !parked[env.AggregateID]:
+		}
+		if seen[env.AggregateID] == 1 && !parked[env.AggregateID] {
 			together = append(together, Pending{Env: env, State: row.State})
 			at = append(at, i)
 			continue
@@ -303,9 +320,9 @@ func (g *Guard) drainParked(ctx context.Context, tx *sqlx.Tx, aggregateID string
 		if err := json.Unmarshal(p.Payload, &env); err != nil {
 			return cur, fmt.Errorf("decode parked event %s: %w", p.EventID, err)
 		}
-		switch {
-		case env.AggregateVersion <= cur.Version:
-		case g.transitions.allows(cur.State, env.EventType):
+		switch g.transitions.Decide(Position(cur), env) {
+		case IgnoredStale:
+		case Applied:
 			next, err := g.applyOne(ctx, tx, env, cur.State)
 			if err != nil {
 				return cur, err

@@ -59,7 +59,7 @@ const (
 // (forwarder-events/s) relaying the same rows, and their ratio.
 func BenchmarkRelay(b *testing.B) {
 	set := loadSettings(b)
-	postgrestest.ServerURL(b) // skips without DATABASE_URL
+	postgrestest.ServerURL(b) // fails when no Postgres answers
 	br, err := broker.Start(broker.Config{Addr: "127.0.0.1:0", Partitions: relayPartitions})
 	if err != nil {
 		b.Fatal(err)

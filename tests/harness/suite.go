@@ -151,7 +151,8 @@ func freePort() (int, error) {
 }
 
 // Start builds and starts the suite for one test and stops it when the
-// test ends. It skips the test when DATABASE_URL is unset.
+// test ends. It fails the test when no Postgres answers at DATABASE_URL
+// (or its default).
 func Start(t testing.TB, opts Options) *Suite {
 	t.Helper()
 	server := postgrestest.ServerURL(t)

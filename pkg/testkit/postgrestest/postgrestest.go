@@ -16,14 +16,25 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
-// ServerURL returns DATABASE_URL, skipping the test with a clear message
-// when it is unset.
+// ServerURL returns DATABASE_URL, or postgres.DefaultServerURL when it is
+// unset or empty, and fails the test when no Postgres answers there: a
+// database test that skipped would let a run without a database pass.
 func ServerURL(tb testing.TB) string {
 	tb.Helper()
-	url := os.Getenv("DATABASE_URL")
+	url := strings.TrimSpace(os.Getenv("DATABASE_URL"))
 	if url == "" {
-		tb.Skip("DATABASE_URL is not set: this integration test needs a Postgres server " +
-			"(export DATABASE_URL=" + postgres.DefaultServerURL + ")")
+		url = postgres.DefaultServerURL
+	}
+	db, err := sqlx.Open("postgres", url)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		db.Close()
+	}
+	if err != nil {
+		tb.Fatalf("this integration test needs the Postgres server at DATABASE_URL (default %s): %v",
+			postgres.DefaultServerURL, err)
 	}
 	return url
 }
