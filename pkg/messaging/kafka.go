@@ -108,7 +108,7 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 	cfg.ClientID = group
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Interval = 250 * time.Millisecond
-	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{&lockedStrategy{s: sarama.NewBalanceStrategySticky()}}
 	cfg.Consumer.Group.Session.Timeout = 10 * time.Second
 	cfg.Consumer.Group.Heartbeat.Interval = time.Second
 	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
@@ -130,6 +130,30 @@ func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapte
 		NackResendSleep:        100 * time.Millisecond,
 		ReconnectRetrySleep:    time.Second,
 	}, logger)
+}
+
+// lockedStrategy serialises a balance strategy's calls. Sarama's sticky
+// strategy keeps state between Plan calls, and watermill-kafka opens one
+// consumer group per Subscribe over the same configuration, so two groups
+// of one subscriber that rebalance at once would plan on it concurrently
+// (the race detector sees it in Watermill's universal suite).
+type lockedStrategy struct {
+	mu sync.Mutex
+	s  sarama.BalanceStrategy
+}
+
+func (l *lockedStrategy) Name() string { return l.s.Name() }
+
+func (l *lockedStrategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Plan(members, topics)
+}
+
+func (l *lockedStrategy) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.AssignmentData(memberID, topics, generationID)
 }
 
 // Probe reports whether one of brokers answers a metadata request: the
