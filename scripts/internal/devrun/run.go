@@ -172,7 +172,11 @@ func serveControl(ctx context.Context, addr string, h http.Handler) (stop func()
 		return nil, fmt.Errorf("control API on %s (set CONTROL_ADDR, or CONTROL_ADDR=off): %w", addr, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// No write timeout: a restart, a scale-out and an exit wait answer only
+	// when the service is ready or gone, and the API listens on loopback
+	// alone. Reads and idle connections are bounded like the services'.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
