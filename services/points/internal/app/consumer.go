@@ -1,6 +1,6 @@
 // Package app applies order events to the points ledger: OrderPaid
-// earns points, OrderRefunded reverses them (or is rejected when that would
-// take the order below zero). It runs inside the inbox transaction, behind
+// earns points, each OrderRefunded writes one reversal that brings the
+// order to what it is still worth, never below zero. It runs inside the inbox transaction, behind
 // the version guard, so each event writes at most one entry, in order.
 package app
 

@@ -29,8 +29,9 @@ type Entry struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-// OrderResponse answers GET /points/orders/{orderId}. Status makes a
-// rejected reversal visible, since it writes no entry.
+// OrderResponse answers GET /points/orders/{orderId}. Status names where
+// the order stands (EARNED, PARTIALLY_REVERSED, REVERSED), which the
+// entries alone leave to arithmetic.
 type OrderResponse struct {
 	OrderID string  `json:"orderId"`
 	Status  string  `json:"status"`
