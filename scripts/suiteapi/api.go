@@ -232,11 +232,25 @@ func (c *Client) Notifications(ctx context.Context, orderID string) ([]Notice, e
 
 // ProcessedEventCount is a consumer's dedup row count for an event (0 or 1).
 func (c *Client) ProcessedEventCount(ctx context.Context, service, eventID string) (int, error) {
-	var out struct {
-		Count int `json:"count"`
-	}
+	d, err := c.Dedup(ctx, service, eventID)
+	return d.Count, err
+}
+
+// Dedup is a consumer's dedup record of one event, as
+// GET /admin/processed-events/{eventId} answers it.
+type Dedup struct {
+	// Count is the number of dedup rows: 0 or 1.
+	Count int `json:"count"`
+	// Duplicates counts the copies after the first that the consumer
+	// recognised as duplicates.
+	Duplicates int `json:"duplicates"`
+}
+
+// Dedup reads a consumer's dedup record of eventID.
+func (c *Client) Dedup(ctx context.Context, service, eventID string) (Dedup, error) {
+	var out Dedup
 	err := c.Call(ctx, service, http.MethodGet, "/admin/processed-events/"+url.PathEscape(eventID), nil, &out)
-	return out.Count, err
+	return out, err
 }
 
 // WaitConsumed waits until every named consumer has processed eventID.

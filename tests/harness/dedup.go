@@ -3,41 +3,34 @@ package harness
 import (
 	"bytes"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// Dedup is a consumer's dedup record of one event, as
-// GET /admin/processed-events/{eventId} answers it.
-type Dedup struct {
-	// Count is the number of dedup rows: 0 or 1.
-	Count int `json:"count"`
-	// Duplicates counts the copies after the first that the consumer
-	// recognised as duplicates.
-	Duplicates int `json:"duplicates"`
-}
+// Dedup is a consumer's dedup record of one event.
+type Dedup = suiteapi.Dedup
 
 // Dedup reads a consumer's dedup record of eventID.
 func (s *Suite) Dedup(service, eventID string) Dedup {
 	s.t.Helper()
-	out := s.JSON(service, "GET", "/admin/processed-events/"+url.PathEscape(eventID), nil, 200)
-	count, _ := out["count"].(float64)
-	dups, _ := out["duplicates"].(float64)
-	return Dedup{Count: int(count), Duplicates: int(dups)}
+	d, err := s.api.Dedup(ctx(), service, eventID)
+	s.must(err)
+	return d
 }
 
 // DeadLetters counts a consumer's dead letters of an aggregate, replayed
 // or not.
 func (s *Suite) DeadLetters(service, aggregateID string) int {
 	s.t.Helper()
-	out := s.JSON(service, "GET", "/admin/dlq?aggregateId="+url.QueryEscape(aggregateID), nil, 200)
-	n, _ := out["count"].(float64)
-	return int(n)
+	items, err := s.api.DeadLetters(ctx(), service, aggregateID, "")
+	s.must(err)
+	return len(items)
 }
 
 // Tally is what a consumer's process has done with the messages it read
@@ -68,7 +61,8 @@ func (s *Suite) Tallies(services ...string) Tallies {
 
 func (s *Suite) tally(service string) Tally {
 	s.t.Helper()
-	code, raw := s.Call(service, "GET", "/metrics", nil)
+	code, raw, err := s.api.Raw(ctx(), service, "GET", "/metrics", nil, nil)
+	s.must(err)
 	if code != 200 {
 		s.t.Fatalf("%s /metrics: %d", service, code)
 	}
