@@ -12,7 +12,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi/httpapitest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 )
 
 // FuzzBindOrderIDs sends any body to a route that decodes it with

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi/httpapitest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi/httpapitest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/ports"
