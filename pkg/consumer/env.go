@@ -29,6 +29,9 @@ type Env struct {
 	// BatchLinger is how long a batch waits for more events after its first
 	// (CONSUMER_BATCH_LINGER).
 	BatchLinger time.Duration
+	// BatchWorkers is how many batches may be in their transactions at
+	// once (CONSUMER_BATCH_WORKERS).
+	BatchWorkers int
 	// DBMaxConns bounds the service's database connections (DB_MAX_CONNS).
 	// A batching consumer needs two or three; six instances of three
 	// consumers must fit in Postgres's default max_connections of 100.
@@ -37,18 +40,20 @@ type Env struct {
 
 // Defaults and bounds of the batch settings (docs/decisions.md, Batching).
 const (
-	DefaultBatchSize   = 256
-	DefaultBatchLinger = 2 * time.Millisecond
-	maxBatchSize       = 10_000
-	maxBatchLinger     = time.Second
-	DefaultDBMaxConns  = 8
+	DefaultBatchSize    = 256
+	DefaultBatchLinger  = 2 * time.Millisecond
+	DefaultBatchWorkers = 2
+	maxBatchWorkers     = 16
+	maxBatchSize        = 10_000
+	maxBatchLinger      = time.Second
+	DefaultDBMaxConns   = 8
 )
 
 // ReadEnv reads KAFKA_BROKERS, ORDER_EVENTS_TOPIC, DLQ_TOPIC,
 // CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
-// PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_LINGER and
-// DB_MAX_CONNS through r, which collects the malformed values with
+// PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_LINGER,
+// CONSUMER_BATCH_WORKERS and DB_MAX_CONNS through r, which collects the malformed values with
 // the service's own.
 func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 	retry := DefaultRetryConfig()
@@ -66,9 +71,10 @@ func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 			Deadline:      r.Duration("PARK_DEADLINE", parking.Deadline),
 			SweepInterval: r.Duration("PARK_SWEEP_INTERVAL", parking.SweepInterval),
 		},
-		BatchSize:   r.Int("CONSUMER_BATCH_SIZE", DefaultBatchSize),
-		BatchLinger: r.Duration("CONSUMER_BATCH_LINGER", DefaultBatchLinger),
-		DBMaxConns:  r.Int("DB_MAX_CONNS", DefaultDBMaxConns),
+		BatchSize:    r.Int("CONSUMER_BATCH_SIZE", DefaultBatchSize),
+		BatchLinger:  r.Duration("CONSUMER_BATCH_LINGER", DefaultBatchLinger),
+		BatchWorkers: r.Int("CONSUMER_BATCH_WORKERS", DefaultBatchWorkers),
+		DBMaxConns:   r.Int("DB_MAX_CONNS", DefaultDBMaxConns),
 	}
 }
 
@@ -90,8 +96,11 @@ func (e Env) Validate() error {
 	if e.BatchSize < 1 || e.BatchSize > maxBatchSize {
 		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_SIZE=%d: want 1 (batching off) to %d", e.BatchSize, maxBatchSize))
 	}
-	if e.DBMaxConns < 2 {
-		errs = append(errs, fmt.Errorf("DB_MAX_CONNS=%d: want at least 2 (the batch worker and the gap sweeper)", e.DBMaxConns))
+	if e.BatchWorkers < 1 || e.BatchWorkers > maxBatchWorkers {
+		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_WORKERS=%d: want 1 to %d", e.BatchWorkers, maxBatchWorkers))
+	} else if e.DBMaxConns < e.BatchWorkers+1 {
+		errs = append(errs, fmt.Errorf("DB_MAX_CONNS=%d: want at least %d (CONSUMER_BATCH_WORKERS=%d batch workers and the gap sweeper)",
+			e.DBMaxConns, e.BatchWorkers+1, e.BatchWorkers))
 	}
 	if e.BatchLinger < 0 || e.BatchLinger > maxBatchLinger {
 		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_LINGER=%s: want 0 to %s", e.BatchLinger, maxBatchLinger))

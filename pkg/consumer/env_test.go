@@ -33,8 +33,9 @@ func TestReadConsumerEnv(t *testing.T) {
 				if e.Parking != (consumer.ParkingConfig{Deadline: 5 * time.Minute, SweepInterval: 10 * time.Second}) {
 					t.Fatalf("parking defaults = %+v, want PARK_DEADLINE 5m and PARK_SWEEP_INTERVAL 10s", e.Parking)
 				}
-				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond || e.DBMaxConns != 8 {
-					t.Fatalf("batch defaults = %d, %s; want CONSUMER_BATCH_SIZE 256, CONSUMER_BATCH_LINGER 2ms, DB_MAX_CONNS 8", e.BatchSize, e.BatchLinger)
+				if e.BatchSize != 256 || e.BatchLinger != 2*time.Millisecond || e.BatchWorkers != 2 || e.DBMaxConns != 8 {
+					t.Fatalf("batch defaults = %d, %s, %d, %d; want CONSUMER_BATCH_SIZE 256, CONSUMER_BATCH_LINGER 2ms, CONSUMER_BATCH_WORKERS 2, DB_MAX_CONNS 8",
+						e.BatchSize, e.BatchLinger, e.BatchWorkers, e.DBMaxConns)
 				}
 				if rt := e.Runtime(consumer.Deps{}); rt.Group != "test-service" || rt.Config != want ||
 					len(rt.Brokers) != 1 || rt.Brokers[0] != e.Brokers[0] || rt.Parking != e.Parking {
@@ -81,6 +82,16 @@ func TestReadConsumerEnv(t *testing.T) {
 			name:    "batch settings out of range",
 			env:     map[string]string{"CONSUMER_BATCH_SIZE": "0", "CONSUMER_BATCH_LINGER": "2s", "DB_MAX_CONNS": "1"},
 			wantErr: []string{"CONSUMER_BATCH_SIZE", "CONSUMER_BATCH_LINGER", "DB_MAX_CONNS"},
+		},
+		{
+			name:    "no batch worker",
+			env:     map[string]string{"CONSUMER_BATCH_WORKERS": "0"},
+			wantErr: []string{"CONSUMER_BATCH_WORKERS"},
+		},
+		{
+			name:    "more batch workers than connections",
+			env:     map[string]string{"CONSUMER_BATCH_WORKERS": "8", "DB_MAX_CONNS": "8"},
+			wantErr: []string{"DB_MAX_CONNS=8: want at least 9"},
 		},
 		{
 			name:    "a parking deadline of zero",

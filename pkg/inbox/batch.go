@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -31,13 +32,21 @@ type BatchConfig struct {
 	// next messages of their partitions a moment later, and waiting for them
 	// is what makes the next batch big.
 	Linger time.Duration
+	// Workers is how many batches may be in their transactions at once;
+	// 0 means 1. While one batch waits for its commit, the events that
+	// arrived meanwhile go into the next without waiting their turn. Two
+	// batches never hold events of one partition (a partition has one
+	// message in flight), and Prepare's lock order keeps their shared rows
+	// from deadlocking.
+	Workers int
 	// Prepare is optional.
 	Prepare PrepareFunc
 }
 
-// DefaultBatchConfig batches up to 256 events, lingering 2 ms.
+// DefaultBatchConfig batches up to 256 events, lingering 2 ms, two batches
+// at a time.
 func DefaultBatchConfig() BatchConfig {
-	return BatchConfig{MaxBatch: 256, Linger: 2 * time.Millisecond}
+	return BatchConfig{MaxBatch: 256, Linger: 2 * time.Millisecond, Workers: 2}
 }
 
 // ErrBatchStopped is returned to callers whose event was not processed
@@ -76,6 +85,9 @@ type BatchProcessor struct {
 func NewBatchProcessor(p *Processor, cfg BatchConfig, reg prometheus.Registerer) *BatchProcessor {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = 1
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
 	}
 	sizes := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "consumer_batch_size", Help: "Events applied in one transaction.",
@@ -119,18 +131,28 @@ func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versi
 	}
 }
 
-// Run is the batch worker; it returns when ctx ends. With batching off it
-// has nothing to do but wait.
+// Run runs the batch workers; it returns when ctx ends. With batching off
+// it has nothing to do but wait.
 func (b *BatchProcessor) Run(ctx context.Context) error {
 	if b.cfg.MaxBatch == 1 {
 		<-ctx.Done()
 		return nil
 	}
+	var wg sync.WaitGroup
+	for range b.cfg.Workers {
+		wg.Go(func() { b.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// work gathers and applies one batch after another until ctx ends.
+func (b *BatchProcessor) work(ctx context.Context) {
 	for {
 		var batch []*batchRequest
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case r := <-b.reqs:
 			batch = append(batch, r)
 		}

@@ -206,8 +206,10 @@ func propertyOrders(t *testing.T) int {
 // interleaving, the result equals the model's (each order's events
 // applied once, in version order): the ledger, each order's version and
 // state, one non-duplicate outcome per event, nothing parked, nothing
-// lost. With batching off (MaxBatch 1) every delivery is its own
-// transaction, concurrently; that path runs a tenth of the orders.
+// lost. Batches run with the services' default workers, so two batches
+// are in their transactions at once. With batching off (MaxBatch 1) every
+// delivery is its own transaction, concurrently; that path runs a tenth of
+// the orders.
 func TestPropertyInterleavingsApplyEveryEventOnceInVersionOrder(t *testing.T) {
 	seed := propertySeed(t)
 	orders := propertyOrders(t)
@@ -243,7 +245,8 @@ func checkInterleavings(t *testing.T, seed uint64, replay string, maxBatch, orde
 	queues := plan(r, events, orderIDs)
 
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), ledgerMigration)
-	bp := inbox.NewBatchProcessor(inbox.NewProcessor(db, "ledger", ledgerGuard()), inbox.BatchConfig{MaxBatch: maxBatch, Linger: 2 * time.Millisecond}, nil)
+	bp := inbox.NewBatchProcessor(inbox.NewProcessor(db, "ledger", ledgerGuard()), inbox.BatchConfig{MaxBatch: maxBatch, Linger: 2 * time.Millisecond,
+		Workers: inbox.DefaultBatchConfig().Workers}, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)
 	go func() { stopped <- bp.Run(ctx) }()

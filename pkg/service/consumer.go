@@ -137,7 +137,7 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 	}
 	proc := inbox.NewProcessor(c.DB, c.Group, guard)
 	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
-		MaxBatch: c.env.BatchSize, Linger: c.env.BatchLinger, Prepare: events.Prepare,
+		MaxBatch: c.env.BatchSize, Linger: c.env.BatchLinger, Workers: c.env.BatchWorkers, Prepare: events.Prepare,
 	}, c.Registry)
 	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
 		outcome, err := batcher.Process(ctx, env)

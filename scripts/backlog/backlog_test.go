@@ -209,6 +209,51 @@ func TestBuildReport(t *testing.T) {
 	}
 }
 
+// TestReportSaysWhenTheCPUIsTheLimit: the machine's busy share is
+// averaged over the windows of the before and after rates (samples at 1 s
+// and 2 s; 4 s and 5 s), and a machine at least 90 % busy after the
+// scale-out is named as the limit.
+func TestReportSaysWhenTheCPUIsTheLimit(t *testing.T) {
+	cfg := backlog.Config{RunID: "b1", Count: 550, Instances: 2, Services: []string{"inventory"}}
+	moments := backlog.Moments{PublishEnd: 1, ScaleRequested: 2, ScaleReady: 2.5, Rebalanced: 3, Drained: 5}
+	tests := []struct {
+		name               string
+		busy               []float64 // by sample; negative: not measured
+		wantBefore, wantAf float64
+		wantLimit          string
+	}{
+		{"saturated after the scale-out", []float64{-1, 0.8, 0.9, 0.9, 0.94, 0.98}, 0.85, 0.96, "cpu"},
+		{"room to spare", []float64{-1, 0.4, 0.5, 0.6, 0.5, 0.7}, 0.45, 0.6, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			smp := samples()
+			for i, b := range tt.busy {
+				if b >= 0 {
+					smp[i].CPUBusy = &b
+				}
+			}
+			r := backlog.BuildReport(cfg, smp, moments)
+			if r.CPUBefore == nil || r.CPUAfter == nil || math.Abs(*r.CPUBefore-tt.wantBefore) > 1e-9 || math.Abs(*r.CPUAfter-tt.wantAf) > 1e-9 {
+				t.Fatalf("busy before %v after %v, want %v and %v", r.CPUBefore, r.CPUAfter, tt.wantBefore, tt.wantAf)
+			}
+			if r.Limit != tt.wantLimit {
+				t.Errorf("limit %q, want %q", r.Limit, tt.wantLimit)
+			}
+			var table strings.Builder
+			if err := backlog.WriteTable(&table, r); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(table.String(), "the CPU, not the consumers"); got != (tt.wantLimit == "cpu") {
+				t.Errorf("the table names the CPU as the limit: %v, want %v:\n%s", got, tt.wantLimit == "cpu", table.String())
+			}
+		})
+	}
+	if r := backlog.BuildReport(cfg, samples(), moments); r.CPUBefore != nil || r.CPUAfter != nil || r.Limit != "" {
+		t.Errorf("without CPU samples the report still gives busy %v / %v, limit %q", r.CPUBefore, r.CPUAfter, r.Limit)
+	}
+}
+
 func TestSettled(t *testing.T) {
 	cfg := backlog.Config{RunID: "b1", Instances: 2, Services: []string{"inventory"}}
 	s := samples()

@@ -52,6 +52,16 @@ type Report struct {
 	SampleErrors int      `json:"sampleErrors"`
 	FirstErrors  []string `json:"firstErrors,omitempty"`
 
+	// CPUs is this machine's core count; CPUBefore and CPUAfter are the
+	// mean busy share of its CPU time (0 to 1) in the windows of the
+	// groups' Before and After rates, absent where it could not be read.
+	// Limit says what limited the drain when the report can tell: "cpu"
+	// when the machine was at least 90 % busy after the scale-out.
+	CPUs      int      `json:"cpus"`
+	CPUBefore *float64 `json:"cpuBusyBefore,omitempty"`
+	CPUAfter  *float64 `json:"cpuBusyAfter,omitempty"`
+	Limit     string   `json:"limit,omitempty"`
+
 	Checks []Check `json:"checks"`
 	Pass   bool    `json:"pass"`
 }
@@ -144,6 +154,16 @@ func buildReport(cfg Config, t Target, tl *timeline) *Report {
 		}
 		r.Groups = append(r.Groups, gr)
 	}
+	r.CPUs = machineCPUs()
+	if tl.scaleRequested != nil {
+		r.CPUBefore = meanCPU(tl.samples, 0, *tl.scaleRequested)
+	}
+	if from := firstOf(tl.rebalanced, tl.scaleReady); from != nil && tl.drained != nil && *tl.drained > *from {
+		r.CPUAfter = meanCPU(tl.samples, *from, *tl.drained)
+	}
+	if busy := firstOf(r.CPUAfter, r.CPUBefore); busy != nil && *busy >= cpuBusyFloor {
+		r.Limit = "cpu"
+	}
 	peak := map[string]*ConnectionReport{}
 	var order []string
 	r.MaxConnections = tl.maxConnections
@@ -206,6 +226,24 @@ func buildReport(cfg Config, t Target, tl *timeline) *Report {
 	return r
 }
 
+// meanCPU is the mean busy share of the samples taken between from and
+// to, nil when none of them measured it.
+func meanCPU(samples []Sample, from, to float64) *float64 {
+	var sum float64
+	var n int
+	for _, s := range samples {
+		if s.CPUBusy != nil && s.Elapsed > from && s.Elapsed <= to {
+			sum += *s.CPUBusy
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	mean := sum / float64(n)
+	return &mean
+}
+
 func firstOf(vs ...*float64) *float64 {
 	for _, v := range vs {
 		if v != nil {
@@ -252,6 +290,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		count(r.PublishRate), perSecond)
 	fmt.Fprintf(tw, "scale-out\trequested at %s, instances ready at %s, groups settled at %s\n",
 		moment(r.ScaleRequested), moment(r.ScaleReady), moment(r.Rebalanced))
+	if r.CPUBefore != nil || r.CPUAfter != nil {
+		fmt.Fprintf(tw, "this machine's CPU\t%s busy before scaling, %s after (%d cores)\n", share(r.CPUBefore), share(r.CPUAfter), r.CPUs)
+	}
+	if r.Limit == "cpu" {
+		fmt.Fprintf(tw, "limit\tthe CPU, not the consumers: the machine was at least %.0f %% busy, so another instance takes time from the services, Postgres and the broker on the same cores instead of adding any\n",
+			cpuBusyFloor*100)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -322,6 +367,14 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	_, err := fmt.Fprintf(w, "\nverdict: %s\n", verdict)
 	return err
+}
+
+// share writes a busy share as a percentage, "-" when unknown.
+func share(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", *v*100)
 }
 
 // assignment writes members as "inventory#2: 0,1,2  inventory: 3,4".

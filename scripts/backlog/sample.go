@@ -24,6 +24,10 @@ type Sample struct {
 	// counts every connection to the Postgres server, anyone's.
 	Connections       []Connections `json:"connections"`
 	ServerConnections int           `json:"serverConnections"`
+	// CPUBusy is the share of this machine's CPU time that was busy since
+	// the previous sample (0 to 1, all cores together); absent where the
+	// drill cannot read it.
+	CPUBusy *float64 `json:"cpuBusy,omitempty"`
 	// Errors say what could not be measured this round.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -99,6 +103,10 @@ type sampler struct {
 	counters map[processKey]*instanceCounters
 	prev     map[string]float64 // consumed by group at the previous sample
 	prevAt   time.Time
+	// cpuBusy and cpuTotal are the machine's CPU seconds at the previous
+	// sample; cpuOK says they were read.
+	cpuBusy, cpuTotal float64
+	cpuOK             bool
 }
 
 // processKey names one process of a group: a restarted instance is a new
@@ -213,6 +221,13 @@ func (s *sampler) take(ctx context.Context, start time.Time, published int, base
 		s.prev[g.Group] = g.Consumed
 	}
 	s.prevAt = now
+	if busy, total, ok := cpuTimes(); ok {
+		if s.cpuOK && !baseline && total > s.cpuTotal {
+			share := (busy - s.cpuBusy) / (total - s.cpuTotal)
+			smp.CPUBusy = &share
+		}
+		s.cpuBusy, s.cpuTotal, s.cpuOK = busy, total, true
+	}
 	smp.Groups = groups
 	sort.Strings(smp.Errors)
 	return smp

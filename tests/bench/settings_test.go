@@ -34,11 +34,18 @@ type settings struct {
 	// (BENCH_CONVERGENCE_ORDERS, BENCH_CONVERGENCE_RATE).
 	ConvergenceOrders int
 	ConvergenceRate   int
+	// LimitEvents is how many records BenchmarkLimits pushes through each
+	// stage (BENCH_LIMIT_EVENTS).
+	LimitEvents int
+	// PartitionEvents is the backlog BenchmarkPartitions drains at each
+	// partition count (BENCH_PARTITION_EVENTS).
+	PartitionEvents int
 }
 
 func defaultSettings() settings {
 	return settings{RelayRows: 20_000, APIOrders: 2_000, APIRate: 200, ConsumerEvents: 10_000, BacklogEvents: 100_000,
-		ReconcileOrders: 10_000, ReconcileRate: 50, ConvergenceOrders: 1_000, ConvergenceRate: 50}
+		ReconcileOrders: 10_000, ReconcileRate: 50, ConvergenceOrders: 1_000, ConvergenceRate: 50,
+		LimitEvents: 100_000, PartitionEvents: 30_000}
 }
 
 // Validate reports unusable settings, naming their variables.
@@ -60,7 +67,8 @@ func (s settings) Validate() error {
 		errs = append(errs, fmt.Errorf("BENCH_API_RATE=%d: want at least 1", s.APIRate))
 	}
 	for name, v := range map[string]int{"BENCH_RECONCILE_ORDERS": s.ReconcileOrders, "BENCH_RECONCILE_RATE": s.ReconcileRate,
-		"BENCH_CONVERGENCE_ORDERS": s.ConvergenceOrders, "BENCH_CONVERGENCE_RATE": s.ConvergenceRate} {
+		"BENCH_CONVERGENCE_ORDERS": s.ConvergenceOrders, "BENCH_CONVERGENCE_RATE": s.ConvergenceRate,
+		"BENCH_LIMIT_EVENTS": s.LimitEvents, "BENCH_PARTITION_EVENTS": s.PartitionEvents} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s=%d: want at least 1", name, v))
 		}
@@ -82,6 +90,8 @@ func loadSettings(b *testing.B) settings {
 	s.ReconcileRate = r.Int("BENCH_RECONCILE_RATE", s.ReconcileRate)
 	s.ConvergenceOrders = r.Int("BENCH_CONVERGENCE_ORDERS", s.ConvergenceOrders)
 	s.ConvergenceRate = r.Int("BENCH_CONVERGENCE_RATE", s.ConvergenceRate)
+	s.LimitEvents = r.Int("BENCH_LIMIT_EVENTS", s.LimitEvents)
+	s.PartitionEvents = r.Int("BENCH_PARTITION_EVENTS", s.PartitionEvents)
 	if err := errors.Join(r.Err(), s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}

@@ -1,0 +1,482 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/prometheus/procfs"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/tests/harness"
+)
+
+const (
+	// limitSQLBatch is the largest batch a consumer applies here: its
+	// CONSUMER_BATCH_SIZE is larger, but the subscriber holds one message
+	// per partition in flight, so a batch never exceeds the partitions.
+	limitSQLBatch = 64
+	// limitSQLWorkers is a consumer's DB_MAX_CONNS: as many transactions
+	// as a consumer can have open at once.
+	limitSQLWorkers = 8
+	// limitPollEvery is the resolution of the service drain clocks: a count
+	// over a growing dedup table costs milliseconds, so it is not asked
+	// more often than this.
+	limitPollEvery = 100 * time.Millisecond
+	// limitTimeout bounds one stage.
+	limitTimeout = 10 * time.Minute
+)
+
+// BenchmarkLimits measures, on one suite's broker and Postgres and with the
+// same BENCH_LIMIT_EVENTS OrderPaid records (100 000), what each stage of
+// the chain can do with no service code in it, then the services doing the
+// same work, so the targets are ratios measured in the same run:
+//
+//   - bare-producer-events/s: franz-go producing the records, prebuilt, to a
+//     fresh 64-partition topic (the broker's intake; the load generator's
+//     limit);
+//   - bare-router-events/s: a Watermill router over pkg/messaging's
+//     subscriber (the services' Kafka settings) draining them with a no-op
+//     handler (the consumers' delivery limit);
+//   - bare-sql-events/s: the dedup row and one effect row per event written
+//     with plain SQL in transactions of 64 over 8 connections (a consumer's
+//     batch and pool), in a fresh database (the consumers' storage limit);
+//   - <service>-events/s: inventory, points and notification, each alone,
+//     draining the same backlog from the suite's topic; <service>-ratio is
+//     that over the slower of bare router and bare SQL (target ≥ 0.5);
+//   - together-s and together-ratio: the records published while all three
+//     consumers run, until all three have applied every one, over the
+//     slowest stage alone (target ≤ 1.5).
+//
+// Drain rates count from the first event applied to the last (commit seen
+// by a poll every 100 ms), so start-up and group joins are not counted.
+func BenchmarkLimits(b *testing.B) {
+	set := loadSettings(b)
+	n := set.LimitEvents
+	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteDefaults()})
+	seedLimitStock(s)
+	adm := newAdmin(b, s.Broker)
+	b.ResetTimer()
+	for i := range b.N {
+		run := fmt.Sprintf("lim%d", i)
+		envs := limitBacklog(s, run, n)
+		recs := limitRecords(b, envs)
+
+		topic := limitTopic(b, adm, messaging.Partitions)
+		produce := bareProduce(b, s.Broker.Addrs(), topic, recs)
+		router := bareRouter(b, s.Broker.Addrs(), topic, n)
+		sqlRate := bareSQLApply(b, envs)
+		stage := min(router, sqlRate)
+		b.ReportMetric(float64(n)/produce.Seconds(), "bare-producer-events/s")
+		b.ReportMetric(router, "bare-router-events/s")
+		b.ReportMetric(sqlRate, "bare-sql-events/s")
+
+		for _, c := range consumerServices {
+			s.Stop(c)
+		}
+		bareProduce(b, s.Broker.Addrs(), s.Topic, recs)
+		slowest := produce
+		for _, c := range consumerServices {
+			rate, rss := serviceDrain(b, s, c, n)
+			s.Stop(c)
+			b.ReportMetric(rate, c+"-events/s")
+			b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
+			b.ReportMetric(rate/stage, c+"-ratio")
+			slowest = max(slowest, time.Duration(float64(n)/rate*float64(time.Second)))
+		}
+
+		// Together: a fresh copy of the backlog (new event ids) published
+		// while the three consumers run.
+		recs2 := limitRecords(b, limitBacklog(s, run+"b", n))
+		before := map[string]int{}
+		for _, c := range consumerServices {
+			s.StartService(c, nil)
+			before[c] = processedCount(b, s, c)
+		}
+		start := time.Now()
+		bareProduce(b, s.Broker.Addrs(), s.Topic, recs2)
+		for _, c := range consumerServices {
+			s.WaitUntil(limitTimeout, fmt.Sprintf("%s applied the %d events published with it running", c, n), func() bool {
+				return processedCount(b, s, c) >= before[c]+n
+			})
+		}
+		together := time.Since(start)
+		b.ReportMetric(together.Seconds(), "together-s")
+		b.ReportMetric(together.Seconds()/slowest.Seconds(), "together-ratio")
+		b.Logf("%d OrderPaid: bare producer %.0f/s, bare router %.0f/s, bare SQL %.0f/s; publish and drain together %.1f s (slowest stage alone %.1f s)",
+			n, float64(n)/produce.Seconds(), router, sqlRate, together.Seconds(), slowest.Seconds())
+	}
+}
+
+// BenchmarkPartitions drains the same backlog of BENCH_PARTITION_EVENTS
+// OrderPaid events (30 000) with inventory, points and notification, each
+// alone, on suites whose topics have 64, 128 and 256 partitions, and prints
+// each drain rate and each process's peak resident memory. A partition has
+// one message in flight, so the partition count bounds a consumer's batch:
+// this is the figure behind the partition count of make run
+// (docs/decisions.md, In-flight window).
+func BenchmarkPartitions(b *testing.B) {
+	set := loadSettings(b)
+	for _, p := range []int32{64, 128, 256} {
+		b.Run(fmt.Sprintf("partitions=%d", p), func(b *testing.B) {
+			s := harness.Start(b, harness.Options{Partitions: p, Env: suiteDefaults()})
+			seedLimitStock(s)
+			b.ResetTimer()
+			for i := range b.N {
+				for _, c := range consumerServices {
+					s.Stop(c)
+				}
+				bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("p%d-%d", p, i), set.PartitionEvents)))
+				for _, c := range consumerServices {
+					rate, rss := serviceDrain(b, s, c, set.PartitionEvents)
+					s.Stop(c)
+					b.ReportMetric(rate, c+"-events/s")
+					b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
+				}
+			}
+		})
+	}
+}
+
+// seedLimitStock gives the backlogs' SKUs enough stock for every event.
+func seedLimitStock(s *harness.Suite) {
+	for k := range consumerSKUs {
+		s.SetStock(fmt.Sprintf("SKU-LIM-%d", k), 1_000_000_000)
+	}
+}
+
+// limitBacklog is n OrderPaid events of run, one per order, over
+// consumerSKUs SKUs.
+func limitBacklog(s *harness.Suite, run string, n int) []event.Envelope {
+	envs := make([]event.Envelope, n)
+	for j := range envs {
+		envs[j] = s.Events(fmt.Sprintf("O-%s-%06d", run, j), fmt.Sprintf("SKU-LIM-%d", j%consumerSKUs), 1, "10.00").Paid()
+	}
+	return envs
+}
+
+// limitTopic creates an empty topic of the given partitions.
+func limitTopic(b *testing.B, adm *kadm.Client, partitions int32) string {
+	b.Helper()
+	topic := postgrestest.UniqueName("limits")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		b.Fatalf("create topic %s: %v", topic, err)
+	}
+	return topic
+}
+
+// limitRecords are envs as the services' outbox relays write them: keyed
+// by order, the envelope as value, its headers.
+func limitRecords(b *testing.B, envs []event.Envelope) []*kgo.Record {
+	b.Helper()
+	recs := make([]*kgo.Record, len(envs))
+	for i, env := range envs {
+		raw, err := env.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var headers []kgo.RecordHeader
+		for k, v := range env.Headers() {
+			headers = append(headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		recs[i] = &kgo.Record{Key: []byte(env.AggregateID), Value: raw, Headers: headers}
+	}
+	return recs
+}
+
+// bareProduce produces recs to topic with franz-go alone and returns the
+// time until the broker has acknowledged every one. franz-go hashes keys
+// with Kafka's murmur2, as the services' publisher does.
+func bareProduce(b *testing.B, brokers []string, topic string, recs []*kgo.Record) time.Duration {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.MaxBufferedRecords(len(recs)), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), limitTimeout)
+	defer cancel()
+	var failed atomic.Int64
+	start := time.Now()
+	for _, r := range recs {
+		rec := &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers}
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d of %d records not produced", f, len(recs))
+	}
+	return took
+}
+
+// bareRouter drains n records of topic through a Watermill router whose
+// handler does nothing, over pkg/messaging's subscriber, and returns the
+// events per second from the first message handled to the n-th.
+func bareRouter(b *testing.B, brokers []string, topic string, n int) float64 {
+	b.Helper()
+	sub, err := messaging.NewSubscriber(brokers, postgrestest.UniqueName("bare-router"), watermill.NopLogger{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var handled atomic.Int64
+	var first atomic.Int64
+	done := make(chan time.Time, 1)
+	router.AddConsumerHandler("bare", topic, sub, func(*message.Message) error {
+		k := handled.Add(1)
+		if k == 1 {
+			first.Store(time.Now().UnixNano())
+		}
+		if k == int64(n) {
+			done <- time.Now()
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return router.Run(ctx) })
+	var last time.Time
+	select {
+	case last = <-done:
+	case <-time.After(limitTimeout):
+		b.Fatalf("the bare router handled %d of %d records in %s", handled.Load(), n, limitTimeout)
+	}
+	cancel()
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n-1) / last.Sub(time.Unix(0, first.Load())).Seconds()
+}
+
+// bareSQLApply writes, for every event, a dedup row and one effect row
+// with plain SQL, in transactions of limitSQLBatch events over
+// limitSQLWorkers connections, into a fresh database shaped like a
+// consumer's, and returns events per second.
+func bareSQLApply(b *testing.B, envs []event.Envelope) float64 {
+	b.Helper()
+	db, _ := postgrestest.NewDatabase(b)
+	db.SetMaxOpenConns(limitSQLWorkers)
+	db.MustExec(`CREATE TABLE processed_events (
+		consumer TEXT NOT NULL, event_id TEXT NOT NULL, processed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+		outcome TEXT NOT NULL DEFAULT 'APPLIED', duplicates INT NOT NULL DEFAULT 0, PRIMARY KEY (consumer, event_id));
+		CREATE TABLE effects (order_id TEXT PRIMARY KEY, sku TEXT NOT NULL, quantity INT NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
+	batches := make(chan []event.Envelope, len(envs)/limitSQLBatch+1)
+	for from := 0; from < len(envs); from += limitSQLBatch {
+		batches <- envs[from:min(from+limitSQLBatch, len(envs))]
+	}
+	close(batches)
+	ctx, cancel := context.WithTimeout(context.Background(), limitTimeout)
+	defer cancel()
+	start := time.Now()
+	g, ctx := errgroup.WithContext(ctx)
+	for range limitSQLWorkers {
+		g.Go(func() error {
+			for batch := range batches {
+				if err := applyBare(ctx, db, batch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(len(envs)) / time.Since(start).Seconds()
+}
+
+// applyBare is one batch's transaction: the dedup rows, then the effects of
+// the events that were new, ids sorted so concurrent batches lock in one
+// order.
+func applyBare(ctx context.Context, db *sqlx.DB, batch []event.Envelope) error {
+	ids := make([]string, len(batch))
+	orders := make([]string, len(batch))
+	for i, env := range batch {
+		ids[i], orders[i] = env.EventID, env.AggregateID
+	}
+	sort.Strings(ids)
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `INSERT INTO processed_events (consumer, event_id)
+		SELECT 'bare', unnest($1::text[]) ON CONFLICT DO NOTHING`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("dedup rows: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO effects (order_id, sku, quantity)
+		SELECT unnest($1::text[]), 'SKU', 1 ON CONFLICT DO NOTHING`, pq.Array(orders)); err != nil {
+		return fmt.Errorf("effects: %w", err)
+	}
+	return tx.Commit()
+}
+
+// serviceDrain starts service, whose backlog holds n events it has not
+// applied, and returns its events per second from the first applied to the
+// n-th, as its dedup rows' count shows them committed, and the highest
+// resident memory its process reported meanwhile.
+func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, peakRSS float64) {
+	b.Helper()
+	before := processedCount(b, s, service)
+	s.StartService(service, nil)
+	var first time.Time
+	tick := time.NewTicker(limitPollEvery)
+	defer tick.Stop()
+	deadline := time.After(limitTimeout)
+	for {
+		select {
+		case seen := <-tick.C:
+			peakRSS = max(peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
+			c := processedCount(b, s, service)
+			if c > before && first.IsZero() {
+				first = seen
+			}
+			if c >= before+n {
+				return float64(n) / seen.Sub(first).Seconds(), peakRSS
+			}
+		case <-deadline:
+			b.Fatalf("%s did not apply %d events in %s", service, n, limitTimeout)
+			return 0, 0
+		}
+	}
+}
+
+// BenchmarkScaleOut drains BENCH_PARTITION_EVENTS OrderPaid events (30 000)
+// with inventory, points and notification running 1, then 2, then 3
+// instances each, in one suite, and prints the drain rate at each count
+// (scale-N-events/s: events over the span from the first apply by any of
+// them to the last by all three) and this machine's busy CPU share during
+// it (scale-N-cpu). Each group has settled with its members before the
+// backlog is published, so the figures are steady state; what a
+// rebalance in the middle of a drain costs is the backlog drill's figure.
+func BenchmarkScaleOut(b *testing.B) {
+	set := loadSettings(b)
+	n := set.PartitionEvents
+	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteDefaults()})
+	seedLimitStock(s)
+	adm := newAdmin(b, s.Broker)
+	b.ResetTimer()
+	for i := range b.N {
+		for _, k := range []int{1, 2, 3} {
+			for _, c := range consumerServices {
+				if err := s.Scale(c, k); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, c := range consumerServices {
+				waitMembers(b, adm, harness.Consumers[c], k)
+			}
+			before := map[string]int{}
+			for _, c := range consumerServices {
+				before[c] = processedCount(b, s, c)
+			}
+			busy0, total0 := hostCPU(b)
+			bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("s%d-%d", i, k), n)))
+			var first time.Time
+			done := map[string]bool{}
+			deadline := time.Now().Add(limitTimeout)
+			tick := time.NewTicker(limitPollEvery)
+			for len(done) < len(consumerServices) {
+				seen := <-tick.C
+				for _, c := range consumerServices {
+					if done[c] {
+						continue
+					}
+					got := processedCount(b, s, c) - before[c]
+					if got > 0 && first.IsZero() {
+						first = seen
+					}
+					if got >= n {
+						done[c] = true
+					}
+				}
+				if seen.After(deadline) {
+					b.Fatalf("%d instances each did not drain %d events in %s", k, n, limitTimeout)
+				}
+			}
+			tick.Stop()
+			busy1, total1 := hostCPU(b)
+			b.ReportMetric(float64(n)/time.Since(first).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
+			b.ReportMetric((busy1-busy0)/(total1-total0), fmt.Sprintf("scale-%d-cpu", k))
+		}
+		for _, c := range consumerServices {
+			if err := s.Scale(c, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// waitMembers waits until group is stable with members members, each
+// owning partitions.
+func waitMembers(b *testing.B, adm *kadm.Client, group string, members int) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		groups, err := adm.DescribeGroups(ctx, group)
+		cancel()
+		g, ok := groups[group]
+		if err == nil && ok && g.State == "Stable" && len(g.Members) == members {
+			owning := 0
+			for _, m := range g.Members {
+				if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 {
+					owning++
+				}
+			}
+			if owning == members {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("group %s did not settle with %d members: %v", group, members, err)
+		}
+	}
+}
+
+// hostCPU is this machine's busy and total CPU time from /proc/stat.
+func hostCPU(b *testing.B) (busy, total float64) {
+	b.Helper()
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := st.CPUTotal
+	busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return busy, busy + c.Idle + c.Iowait
+}
