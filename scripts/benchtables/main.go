@@ -1,6 +1,6 @@
-// Command benchtables writes the generated "Latest figures" block of
-// docs/benchmarks.md from raw `go test -bench` output files (docs/benchmarks.md,
-// Latest figures). `make bench` runs it on the file it has just written:
+// Command benchtables writes the generated block of docs/benchmarks.md's
+// "Latest figures" from raw `go test -bench` output files committed under
+// docs/benchmarks/. `make bench` runs it on the file it has just written:
 //
 //	go run ./scripts/benchtables docs/benchmarks/2026-12-01T2300-make-bench.txt
 //	go run ./scripts/benchtables           # again from the files the block names
