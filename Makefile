@@ -35,6 +35,8 @@ TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 9m
 # BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it
 # (docs/benchmarks.md).
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
+# Where `make bench` keeps its raw output (docs/benchmarks.md).
+BENCH_DIR   ?= docs/benchmarks
 
 # `make fuzz` runs every fuzz target (func FuzzXxx in a _test.go file of
 # any module) for FUZZTIME, one after the other: go test -fuzz takes one
@@ -100,8 +102,29 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time
 	if [ -n "$$failed" ]; then echo "make fuzz: FAILED:$$failed (the failing input is under that package's testdata/fuzz/)"; exit 1; fi; \
 	echo "make fuzz: every target passed"
 
-bench: ## run the benchmarks of every module (docs/benchmarks.md)
-	@$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || exit 1; done
+# `make bench` prints and keeps its raw output in BENCH_DIR, one file per
+# run named by its UTC start to the minute, headed by the date and the
+# machine as `key: value` lines (go test adds goos, goarch, pkg and cpu),
+# then regenerates the Latest figures of docs/benchmarks.md from that file
+# (scripts/benchtables). A failed module stops it: the raw file stays, the
+# figures are left as they were.
+bench: ## run the benchmarks of every module, keep the raw output, regenerate docs/benchmarks.md's figures
+	@mkdir -p $(BENCH_DIR); set -- $$(date -u '+%Y-%m-%dT%H%M %Y-%m-%dT%H:%M:%SZ'); \
+	raw=$(BENCH_DIR)/$$1-make-bench.txt; status=$$(mktemp); echo 0 > $$status; \
+	{ \
+		echo "date: $$2"; \
+		echo "cpu: $$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"; \
+		echo "cores: $$(getconf _NPROCESSORS_ONLN)"; \
+		echo "memory: $$(awk '/^MemTotal:/ { printf "%.1f GiB", $$2 / 1048576 }' /proc/meminfo 2>/dev/null)"; \
+		echo "go-version: $$($(GO) env GOVERSION) $$($(GO) env GOOS)/$$($(GO) env GOARCH)"; \
+		echo "kernel: $$(uname -srm)"; \
+		echo "modules: $(MODULES)"; \
+		echo "bench-flags: $(BENCH_FLAGS)"; \
+		$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || { echo $$rc > $$status; break; }; done; \
+	} 2>&1 | tee $$raw; \
+	rc=$$(cat $$status); rm -f $$status; \
+	if [ "$$rc" -ne 0 ]; then echo "make bench: FAILED; raw output in $$raw, docs/benchmarks.md left as it was"; exit 1; fi; \
+	echo; echo "raw output: $$raw"; $(GO) run ./scripts/benchtables $$raw
 
 lint: fmt vet ## gofmt must be clean and go vet must pass in every module
 

@@ -1,0 +1,264 @@
+package benchtables_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/benchtables"
+)
+
+// repoRoot is the directory of go.work above the test's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.work above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// TestLatestFiguresAreGenerated fails when the generated block of
+// docs/benchmarks.md is not what the committed raw files it names give:
+// its figures come from a run, never from an edit.
+func TestLatestFiguresAreGenerated(t *testing.T) {
+	root := repoRoot(t)
+	const doc = "docs/benchmarks.md"
+	current, err := os.ReadFile(filepath.Join(root, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources, err := benchtables.Sources(current)
+	if err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	for _, s := range sources {
+		if !strings.HasPrefix(s, "docs/benchmarks/") {
+			t.Errorf("%s names %s: the raw files are kept under docs/benchmarks/", doc, s)
+		}
+	}
+	want, err := benchtables.Regenerate(root, doc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(current) {
+		t.Errorf("%s: the generated block differs from what %v gives; run `go run ./scripts/benchtables` at the repository root (or make bench)",
+			doc, sources)
+	}
+}
+
+const header = `date: 2026-12-01T23:00:00Z
+cpu: Test CPU
+cores: 2
+memory: 24 GiB
+go-version: go1.26.8 linux/amd64
+kernel: Linux 6.1.0 x86_64
+modules: pkg
+bench-flags: -run '^$' -bench . -benchtime 1x
+`
+
+func TestRead(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		want    []benchtables.Result
+		wantErr string
+	}{
+		{
+			name: "custom and standard metrics, banners and logs around",
+			raw: header + `
+==================== bench pkg ====================
+goos: linux
+pkg: github.com/reliable-orders/fulfillment/pkg/outbox
+BenchmarkRelay/batch=100-2   	       1	   3000 ns/op	  7603 events/s	  120 B/op	  3 allocs/op
+--- BENCH: BenchmarkRelay/batch=100-2
+    bench_test.go:10: something
+pkg: github.com/reliable-orders/fulfillment/tests/bench
+BenchmarkRelay-2   	       1	   22088 events/s	   3.9 ratio
+PASS
+ok  	github.com/reliable-orders/fulfillment/tests/bench	1.0s
+`,
+			want: []benchtables.Result{
+				{Package: "github.com/reliable-orders/fulfillment/pkg/outbox", Name: "BenchmarkRelay/batch=100-2",
+					Metrics: []benchtables.Metric{{3000, "ns/op"}, {7603, "events/s"}, {120, "B/op"}, {3, "allocs/op"}}},
+				{Package: "github.com/reliable-orders/fulfillment/tests/bench", Name: "BenchmarkRelay-2",
+					Metrics: []benchtables.Metric{{22088, "events/s"}, {3.9, "ratio"}}},
+			},
+		},
+		{
+			name:    "malformed benchmark line",
+			raw:     header + "BenchmarkRelay-2 1 22088\n",
+			wantErr: "missing units",
+		},
+		{
+			name:    "no benchmark line",
+			raw:     header + "PASS\n",
+			wantErr: "no benchmark lines",
+		},
+		{
+			name:    "no date",
+			raw:     "pkg: x\nBenchmarkRelay-2 1 5 events/s\n",
+			wantErr: "no date: line",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := benchtables.Read(strings.NewReader(tt.raw), "raw.txt")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Results) != len(tt.want) {
+				t.Fatalf("results %+v, want %+v", got.Results, tt.want)
+			}
+			for i, r := range got.Results {
+				w := tt.want[i]
+				if r.Package != w.Package || r.Name != w.Name || len(r.Metrics) != len(w.Metrics) {
+					t.Fatalf("result %d: %+v, want %+v", i, r, w)
+				}
+				for j := range r.Metrics {
+					if r.Metrics[j] != w.Metrics[j] {
+						t.Errorf("result %d metric %d: %+v, want %+v", i, j, r.Metrics[j], w.Metrics[j])
+					}
+				}
+			}
+			if got.Config["date"] != "2026-12-01T23:00:00Z" || got.Config["cores"] != "2" {
+				t.Errorf("config %v", got.Config)
+			}
+		})
+	}
+}
+
+func TestRender(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want []string
+	}{
+		{
+			name: "header, link relative to the document, machine",
+			raw:  header + "pkg: github.com/reliable-orders/fulfillment/pkg/inbox\nBenchmarkApply/per-event-2 1 596.2 events/s\n",
+			want: []string{
+				"[`2026-12-01T2300-make-bench.txt`](benchmarks/2026-12-01T2300-make-bench.txt), 2026-12-01T23:00:00Z, Test CPU, 2 cores, 24 GiB memory, go1.26.8 linux/amd64, Linux 6.1.0 x86_64:\n",
+				"`go test -run '^$' -bench . -benchtime 1x ./...` in pkg.\n",
+				"| `pkg/inbox` | `BenchmarkApply/per-event-2` | 596 events/s |  |\n",
+			},
+		},
+		{
+			name: "targets met and missed, ns/op left out",
+			raw: header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\n" +
+				"BenchmarkRelay-2 1 0 ns/op 22088 events/s 5694 forwarder-100-events/s 3.88 ratio\n" +
+				"BenchmarkAPIPayToConverged-2 1 14100 p50-ms 0 errors\n",
+			want: []string{
+				"| `tests/bench` | `BenchmarkRelay-2` | 22 088 events/s, 5 694 forwarder-100-events/s, 3.88 ratio | events/s ≥ 20 000: met; ratio ≥ 5: missed |\n",
+				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 14 100 p50-ms, 0 errors | p50-ms ≤ 150: missed; errors = 0: met |\n",
+			},
+		},
+		{
+			name: "standard metrics when there is no custom one",
+			raw:  header + "pkg: github.com/reliable-orders/fulfillment/pkg/event\nBenchmarkDecode-2 1000 1234 ns/op 64 B/op 2 allocs/op\n",
+			want: []string{"| `pkg/event` | `BenchmarkDecode-2` | 1 234 ns/op, 64 B/op, 2 allocs/op |  |\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := benchtables.Read(strings.NewReader(tt.raw), "docs/benchmarks/2026-12-01T2300-make-bench.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := benchtables.Render("docs", []benchtables.Raw{raw})
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("rendered\n%s\nwant it to contain\n%s", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{3.88, "3.88"},
+		{57.66, "57.7"},
+		{99.96, "100"},
+		{100, "100"},
+		{1234.4, "1 234"},
+		{22088, "22 088"},
+		{1234567, "1 234 567"},
+		{-2500, "-2 500"},
+		{0.01234, "0.0123"},
+	}
+	for _, tt := range tests {
+		if got := benchtables.FormatValue(tt.in); got != tt.want {
+			t.Errorf("FormatValue(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestReplace(t *testing.T) {
+	raw, err := benchtables.Read(strings.NewReader(header+"pkg: p\nBenchmarkA-2 1 5 events/s\n"), "docs/benchmarks/new.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		doc     string
+		want    []string
+		wantErr string
+	}{
+		{
+			name: "replaces the block and its sources, keeps the rest",
+			doc:  "# T\n\nbefore\n<!-- benchtables:begin docs/benchmarks/old.txt -->\nold figures\n<!-- benchtables:end -->\nafter\n",
+			want: []string{"# T\n\nbefore\n<!-- benchtables:begin docs/benchmarks/new.txt -->\n\nGenerated by", "| `p` | `BenchmarkA-2` | 5 events/s |  |\n\n<!-- benchtables:end -->\nafter\n"},
+		},
+		{name: "no block", doc: "# T\n", wantErr: "no generated block"},
+		{name: "end first", doc: "<!-- benchtables:end -->\n<!-- benchtables:begin x -->\n", wantErr: "before the begin marker"},
+		{
+			name:    "two blocks",
+			doc:     "<!-- benchtables:begin x -->\n<!-- benchtables:end -->\n<!-- benchtables:begin x -->\n<!-- benchtables:end -->\n",
+			wantErr: "more than one",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := benchtables.Replace([]byte(tt.doc), []benchtables.Raw{raw}, "docs")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(got), w) {
+					t.Errorf("got\n%s\nwant it to contain\n%q", got, w)
+				}
+			}
+			sources, err := benchtables.Sources(got)
+			if err != nil || len(sources) != 1 || sources[0] != "docs/benchmarks/new.txt" {
+				t.Errorf("Sources = %v, %v; want [docs/benchmarks/new.txt]", sources, err)
+			}
+		})
+	}
+}
