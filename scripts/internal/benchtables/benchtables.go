@@ -207,17 +207,24 @@ func (t target) met(v float64) bool {
 // documentedTargets are the targets docs/benchmarks.md gives, by package
 // (without the module prefix), base benchmark name and unit.
 var documentedTargets = map[[3]string]target{
-	{"tests/bench", "BenchmarkRelay", "events/s"}:                {"≥", 20_000},
-	{"tests/bench", "BenchmarkRelay", "ratio"}:                   {"≥", 5},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "p50-ms"}:      {"≤", 150},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "p99-ms"}:      {"≤", 1_000},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "errors"}:      {"=", 0},
-	{"tests/bench", "BenchmarkConsumers", "ratio"}:               {"≥", 8},
-	{"tests/bench", "BenchmarkBacklog", "drain-s"}:               {"≤", 15},
-	{"tests/bench", "BenchmarkBacklog", "peak-rss-MiB"}:          {"≤", 100},
-	{"tests/bench", "BenchmarkReconciliation", "findings"}:       {"=", 100},
-	{"tests/bench", "BenchmarkReconciliation", "actions"}:        {"=", 100},
-	{"tests/bench", "BenchmarkReconciliation", "second-actions"}: {"=", 0},
+	{"tests/bench", "BenchmarkRelay", "events/s"}:                   {"≥", 20_000},
+	{"tests/bench", "BenchmarkRelay", "ratio"}:                      {"≥", 5},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "p50-ms"}:         {"≤", 150},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "p99-ms"}:         {"≤", 1_000},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "errors"}:         {"=", 0},
+	{"tests/bench", "BenchmarkConsumers", "ratio"}:                  {"≥", 8},
+	{"tests/bench", "BenchmarkBacklog", "drain-s"}:                  {"≤", 15},
+	{"tests/bench", "BenchmarkBacklog", "peak-rss-MiB"}:             {"≤", 100},
+	{"tests/bench", "BenchmarkReconciliation", "findings"}:          {"=", 100},
+	{"tests/bench", "BenchmarkReconciliation", "actions"}:           {"=", 100},
+	{"tests/bench", "BenchmarkReconciliation", "second-actions"}:    {"=", 0},
+	{"tests/bench", "BenchmarkLimits", "inventory-ratio"}:           {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "points-ratio"}:              {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "notification-ratio"}:        {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "together-ratio"}:            {"≤", 1.5},
+	{"tests/bench", "BenchmarkLimits", "inventory-peak-rss-MiB"}:    {"≤", 100},
+	{"tests/bench", "BenchmarkLimits", "points-peak-rss-MiB"}:       {"≤", 100},
+	{"tests/bench", "BenchmarkLimits", "notification-peak-rss-MiB"}: {"≤", 100},
 }
 
 // targets lists the documented targets of a line's metrics, each with
