@@ -33,7 +33,9 @@ type checker struct {
 	minItems, maxItems   int // -1: none
 	minimum, maximum     *bound
 	pattern              *regexp.Regexp
-	dateTime             bool
+	// match is pattern's hand-written matcher, when it has one.
+	match    func([]byte) bool
+	dateTime bool
 }
 
 type property struct {
@@ -54,9 +56,19 @@ const (
 	typeObject
 )
 
-var typeNames = map[string]typeSet{
-	"null": typeNull, "boolean": typeBoolean, "number": typeNumber, "integer": typeInteger,
-	"string": typeString, "array": typeArray, "object": typeObject,
+// typeNames are the JSON Schema type names, in typeSet's bit order.
+func typeNames() [7]string {
+	return [...]string{"null", "boolean", "number", "integer", "string", "array", "object"}
+}
+
+// typeNamed returns the type called name.
+func typeNamed(name string) (typeSet, bool) {
+	for i, n := range typeNames() {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
 }
 
 // constant is the value of a const keyword: a string or a number, the
@@ -292,6 +304,7 @@ func (c *schemaCompiler) keyword(ch *checker, file, k string, v any) error {
 			return fmt.Errorf("not a string")
 		}
 		ch.pattern, err = regexp.Compile(s)
+		ch.match = handMatcher(s)
 	case "format":
 		if v != "date-time" {
 			return fmt.Errorf("format %v is not implemented", v)
@@ -316,7 +329,7 @@ func types(v any) (typeSet, error) {
 	var set typeSet
 	for _, name := range list {
 		s, _ := name.(string)
-		t, ok := typeNames[s]
+		t, ok := typeNamed(s)
 		if !ok {
 			return 0, fmt.Errorf("%v is not a type", name)
 		}
@@ -488,12 +501,11 @@ func (ch *checker) hasType(n *node, num number) bool {
 
 func (ch *checker) typeNames() string {
 	var names []string
-	for name, t := range typeNames {
-		if ch.types&t != 0 {
+	for i, name := range typeNames() {
+		if ch.types&(1<<i) != 0 {
 			names = append(names, name)
 		}
 	}
-	slices.Sort(names)
 	return strings.Join(names, " or ")
 }
 
@@ -549,7 +561,7 @@ func (ch *checker) checkString(d *document, n *node) error {
 			return &violation{msg: fmt.Sprintf("length %d is above the maximum %d", length, ch.maxLength)}
 		}
 	}
-	if ch.pattern != nil && !ch.pattern.Match(s) {
+	if ch.pattern != nil && !ch.matches(s) {
 		return &violation{msg: fmt.Sprintf("does not match %s", ch.pattern)}
 	}
 	if ch.dateTime {
@@ -558,6 +570,13 @@ func (ch *checker) checkString(d *document, n *node) error {
 		}
 	}
 	return nil
+}
+
+func (ch *checker) matches(s []byte) bool {
+	if ch.match != nil {
+		return ch.match(s)
+	}
+	return ch.pattern.Match(s)
 }
 
 func (ch *checker) checkNumber(num number) error {

@@ -16,3 +16,11 @@ func CompileCheckers(fsys fs.FS) error {
 	_, err := compileCheckersFrom(fsys)
 	return err
 }
+
+// PatternMatcher is the hand-written matcher of pattern, or nil.
+func PatternMatcher(pattern string) func([]byte) bool { return handMatcher(pattern) }
+
+// MatchedPatterns are the patterns with a hand-written matcher.
+func MatchedPatterns() []string {
+	return []string{patternID, patternAmount, patternPositiveAmount, patternCurrency, patternTraceID, patternUTC}
+}

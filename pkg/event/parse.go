@@ -218,18 +218,21 @@ func (d *document) envelope() (Envelope, error) {
 }
 
 // envelopeFields are the JSON names of Envelope's fields.
-var envelopeFields = [...]string{"eventId", "eventType", "eventVersion", "occurredAt", "aggregateId",
-	"aggregateVersion", "traceId", "producer", "data"}
+func envelopeFields() [9]string {
+	return [...]string{"eventId", "eventType", "eventVersion", "occurredAt", "aggregateId",
+		"aggregateVersion", "traceId", "producer", "data"}
+}
 
 // envelopeField returns the Envelope field json.Unmarshal reads key into,
 // or "".
 func envelopeField(key []byte) string {
-	for _, f := range envelopeFields {
+	fields := envelopeFields()
+	for _, f := range fields {
 		if string(key) == f {
 			return f
 		}
 	}
-	for _, f := range envelopeFields {
+	for _, f := range fields {
 		if bytes.EqualFold(key, []byte(f)) {
 			return f
 		}
