@@ -302,14 +302,13 @@ func agreementCorpus(tb testing.TB) [][]byte {
 func TestParseAgreesWithTheReferenceValidator(t *testing.T) {
 	corpus := agreementCorpus(t)
 	accepted := 0
-	for i, raw := range corpus {
-		t.Run(fmt.Sprint(i), func(t *testing.T) { agreeWithReference(t, raw) })
+	for _, raw := range corpus {
+		agreeWithReference(t, raw)
 		if _, err := event.Parse(raw); err == nil {
 			accepted++
 		}
 	}
 	// The corpus must exercise both answers, or agreement proves little.
-	t.Logf("%d of %d inputs accepted", accepted, len(corpus))
 	if accepted < 50 || len(corpus)-accepted < 1000 {
 		t.Fatalf("%d of %d inputs accepted", accepted, len(corpus))
 	}

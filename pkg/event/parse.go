@@ -104,14 +104,14 @@ func (d *document) head() (Type, int, error) {
 		case bytes.EqualFold(n.key, []byte("eventType")):
 			s, err := d.stringField(n, "eventType")
 			if err != nil {
-				first = cmp(first, err)
+				first = firstError(first, err)
 			} else if s != nil {
 				t = Type(*s)
 			}
 		case bytes.EqualFold(n.key, []byte("eventVersion")):
 			v, err := d.intField(n, "eventVersion", strconv.IntSize)
 			if err != nil {
-				first = cmp(first, err)
+				first = firstError(first, err)
 			} else if v != nil {
 				version = int(*v)
 			}
@@ -120,9 +120,9 @@ func (d *document) head() (Type, int, error) {
 	return t, version, first
 }
 
-// cmp keeps the first error, as json.Unmarshal reports the first field it
-// could not read.
-func cmp(first, err error) error {
+// firstError keeps the first error, as json.Unmarshal reports the first
+// field it could not read.
+func firstError(first, err error) error {
 	if first != nil {
 		return first
 	}
@@ -170,7 +170,7 @@ func (d *document) envelope() (Envelope, error) {
 	str := func(n *node, field string, dst *string) {
 		s, err := d.stringField(n, field)
 		if err != nil {
-			first = cmp(first, err)
+			first = firstError(first, err)
 		} else if s != nil {
 			*dst = *s
 		}
@@ -186,20 +186,20 @@ func (d *document) envelope() (Envelope, error) {
 		case "eventVersion":
 			v, err := d.intField(n, "eventVersion", strconv.IntSize)
 			if err != nil {
-				first = cmp(first, err)
+				first = firstError(first, err)
 			} else if v != nil {
 				env.EventVersion = int(*v)
 			}
 		case "occurredAt":
 			if err := env.OccurredAt.UnmarshalJSON(d.bytes(n)); err != nil {
-				first = cmp(first, err)
+				first = firstError(first, err)
 			}
 		case "aggregateId":
 			str(n, "aggregateId", &env.AggregateID)
 		case "aggregateVersion":
 			v, err := d.intField(n, "aggregateVersion", 64)
 			if err != nil {
-				first = cmp(first, err)
+				first = firstError(first, err)
 			} else if v != nil {
 				env.AggregateVersion = *v
 			}

@@ -216,8 +216,8 @@ func (d *document) members(dst []int, i int) []int {
 	return dst
 }
 
-// overridden reports whether member m of the object whose members are ms
-// is followed by another of the same name: decoding keeps the last of
+// overridden reports whether the k-th of the members ms of an object is
+// followed by another of the same name: decoding keeps the last of
 // them, so the schema never sees the earlier one.
 func (d *document) overridden(ms []int, k int) bool {
 	for _, j := range ms[k+1:] {
