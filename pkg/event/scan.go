@@ -45,8 +45,8 @@ type document struct {
 }
 
 // documents keeps the node slices of parsed events for reuse: every
-// consumed message is parsed, and the slices are the only allocation a
-// typical event needs.
+// consumed message is parsed, and its node slice would otherwise be the
+// largest allocation of the parse.
 var documents = sync.Pool{New: func() any { return &document{} }}
 
 // scan parses raw, which must already be valid JSON (json.Valid), into
