@@ -134,17 +134,10 @@ func (e Envelope) Marshal() ([]byte, error) {
 }
 
 // Parse validates raw against the schema of its (eventType, eventVersion)
-// and decodes it. Every error it returns is an *InvalidError: retrying the
-// same bytes can never succeed.
+// and decodes it, from one scan of raw. Every error it returns is an
+// *InvalidError: retrying the same bytes can never succeed.
 func Parse(raw []byte) (Envelope, error) {
-	if err := Validate(raw); err != nil {
-		return Envelope{}, err
-	}
-	var env Envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
-	}
-	return env, nil
+	return parse(raw, true)
 }
 
 // DecodeData decodes the payload into v.

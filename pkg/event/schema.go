@@ -163,6 +163,15 @@ func SchemaName(t Type, version int) string {
 
 // Validate checks raw against the schema its eventType and eventVersion name.
 func Validate(raw []byte) error {
+	_, err := parse(raw, false)
+	return err
+}
+
+// validateReference is Validate as the generic JSON Schema validator
+// evaluates it over three decodes of raw. It is the reference the compiled
+// checkers are tested against, and stays the definition of what Validate
+// means.
+func validateReference(raw []byte) error {
 	set, err := compiled()
 	if err != nil {
 		return fmt.Errorf("load event schemas: %w", err)
@@ -191,4 +200,16 @@ func Validate(raw []byte) error {
 			Err: fmt.Errorf("key %q differs from the contract's field %q only in case", key, field)}
 	}
 	return nil
+}
+
+// parseReference is Parse over validateReference.
+func parseReference(raw []byte) (Envelope, error) {
+	if err := validateReference(raw); err != nil {
+		return Envelope{}, err
+	}
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
+	}
+	return env, nil
 }
