@@ -319,8 +319,13 @@ func TestParseAgreesWithTheReferenceValidator(t *testing.T) {
 // generic JSON Schema validator does over the same schemas: the same
 // verdict, the same Reason and the same envelope.
 func FuzzParseAgreesWithSchemas(f *testing.F) {
-	for _, raw := range agreementCorpus(f) {
-		f.Add(raw)
+	// Every 16th input of the corpus seeds it: the agreement test above
+	// checks all of them on every run, and the seeds only give the fuzzer
+	// a start, so running the whole corpus twice would only cost time.
+	for i, raw := range agreementCorpus(f) {
+		if i%16 == 0 {
+			f.Add(raw)
+		}
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { agreeWithReference(t, raw) })
 }
