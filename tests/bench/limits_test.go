@@ -56,6 +56,8 @@ const (
 //   - <service>-events/s: inventory, points and notification, each alone,
 //     draining the same backlog from the suite's topic; <service>-ratio is
 //     that over the slower of bare router and bare SQL (target ≥ 0.5);
+//     <service>-cpu-us/event the CPU time its process spent per event and
+//     <service>-peak-rss-MiB its highest resident memory meanwhile;
 //   - together-s and together-ratio: the records published while all three
 //     consumers run, until all three have applied every one, over the
 //     slowest stage alone (target ≤ 1.5).
@@ -89,10 +91,11 @@ func BenchmarkLimits(b *testing.B) {
 		bareProduce(b, s.Broker.Addrs(), s.Topic, recs)
 		slowest := produce
 		for _, c := range consumerServices {
-			rate, rss := serviceDrain(b, s, c, n)
+			rate, rss, cpu := serviceDrain(b, s, c, n)
 			s.Stop(c)
 			b.ReportMetric(rate, c+"-events/s")
 			b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
+			b.ReportMetric(cpu, c+"-cpu-us/event")
 			b.ReportMetric(rate/stage, c+"-ratio")
 			slowest = max(slowest, time.Duration(float64(n)/rate*float64(time.Second)))
 		}
@@ -140,7 +143,7 @@ func BenchmarkPartitions(b *testing.B) {
 				}
 				bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("p%d-%d", p, i), set.PartitionEvents)))
 				for _, c := range consumerServices {
-					rate, rss := serviceDrain(b, s, c, set.PartitionEvents)
+					rate, rss, _ := serviceDrain(b, s, c, set.PartitionEvents)
 					s.Stop(c)
 					b.ReportMetric(rate, c+"-events/s")
 					b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
@@ -342,12 +345,14 @@ func applyBare(ctx context.Context, db *sqlx.DB, batch []event.Envelope) error {
 
 // serviceDrain starts service, whose backlog holds n events it has not
 // applied, and returns its events per second from the first applied to the
-// n-th, as its dedup rows' count shows them committed, and the highest
-// resident memory its process reported meanwhile.
-func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, peakRSS float64) {
+// n-th, as its dedup rows' count shows them committed, the highest
+// resident memory its process reported meanwhile, and the CPU time its
+// process spent per event, in microseconds, from its start to the drain.
+func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, peakRSS, cpuPerEvent float64) {
 	b.Helper()
 	before := processedCount(b, s, service)
 	s.StartService(service, nil)
+	cpu0 := s.Metric(service, "process_cpu_seconds_total", nil)
 	var first time.Time
 	tick := time.NewTicker(limitPollEvery)
 	defer tick.Stop()
@@ -361,11 +366,12 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, 
 				first = seen
 			}
 			if c >= before+n {
-				return float64(n) / seen.Sub(first).Seconds(), peakRSS
+				cpu := s.Metric(service, "process_cpu_seconds_total", nil) - cpu0
+				return float64(n) / seen.Sub(first).Seconds(), peakRSS, cpu / float64(n) * 1e6
 			}
 		case <-deadline:
 			b.Fatalf("%s did not apply %d events in %s", service, n, limitTimeout)
-			return 0, 0
+			return 0, 0, 0
 		}
 	}
 }
