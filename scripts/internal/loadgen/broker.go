@@ -35,6 +35,10 @@ func newBrokerPublisher(cfg Config) (*brokerPublisher, error) {
 		}
 		p.paid = t
 	}
+	// The client stays idempotent, so a retried request can neither
+	// duplicate nor reorder an order's events; that already lets it keep
+	// five produce requests in flight per broker, and
+	// MaxProduceRequestsInflightPerBroker only applies without it.
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("publish-orders"),
