@@ -20,10 +20,10 @@ const idDigits = 6
 
 // paidTemplate writes the records of a run's OrderPaid events by appending
 // their few varying parts (the index, the SKU, the trace, the time) between
-// constant pieces. Building each event with event.New costs a JSON encoding
-// and a schema validation per event, which held the broker path to a small
-// fraction of what the broker takes; the template is instead checked once,
-// by newPaidTemplate, against the record the schema-validated path builds.
+// constant pieces. event.New would cost a JSON encoding and a schema
+// validation per event, many times what producing the event costs, so the
+// template is checked once instead, by newPaidTemplate, against the record
+// the schema-validated path builds.
 type paidTemplate struct {
 	runID string
 	skus  int
