@@ -2,12 +2,16 @@ package loadgen_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -170,5 +174,58 @@ func TestPublishPacesWithRate(t *testing.T) {
 	}
 	if got := len(servicetest.Consume(t, b.Addrs(), topic, 30)); got != 30 {
 		t.Errorf("consumed %d, want 30", got)
+	}
+}
+
+// A broker that refuses every record: each order that lost an event is
+// one failure, however many events it had, and the run says so.
+func TestPublishReportsEachFailedOrderOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		mix  bool
+	}{
+		{"OrderPaid only", false},
+		{"mixed, orders of several events", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const count = 60
+			topic := postgrestest.UniqueName("order_events")
+			b, err := broker.Start(broker.Config{Addr: "127.0.0.1:0", Partitions: 4, Topics: []string{topic}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				b.Cluster().KeepControl()
+				produce := req.(*kmsg.ProduceRequest)
+				resp := produce.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range produce.Topics {
+					st := kmsg.NewProduceResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewProduceResponseTopicPartition()
+						sp.Partition = rp.Partition
+						sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			cfg := loadgen.Config{Via: loadgen.ViaBroker, Count: count, RunID: "fail", SKUs: 3, Brokers: b.Addrs(),
+				Topic: topic, Concurrency: 3, Batch: 7, Mix: tt.mix}
+			var stdout strings.Builder
+			res, err := loadgen.Run(context.Background(), cfg, &stdout, &strings.Builder{})
+			if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+				t.Errorf("Run error %v, want one wrapping %v", err, kerr.TopicAuthorizationFailed)
+			}
+			if res.Failed != count || res.Published != 0 {
+				t.Errorf("Run = %+v; want all %d orders failed, each once", res, count)
+			}
+			if !strings.Contains(stdout.String(), fmt.Sprintf("errors            %d", count)) {
+				t.Errorf("summary lacks the %d errors:\n%s", count, stdout.String())
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&cfg.Topic, "topic", env.String("ORDER_EVENTS_TOPIC", "order-events"), "the order events topic (ORDER_EVENTS_TOPIC)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "at most this many events (orders with --via api) per second; 0 = unlimited")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "produce batches (or orders) in flight at once")
-	fs.IntVar(&cfg.Batch, "batch", 500, "records per produce call (--via broker; with --rate at most one second's worth)")
+	fs.IntVar(&cfg.Batch, "batch", 500, "orders per batch a worker produces and awaits (--via broker; with --rate at most one second's worth)")
 	fs.IntVar(&cfg.SeedStock, "seed-stock", 0, "first PUT /inventory/{sku} {available: N} for every SKU of the run; 0 = leave stock alone")
 	fs.BoolVar(&cfg.Mix, "mix", false, "--via broker: refunds and rejected refunds besides the payments, ~10% of events twice, some orders newest event first")
 	fs.IntVar(&cfg.MaxErrors, "max-errors", 100, "stop after this many failed events (orders); 0 = never stop")
@@ -181,7 +181,7 @@ func checkURL(flagName, raw string) error {
 	return nil
 }
 
-// batchSize is the records per produce call: with a rate limit, at most a
+// batchSize is the orders per batch: with a rate limit, at most a
 // second's worth, so the pacing stays smooth.
 func (c Config) batchSize() int {
 	if c.Rate > 0 {
