@@ -81,7 +81,7 @@ func newAdmission(a Admission, reg *prometheus.Registry) *admission {
 		}, []string{"method", "route"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "http_requests_in_flight",
-			Help: "Business requests being served (bounded by HTTP_MAX_IN_FLIGHT).",
+			Help: "Business requests being served (at most HTTP_MAX_IN_FLIGHT).",
 		}),
 	}
 	if a.MaxInFlight > 0 {
@@ -110,19 +110,19 @@ func operational(path string) bool {
 func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		method, route := c.Request().Method, c.Path()
-		if a.slots == nil || operational(c.Request().URL.Path) || a.exempt[routeKey(method, route)] {
+		if operational(c.Request().URL.Path) || a.exempt[routeKey(method, route)] {
 			return next(c)
 		}
-		if !a.acquire() {
-			a.shed.WithLabelValues(method, route).Inc()
-			return &Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOverloaded,
-				Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
+		if a.slots != nil {
+			if !a.acquire() {
+				a.shed.WithLabelValues(method, route).Inc()
+				return &Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOverloaded,
+					Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
+			}
+			defer func() { <-a.slots }()
 		}
 		a.inFlight.Inc()
-		defer func() {
-			a.inFlight.Dec()
-			<-a.slots
-		}()
+		defer a.inFlight.Dec()
 		return next(c)
 	}
 }
