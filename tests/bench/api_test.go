@@ -150,7 +150,9 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 		if ratio, ok := p99Ratio(steps, 200, 25); ok {
 			b.ReportMetric(ratio, "p99-ratio-200/25")
 		}
-		b.Logf("%d orders per rate × %d round(s):\n%s", set.APIOrders, b.N, sweepTable(steps))
+		// On stdout: a benchmark's log is cut to its first ten lines
+		// unless -v is given, and a sweep's table is the figure.
+		fmt.Printf("BenchmarkAPIPayToConverged sweep, %d orders per rate × %d round(s):\n%s\n", set.APIOrders, b.N, sweepTable(steps))
 	}
 	for _, name := range []string{"payment", "order"} {
 		o := backlog.summary(b, name)
@@ -159,6 +161,11 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 	}
 	if err := gen.firstError(); err != nil {
 		b.Logf("first error: %v", err)
+	}
+	gen.mu.Lock()
+	defer gen.mu.Unlock()
+	if gen.firstShed != nil {
+		b.Logf("first shed: %v", gen.firstShed)
 	}
 }
 
@@ -407,6 +414,9 @@ type generator struct {
 
 	mu    sync.Mutex
 	first error
+	// firstShed is the first 503 answer, which names the service that
+	// shed and why.
+	firstShed error
 }
 
 // The steps of a walk, as errShed names them.
@@ -471,6 +481,7 @@ func (g *generator) run(ctx context.Context, prefix string, orders, rate int) st
 			case errors.As(err, &shed):
 				r.shed++
 				r.shedBy[shed.step]++
+				g.noteShed(shed)
 				r.shedLatency = append(r.shedLatency, shed.took)
 			default:
 				r.failed++
@@ -488,6 +499,14 @@ func (g *generator) fail(err error) {
 	defer g.mu.Unlock()
 	if g.first == nil {
 		g.first = err
+	}
+}
+
+func (g *generator) noteShed(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.firstShed == nil {
+		g.firstShed = err
 	}
 }
 
