@@ -32,8 +32,8 @@ endef
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 9m
 # tests/bench starts a whole suite and relays tens of thousands of rows
 # twice: longer than go test's default 10 minutes on a busy machine.
-# BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it
-# (docs/benchmarks.md).
+# BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it, and
+# BENCH_API_RATES sweeps the API benchmark's rates (docs/benchmarks.md).
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
 # Where `make bench` keeps its raw output (docs/benchmarks.md).
 BENCH_DIR   ?= docs/benchmarks

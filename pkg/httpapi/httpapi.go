@@ -2,8 +2,10 @@
 // the form {"businessCode": "...", "message": "..."} mapped from errors in
 // one place (a value breaking a rule of pkg/event is a 400 everywhere), a
 // 1 MiB body limit (413 above it), one strict JSON decoder, read, write and
-// idle timeouts, bearer-token admin routes, health, readiness and
-// Prometheus metrics, and a graceful shutdown.
+// idle timeouts, an admission limit that sheds business requests past the
+// service's capacity at once (503 OVERLOADED with Retry-After),
+// bearer-token admin routes, health, readiness and Prometheus metrics,
+// and a graceful shutdown.
 package httpapi
 
 import (
@@ -50,6 +52,9 @@ type Error struct {
 	BusinessCode string
 	Message      string
 	Err          error
+	// RetryAfter, when positive, is sent as the Retry-After header (whole
+	// seconds, rounded up): when a client may try a 503 again.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -93,6 +98,9 @@ type Config struct {
 	// Timeouts bound how long one connection may hold the server; zero
 	// fields take DefaultTimeouts'.
 	Timeouts Timeouts
+	// Admission bounds the business requests served at once; the zero
+	// value bounds none.
+	Admission Admission
 }
 
 // Timeouts bound a connection's request, answer and idleness, so a client
@@ -138,9 +146,10 @@ const MaxProfileSeconds = 60
 
 // Server is an Echo server with the suite's conventions.
 type Server struct {
-	Echo   *echo.Echo
-	cfg    Config
-	logger *slog.Logger
+	Echo      *echo.Echo
+	cfg       Config
+	logger    *slog.Logger
+	admission *admission
 }
 
 // New returns a server with health, readiness and metrics registered.
@@ -148,10 +157,13 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{Echo: e, cfg: cfg, logger: logger}
+	s := &Server{Echo: e, cfg: cfg, logger: logger, admission: newAdmission(cfg.Admission, cfg.Registry)}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", MaxBodyBytes)))
 	e.Use(middleware.Recover())
+	// First after recovery, so a shed request costs no body read, no
+	// id check and no handler.
+	e.Use(s.admission.middleware)
 	e.Use(checkIDs)
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
@@ -285,13 +297,18 @@ func (s *Server) handleError(err error, c echo.Context) {
 	default:
 		apiErr = &Error{Status: http.StatusInternalServerError, BusinessCode: CodeInternal, Message: "internal error", Err: err}
 	}
-	if apiErr.Status >= 500 {
+	// A shed request is counted, not logged: under overload a log line
+	// each would add work exactly when there is none to spare.
+	if apiErr.Status >= 500 && apiErr.BusinessCode != CodeOverloaded {
 		s.logger.ErrorContext(c.Request().Context(), "request failed",
 			"method", c.Request().Method, "path", c.Path(), "error", err)
 	}
 	msg := apiErr.Message
 	if apiErr.Status < 500 && apiErr.Err != nil {
 		msg = apiErr.Error()
+	}
+	if apiErr.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", retryAfterSeconds(apiErr.RetryAfter))
 	}
 	if err := c.JSON(apiErr.Status, ErrorBody{BusinessCode: apiErr.BusinessCode, Message: msg}); err != nil {
 		s.logger.WarnContext(c.Request().Context(), "write error answer", "error", err)

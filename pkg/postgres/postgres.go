@@ -74,8 +74,13 @@ func DropDatabase(ctx context.Context, serverURL, name string) error {
 	return nil
 }
 
+// DefaultMaxOpen is the pool size of a service that does not set one (the
+// order and reconciliation services).
+const DefaultMaxOpen = 20
+
 // PoolConfig sizes the connection pool and bounds its connections' waits.
 type PoolConfig struct {
+	// MaxOpen bounds the open connections; 0 is DefaultMaxOpen.
 	MaxOpen int
 	MaxIdle int
 	// Timeouts' zero fields take DefaultTimeouts'.
@@ -90,7 +95,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*sqlx.DB, error) {
 	}
 	db := sqlx.NewDb(sqlDB, "postgres")
 	if pool.MaxOpen == 0 {
-		pool.MaxOpen = 20
+		pool.MaxOpen = DefaultMaxOpen
 	}
 	if pool.MaxIdle == 0 {
 		pool.MaxIdle = pool.MaxOpen

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
 
@@ -33,7 +34,8 @@ func TestLoadConsumerConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != "127.0.0.1:8099" || c.LogLevel != "info" ||
-		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" {
+		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" ||
+		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -60,6 +62,11 @@ func TestLoadConsumerConfig(t *testing.T) {
 		{"development on another interface", map[string]string{"HTTP_ADDR": "10.1.2.3:8099"}, []string{"ADMIN_TOKEN"}},
 		{"database timeouts", map[string]string{"DB_CONNECT_TIMEOUT": "soon", "DB_STATEMENT_TIMEOUT": "0s"},
 			[]string{"DB_CONNECT_TIMEOUT", "DB_STATEMENT_TIMEOUT"}},
+		{"admission", map[string]string{"HTTP_MAX_IN_FLIGHT": "64", "HTTP_QUEUE_WAIT": "0s"}, nil},
+		{"admission malformed", map[string]string{"HTTP_MAX_IN_FLIGHT": "many", "HTTP_QUEUE_WAIT": "soon"},
+			[]string{"HTTP_MAX_IN_FLIGHT", "HTTP_QUEUE_WAIT"}},
+		{"admission out of range", map[string]string{"HTTP_MAX_IN_FLIGHT": "-1", "HTTP_QUEUE_WAIT": "5s"},
+			[]string{"HTTP_MAX_IN_FLIGHT", "HTTP_QUEUE_WAIT"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ type Config struct {
 	ProfilingEnabled bool
 	// DB bounds the waits on the service's database.
 	DB postgres.Timeouts
+	// Admission bounds the business requests served at once
+	// (HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT); a MaxInFlight of 0 is
+	// httpapi.InFlightPerConn per connection of the database pool.
+	Admission httpapi.Admission
 }
 
 // The values of SUITE_MODE.
@@ -76,9 +81,11 @@ const (
 )
 
 // ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
-// FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED and the
-// database timeouts (postgres.ReadTimeouts) through r, with id's defaults. r collects the malformed values with the service's
-// own, so a service reports all at once.
+// FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
+// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT and the database timeouts
+// (postgres.ReadTimeouts) through r, with id's defaults. r collects the
+// malformed values with the service's own, so a service reports all at
+// once.
 func ReadConfig(r *envconfig.Reader, id Identity) Config {
 	mode := strings.ToLower(r.String("SUITE_MODE", ModeProduction))
 	// A development service listens on this machine only unless told
@@ -100,6 +107,10 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		FailPointsEnabled: r.Bool("FAILPOINTS_ENABLED", false),
 		ProfilingEnabled:  r.Bool("PPROF_ENABLED", false),
 		DB:                postgres.ReadTimeouts(r),
+		Admission: httpapi.Admission{
+			MaxInFlight: r.Int("HTTP_MAX_IN_FLIGHT", 0),
+			QueueWait:   r.Duration("HTTP_QUEUE_WAIT", httpapi.DefaultQueueWait),
+		},
 	}
 }
 
@@ -128,6 +139,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("FAILPOINTS is set but fail points are disabled: set FAILPOINTS_ENABLED=true (drills and tests only)"))
 	}
 	if err := c.DB.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Admission.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -185,6 +199,10 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	}
 	logger := observability.NewLogger(stdout, cfg.Name, cfg.LogLevel)
 	reg := observability.NewRegistry()
+	admission := cfg.Admission
+	if admission.MaxInFlight == 0 {
+		admission.MaxInFlight = httpapi.InFlightPerConn * cmp.Or(opts.Pool.MaxOpen, postgres.DefaultMaxOpen)
+	}
 	srv := httpapi.New(httpapi.Config{
 		Addr:       cfg.HTTPAddr,
 		AdminToken: cfg.AdminToken,
@@ -192,6 +210,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		Registry:   reg,
 		MapError:   opts.MapError,
 		Profiling:  cfg.ProfilingEnabled,
+		Admission:  admission,
 	}, logger)
 	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: srv.Admin()}
 	if cfg.FailPointsEnabled {

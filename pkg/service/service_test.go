@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
@@ -78,5 +81,92 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 				t.Errorf("GET /admin/debug/pprof/ = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAdmissionDefaultsToTwiceThePool starts a service with a pool of one
+// connection and no HTTP_MAX_IN_FLIGHT: two business requests, each having
+// used the database, are admitted and a third is shed at once with 503
+// OVERLOADED and Retry-After, while readiness (which pings the database)
+// still answers.
+func TestAdmissionDefaultsToTwiceThePool(t *testing.T) {
+	server := postgrestest.ServerURL(t)
+	db := postgrestest.UniqueName("t_service")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := postgres.DropDatabase(ctx, server, db); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
+		LogLevel: "error", Mode: service.ModeDevelopment, DB: postgres.DefaultTimeouts(),
+		Admission: httpapi.Admission{QueueWait: httpapi.DefaultQueueWait}}
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := service.New(ctx, cfg, io.Discard, service.Options{Pool: postgres.PoolConfig{MaxOpen: 1}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	svc.HTTP.Echo.GET("/work", func(c echo.Context) error {
+		if err := svc.DB.PingContext(c.Request().Context()); err != nil {
+			return err
+		}
+		entered <- struct{}{}
+		<-release
+		return c.NoContent(http.StatusOK)
+	})
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		_ = svc.Close()
+	})
+	base := "http://" + cfg.HTTPAddr
+	poll.Until(t, 30*time.Second, "the service to be ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	answered := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Get(base + "/work")
+			if err != nil {
+				answered <- 0
+				return
+			}
+			resp.Body.Close()
+			answered <- resp.StatusCode
+		}()
+	}
+	<-entered
+	<-entered
+	for path, want := range map[string]int{"/work": http.StatusServiceUnavailable, "/readyz": http.StatusOK} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s with both slots taken = %d, want %d", path, resp.StatusCode, want)
+		}
+		if want == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s: 503 without Retry-After", path)
+		}
+	}
+	close(release)
+	for range 2 {
+		if code := <-answered; code != http.StatusOK {
+			t.Errorf("an admitted request answered %d", code)
+		}
 	}
 }

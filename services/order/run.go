@@ -42,7 +42,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
 	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
 	keys := ports.CallbackKeys{Secrets: cfg.Callbacks.Secrets(), Window: cfg.Callbacks.ReplayWindow}
-	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP.Echo, svc.Admin)
+	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP, svc.Admin)
 
 	// The publisher connects lazily: a broker outage leaves rows PENDING and
 	// never stops the service.

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -63,30 +65,39 @@ func suiteDefaults() map[string]string {
 }
 
 // BenchmarkAPIPayToConverged drives orders through a running suite's HTTP
-// API (create, checkout, pay) at a steady rate and prints the latency from
-// sending the payment until inventory, points and notification have all
-// applied the order's OrderPaid (p50-ms, p99-ms, max-ms), the part of it
-// until the order is PAID (paid-p50-ms), the achieved rate (orders/s) and
-// the failed or unconverged orders (errors).
+// API (create, checkout, pay) at a steady rate, open loop, and prints the
+// latency of the accepted orders from sending the payment until
+// inventory, points and notification have all applied the order's
+// OrderPaid (p50-ms, p99-ms, max-ms), the part of it until the order is
+// PAID (paid-p50-ms), the achieved rate (orders/s), the accepted and shed
+// orders (a step answered 503, not retried: accepted, shed, and the
+// latency of the 503 answers, shed-p99-ms), the orders paid but not
+// converged within convergeTimeout of the last payment (half-done, must be
+// 0) and the failed walks (errors). With BENCH_API_RATES it sweeps the
+// rates in one run against one suite and prints a table of them, the
+// capacity (capacity-orders/s: the highest rate whose accepted p99 is at
+// most capacityP99) and p99@200 ÷ p99@25 (p99-ratio-200/25) when both are
+// swept.
 func BenchmarkAPIPayToConverged(b *testing.B) {
 	set := loadSettings(b)
+	rates := set.APIRates
+	if len(rates) == 0 {
+		rates = []int{set.APIRate}
+	}
 	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}
-	w := newConvergence(map[part]*sqlx.DB{
+	dbs := map[part]*sqlx.DB{
 		partPaid: s.DB("order"), partInventory: s.DB("inventory"),
 		partPoints: s.DB("points"), partNotification: s.DB("notification"),
-	})
+	}
 	backlog := &outboxPeaks{dbs: map[string]*sqlx.DB{"payment": s.DB("payment"), "order": s.DB("order")}, peak: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		var wg sync.WaitGroup
-		wg.Go(func() { w.run(ctx) })
-		wg.Go(func() { backlog.run(ctx) })
-		wg.Wait()
+		backlog.run(ctx)
 	}()
 	b.Cleanup(func() {
 		cancel()
@@ -96,39 +107,53 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 	tr.MaxIdleConnsPerHost = 256
 	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	b.Cleanup(client.CloseIdleConnections)
-	gen := generator{client: client, orderURL: s.URL("order"), paymentURL: s.URL("payment"), watch: w}
+	gen := generator{client: client, orderURL: s.URL("order"), paymentURL: s.URL("payment")}
 
-	var paid int
-	var issuing time.Duration
-	var failed int64
+	steps := make([]stepResult, len(rates))
 	b.ResetTimer()
 	for round := range b.N {
-		r := gen.run(ctx, round, set.APIOrders, set.APIRate)
-		paid += r.paid
-		issuing += r.took
-		failed += r.failed
-		if !w.waitAll(ctx, convergeTimeout) {
-			b.Logf("round %d: %d orders not converged %v after the last payment", round, w.pendingCount(), convergeTimeout)
+		for i, rate := range rates {
+			steps[i].add(runStep(ctx, b, &gen, dbs, s.DB("payment"), round, rate, set.APIOrders))
 		}
 	}
 	b.StopTimer()
-	st := w.stats()
-	if len(st.converged) == 0 {
-		b.Fatalf("no order converged; %d failed, first error: %v", failed, gen.firstError())
+	var total stepResult
+	for i := range steps {
+		steps[i].sort()
+		total.add(steps[i])
 	}
-	errorsTotal := float64(failed) + float64(st.unconverged)
-	rate := float64(paid) / issuing.Seconds()
+	total.sort()
+	if len(total.converged) == 0 {
+		b.Fatalf("no order converged; %d shed, %d failed, first error: %v", total.shed, total.failed, gen.firstError())
+	}
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(ms(percentile(st.converged, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(st.converged, 99)), "p99-ms")
-	b.ReportMetric(ms(st.converged[len(st.converged)-1]), "max-ms")
-	b.ReportMetric(ms(percentile(st.paid, 50)), "paid-p50-ms")
-	b.ReportMetric(rate, "orders/s")
-	b.ReportMetric(errorsTotal, "errors")
-	b.Logf("%d orders × %d round(s) at %d/s: %d paid (%.1f/s achieved), %d failed, %d not converged; pay→converged p50 %v p90 %v p99 %v max %v; pay→PAID p50 %v p99 %v; resolution %v, %d failed polls",
-		set.APIOrders, b.N, set.APIRate, paid, rate, failed, st.unconverged,
-		percentile(st.converged, 50), percentile(st.converged, 90), percentile(st.converged, 99), st.converged[len(st.converged)-1],
-		percentile(st.paid, 50), percentile(st.paid, 99), convergePollEvery, st.pollErrors)
+	b.ReportMetric(float64(total.accepted), "accepted")
+	b.ReportMetric(float64(total.shed), "shed")
+	b.ReportMetric(float64(total.halfDone), "half-done")
+	b.ReportMetric(float64(total.failed), "errors")
+	if len(steps) == 1 {
+		st := steps[0]
+		b.ReportMetric(ms(percentile(st.converged, 50)), "p50-ms")
+		b.ReportMetric(ms(percentile(st.converged, 99)), "p99-ms")
+		b.ReportMetric(ms(st.converged[len(st.converged)-1]), "max-ms")
+		b.ReportMetric(ms(percentile(st.paid, 50)), "paid-p50-ms")
+		b.ReportMetric(ms(percentile(st.shedLatency, 99)), "shed-p99-ms")
+		b.ReportMetric(float64(st.accepted)/st.took.Seconds(), "orders/s")
+		b.Logf("%d orders × %d round(s) at %d/s (%.1f/s achieved): %d accepted (%.1f/s), %d shed (create/checkout/pay %d/%d/%d; 503 answered p50 %v p99 %v), %d failed, %d half-done; pay→converged p50 %v p90 %v p99 %v max %v; pay→PAID p50 %v p99 %v; resolution %v, %d failed polls",
+			set.APIOrders, b.N, st.rate, st.achieved(), st.accepted, float64(st.accepted)/st.took.Seconds(), st.shed,
+			st.shedBy[stepCreate], st.shedBy[stepCheckout], st.shedBy[stepPay],
+			percentile(st.shedLatency, 50), percentile(st.shedLatency, 99), st.failed, st.halfDone,
+			percentile(st.converged, 50), percentile(st.converged, 90), percentile(st.converged, 99), st.converged[len(st.converged)-1],
+			percentile(st.paid, 50), percentile(st.paid, 99), convergePollEvery, st.pollErrors)
+	} else {
+		b.ReportMetric(float64(capacity(steps)), "capacity-orders/s")
+		if ratio, ok := p99Ratio(steps, 200, 25); ok {
+			b.ReportMetric(ratio, "p99-ratio-200/25")
+		}
+		// On stdout: a benchmark's log is cut to its first ten lines
+		// unless -v is given, and a sweep's table is the figure.
+		fmt.Printf("BenchmarkAPIPayToConverged sweep, %d orders per rate × %d round(s):\n%s\n", set.APIOrders, b.N, sweepTable(steps))
+	}
 	for _, name := range []string{"payment", "order"} {
 		o := backlog.summary(b, name)
 		b.Logf("%s outbox: peak backlog %d pending rows; committed→sent p50 %v p99 %v; %d rows needed more than one attempt (most: %d)",
@@ -137,6 +162,163 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 	if err := gen.firstError(); err != nil {
 		b.Logf("first error: %v", err)
 	}
+	gen.mu.Lock()
+	defer gen.mu.Unlock()
+	if gen.firstShed != nil {
+		b.Logf("first shed: %v", gen.firstShed)
+	}
+}
+
+// capacityP99 is the accepted orders' p99 a rate must keep to count as
+// within the capacity: the latency the admission limit promises.
+const capacityP99 = time.Second
+
+// stepResult is what the orders of one rate did, over every round.
+type stepResult struct {
+	rate int
+	// started orders, and the span from the first start to the last plus
+	// one interval: what the generator achieved of the asked rate.
+	started   int
+	startSpan time.Duration
+	// accepted orders were paid; shed ones had a step answered 503;
+	// failed ones had another failure.
+	accepted, shed int
+	failed         int64
+	// took is from the first order's start to the last walk's end.
+	took time.Duration
+	// shedLatency is the time the 503 answers took, sorted.
+	shedLatency []time.Duration
+	// shedBy counts the shed orders by the step answered 503: which
+	// service was at its capacity.
+	shedBy map[string]int
+	// converged and paid are the accepted orders' pay→converged and
+	// pay→PAID latencies, sorted.
+	converged, paid []time.Duration
+	// halfDone orders were paid but did not converge within
+	// convergeTimeout of the last payment.
+	halfDone   int
+	pollErrors int
+}
+
+func (r *stepResult) add(o stepResult) {
+	r.rate = o.rate
+	r.started += o.started
+	r.startSpan += o.startSpan
+	r.accepted += o.accepted
+	r.shed += o.shed
+	r.failed += o.failed
+	r.took += o.took
+	r.shedLatency = append(r.shedLatency, o.shedLatency...)
+	for step, n := range o.shedBy {
+		if r.shedBy == nil {
+			r.shedBy = map[string]int{}
+		}
+		r.shedBy[step] += n
+	}
+	r.converged = append(r.converged, o.converged...)
+	r.paid = append(r.paid, o.paid...)
+	r.halfDone += o.halfDone
+	r.pollErrors += o.pollErrors
+}
+
+func (r *stepResult) sort() {
+	slices.Sort(r.shedLatency)
+	slices.Sort(r.converged)
+	slices.Sort(r.paid)
+}
+
+// achieved is the rate the orders were started at.
+func (r stepResult) achieved() float64 {
+	if r.startSpan <= 0 {
+		return 0
+	}
+	return float64(r.started) / r.startSpan.Seconds()
+}
+
+// runStep walks orders at rate under its own order ids and convergence
+// watch, then waits for every paid order (the answered ones and any paid
+// whose answer was lost) to converge.
+func runStep(ctx context.Context, b *testing.B, gen *generator, dbs map[part]*sqlx.DB, payments *sqlx.DB,
+	round, rate, orders int) stepResult {
+	b.Helper()
+	w := newConvergence(dbs)
+	watchCtx, stop := context.WithCancel(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		w.run(watchCtx)
+	}()
+	defer func() {
+		stop()
+		<-watching
+	}()
+	gen.watch = w
+	prefix := fmt.Sprintf("O-bench-%d-%d-", round, rate)
+	r := gen.run(ctx, prefix, orders, rate)
+	// A payment committed whose answer the client lost (a timeout) left
+	// a paid order the walk did not count: it must converge too.
+	var paidIDs []string
+	if err := payments.SelectContext(ctx, &paidIDs, `SELECT order_id FROM payments WHERE order_id LIKE $1`, prefix+"%"); err != nil {
+		b.Fatalf("read the payments of %s*: %v", prefix, err)
+	}
+	w.expectPaid(paidIDs)
+	if !w.waitAll(ctx, convergeTimeout) {
+		b.Logf("round %d at %d/s: %d paid orders not converged %v after the last payment", round, rate, w.pendingCount(), convergeTimeout)
+	}
+	st := w.stats()
+	r.converged, r.paid, r.halfDone, r.pollErrors = st.converged, st.paid, st.unconverged, st.pollErrors
+	return r
+}
+
+// capacity is the highest swept rate whose accepted p99 is within
+// capacityP99; 0 when none is.
+func capacity(steps []stepResult) int {
+	best := 0
+	for _, st := range steps {
+		if len(st.converged) > 0 && percentile(st.converged, 99) <= capacityP99 {
+			best = max(best, st.rate)
+		}
+	}
+	return best
+}
+
+// p99Ratio is the accepted p99 at rate hi over that at rate lo, when both
+// were swept and have accepted orders.
+func p99Ratio(steps []stepResult, hi, lo int) (float64, bool) {
+	var h, l time.Duration
+	for _, st := range steps {
+		if len(st.converged) == 0 {
+			continue
+		}
+		switch st.rate {
+		case hi:
+			h = percentile(st.converged, 99)
+		case lo:
+			l = percentile(st.converged, 99)
+		}
+	}
+	if h == 0 || l == 0 {
+		return 0, false
+	}
+	return float64(h) / float64(l), true
+}
+
+// sweepTable is the sweep, one rate a line.
+func sweepTable(steps []stepResult) string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rate asked\tachieved/s\taccepted\tshed\t(create/checkout/pay)\terrors\thalf-done\tp50-ms\tp99-ms\tshed-p99-ms\t")
+	for _, st := range steps {
+		fmt.Fprintf(tw, "%d\t%.1f\t%d\t%d\t%d/%d/%d\t%d\t%d\t%.0f\t%.0f\t%.1f\t\n", st.rate, st.achieved(), st.accepted, st.shed,
+			st.shedBy[stepCreate], st.shedBy[stepCheckout], st.shedBy[stepPay],
+			st.failed, st.halfDone, ms(percentile(st.converged, 50)), ms(percentile(st.converged, 99)), ms(percentile(st.shedLatency, 99)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&sb, "capacity (highest rate with accepted p99 ≤ %v): %d/s", capacityP99, capacity(steps))
+	if ratio, ok := p99Ratio(steps, 200, 25); ok {
+		fmt.Fprintf(&sb, "; p99@200 ÷ p99@25 = %.2f", ratio)
+	}
+	return sb.String()
 }
 
 // outboxPeaks samples the pending rows of the payment service's callback
@@ -227,26 +409,49 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 type generator struct {
 	client               *http.Client
 	orderURL, paymentURL string
-	watch                *convergence
+	// watch is the convergence watch of the current step.
+	watch *convergence
 
 	mu    sync.Mutex
 	first error
+	// firstShed is the first 503 answer, which names the service that
+	// shed and why.
+	firstShed error
 }
 
-type roundResult struct {
-	paid   int
-	failed int64
-	// took is from the first order's start to the last payment's answer.
+// The steps of a walk, as errShed names them.
+const (
+	stepCreate   = "create"
+	stepCheckout = "checkout"
+	stepPay      = "pay"
+)
+
+// errShed is a step answered 503 (OVERLOADED, or the payment service's
+// ORDER_SERVICE_UNAVAILABLE when the order service shed its look-up): the
+// suite refused the order at admission. An open-loop benchmark counts it
+// and does not follow Retry-After, which would raise the load above the
+// asked rate (docs/decisions.md, Overload).
+type errShed struct {
+	step   string
+	target string
+	// took is the 503 answer's latency.
 	took time.Duration
+	body string
+}
+
+func (e *errShed) Error() string {
+	return fmt.Sprintf("post %s: shed after %v: %s", e.target, e.took, e.body)
 }
 
 // run starts order i of the round at start + i/rate (open loop: a slow
-// answer does not delay the next order) and returns when every walk ended.
-func (g *generator) run(ctx context.Context, round, orders, rate int) roundResult {
+// answer does not delay the next order), its id prefix + i, and returns
+// when every walk ended.
+func (g *generator) run(ctx context.Context, prefix string, orders, rate int) stepResult {
 	interval := time.Second / time.Duration(rate)
 	slots := make(chan struct{}, apiMaxInFlight)
 	var wg sync.WaitGroup
-	var paid, failed atomic.Int64
+	var mu sync.Mutex
+	r := stepResult{rate: rate, shedBy: map[string]int{}}
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -255,25 +460,38 @@ func (g *generator) run(ctx context.Context, round, orders, rate int) roundResul
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
-				return roundResult{}
+				return r
 			case <-timer.C:
 			}
 		}
 		slots <- struct{}{}
+		r.started++
+		r.startSpan = time.Since(start) + interval
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			if err := g.walk(ctx, fmt.Sprintf("O-bench-%d-%06d", round, i), i); err != nil {
-				failed.Add(1)
+			err := g.walk(ctx, fmt.Sprintf("%s%06d", prefix, i), i)
+			mu.Lock()
+			defer mu.Unlock()
+			var shed *errShed
+			switch {
+			case err == nil:
+				r.accepted++
+			case errors.As(err, &shed):
+				r.shed++
+				r.shedBy[shed.step]++
+				g.noteShed(shed)
+				r.shedLatency = append(r.shedLatency, shed.took)
+			default:
+				r.failed++
 				g.fail(err)
-				return
 			}
-			paid.Add(1)
 		}()
 	}
 	wg.Wait()
-	return roundResult{paid: int(paid.Load()), failed: failed.Load(), took: time.Since(start)}
+	r.took = time.Since(start)
+	return r
 }
 
 func (g *generator) fail(err error) {
@@ -281,6 +499,14 @@ func (g *generator) fail(err error) {
 	defer g.mu.Unlock()
 	if g.first == nil {
 		g.first = err
+	}
+}
+
+func (g *generator) noteShed(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.firstShed == nil {
+		g.firstShed = err
 	}
 }
 
@@ -294,26 +520,29 @@ func (g *generator) firstError() error {
 // just before the payment is sent.
 func (g *generator) walk(ctx context.Context, id string, i int) error {
 	item := map[string]any{"sku": benchSKU(i % apiSKUs), "quantity": 1, "unitPrice": apiUnitPrice}
-	if _, err := g.call(ctx, g.orderURL+"/orders", map[string]any{
+	if _, err := g.call(ctx, stepCreate, g.orderURL+"/orders", map[string]any{
 		"orderId": id, "customerId": fmt.Sprintf("C-bench-%d", i%500), "currency": apiCurrency, "items": []any{item},
 	}); err != nil {
 		return fmt.Errorf("create %s: %w", id, err)
 	}
-	if _, err := g.call(ctx, g.orderURL+"/orders/"+url.PathEscape(id)+"/checkout", nil); err != nil {
+	if _, err := g.call(ctx, stepCheckout, g.orderURL+"/orders/"+url.PathEscape(id)+"/checkout", nil); err != nil {
 		return fmt.Errorf("checkout %s: %w", id, err)
 	}
 	g.watch.expect(id, time.Now())
-	if _, err := g.call(ctx, g.paymentURL+"/payments", map[string]any{
+	if _, err := g.call(ctx, stepPay, g.paymentURL+"/payments", map[string]any{
 		"orderId": id, "amount": apiUnitPrice, "currency": apiCurrency,
 	}); err != nil {
+		// Whether it was paid after all is read from the payment
+		// service's database once the step ends.
 		g.watch.forget(id)
 		return fmt.Errorf("pay %s: %w", id, err)
 	}
 	return nil
 }
 
-// call posts body as JSON and wants 200 with businessCode SUCCESS.
-func (g *generator) call(ctx context.Context, target string, body any) (map[string]any, error) {
+// call posts body as JSON for the walk's step and wants 200 with
+// businessCode SUCCESS; a 503 is an *errShed.
+func (g *generator) call(ctx context.Context, step, target string, body any) (map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -327,6 +556,7 @@ func (g *generator) call(ctx context.Context, target string, body any) (map[stri
 		return nil, fmt.Errorf("request %s: %w", target, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	sent := time.Now()
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("post %s: %w", target, err)
@@ -335,6 +565,9 @@ func (g *generator) call(ctx context.Context, target string, body any) (map[stri
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read the answer of %s: %w", target, err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return nil, &errShed{step: step, target: target, took: time.Since(sent), body: string(bytes.TrimSpace(raw))}
 	}
 	var answer map[string]any
 	_ = json.Unmarshal(raw, &answer) // a non-JSON answer fails on its status below
@@ -405,6 +638,22 @@ func (c *convergence) expect(id string, paySent time.Time) {
 	c.orders[id] = &track{paySent: paySent}
 	for p := range nParts {
 		c.waiting[p][id] = struct{}{}
+	}
+}
+
+// expectPaid watches the paid orders ids not watched yet, whose payment
+// answer the walk did not see: they count for convergence, not latency.
+func (c *convergence) expectPaid(ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := c.orders[id]; ok {
+			continue
+		}
+		c.orders[id] = &track{}
+		for p := range nParts {
+			c.waiting[p][id] = struct{}{}
+		}
 	}
 }
 
@@ -505,7 +754,8 @@ func (c *convergence) waitAll(ctx context.Context, timeout time.Duration) bool {
 }
 
 // latencies are the sorted pay→converged and pay→PAID latencies of the
-// converged orders, and how many orders did not converge.
+// converged orders whose payment the walk sent, and how many watched
+// orders did not converge.
 type latencies struct {
 	converged, paid []time.Duration
 	unconverged     int
@@ -519,6 +769,9 @@ func (c *convergence) stats() latencies {
 	for _, t := range c.orders {
 		if !t.converged() {
 			l.unconverged++
+			continue
+		}
+		if t.paySent.IsZero() {
 			continue
 		}
 		last := t.seen[partInventory]

@@ -6,8 +6,10 @@
 //     forwarder, on the same Postgres, broker and rows, in one run, with
 //     their ratio.
 //   - BenchmarkAPIPayToConverged: a steady rate of orders through the HTTP
-//     API of a running suite, and the latency from sending the payment until
-//     inventory, points and notification have all applied the OrderPaid.
+//     API of a running suite, or a sweep of rates, and the latency of the
+//     accepted orders from sending the payment until inventory, points and
+//     notification have all applied the OrderPaid, the orders shed at
+//     admission and the paid orders that never converged.
 //
 // They live in the tests module, not in pkg/, because the comparison needs
 // watermill-sql, which the services must not depend on, and the API figure

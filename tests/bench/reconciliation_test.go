@@ -43,11 +43,11 @@ func startPaid(b *testing.B, n, rate int) (*harness.Suite, *generator) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	b.Cleanup(client.CloseIdleConnections)
 	gen := &generator{client: client, orderURL: s.URL("order"), paymentURL: s.URL("payment"), watch: w}
-	r := gen.run(ctx, 0, n, rate)
-	if r.failed > 0 || !w.waitAll(ctx, convergeTimeout) {
-		b.Fatalf("%d of %d orders failed, %d not converged; first error: %v", r.failed, n, w.pendingCount(), gen.firstError())
+	r := gen.run(ctx, "O-bench-0-", n, rate)
+	if r.failed > 0 || r.shed > 0 || !w.waitAll(ctx, convergeTimeout) {
+		b.Fatalf("%d of %d orders failed, %d shed, %d not converged; first error: %v", r.failed, n, r.shed, w.pendingCount(), gen.firstError())
 	}
-	b.Logf("%d orders paid in %v (%.0f/s), every one converged", r.paid, r.took.Round(time.Millisecond), float64(r.paid)/r.took.Seconds())
+	b.Logf("%d orders paid in %v (%.0f/s), every one converged", r.accepted, r.took.Round(time.Millisecond), float64(r.accepted)/r.took.Seconds())
 	return s, gen
 }
 
@@ -175,9 +175,9 @@ func BenchmarkConvergenceDeadline(b *testing.B) {
 	for round := range b.N {
 		s.Stop("inventory")
 		start := time.Now()
-		r := gen.run(context.Background(), round+1, set.ConvergenceOrders, set.ConvergenceRate)
-		if r.failed > 0 {
-			b.Fatalf("%d payments failed while inventory was away: %v", r.failed, gen.firstError())
+		r := gen.run(context.Background(), "O-bench-"+strconv.Itoa(round+1)+"-", set.ConvergenceOrders, set.ConvergenceRate)
+		if r.failed > 0 || r.shed > 0 {
+			b.Fatalf("%d payments failed and %d were shed while inventory was away: %v", r.failed, r.shed, gen.firstError())
 		}
 		s.WaitUntil(2*time.Minute, "orders_unconverged reports the orders past the deadline", func() bool {
 			return s.Metric("reconciliation", "orders_unconverged", nil) > 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
@@ -19,6 +20,10 @@ type settings struct {
 	APIOrders int
 	// APIRate is the orders per second it starts (BENCH_API_RATE).
 	APIRate int
+	// APIRates, when set, are the rates it sweeps in one run against one
+	// suite instead of APIRate (BENCH_API_RATES, e.g. "25,50,100,200"),
+	// APIOrders orders at each.
+	APIRates []int
 	// ConsumerEvents is the backlog each consumer mode drains
 	// (BENCH_CONSUMER_EVENTS).
 	ConsumerEvents int
@@ -66,6 +71,11 @@ func (s settings) Validate() error {
 	if s.APIRate < 1 {
 		errs = append(errs, fmt.Errorf("BENCH_API_RATE=%d: want at least 1", s.APIRate))
 	}
+	for _, rate := range s.APIRates {
+		if rate < 1 {
+			errs = append(errs, fmt.Errorf("BENCH_API_RATES: %d: want rates of at least 1", rate))
+		}
+	}
 	for name, v := range map[string]int{"BENCH_RECONCILE_ORDERS": s.ReconcileOrders, "BENCH_RECONCILE_RATE": s.ReconcileRate,
 		"BENCH_CONVERGENCE_ORDERS": s.ConvergenceOrders, "BENCH_CONVERGENCE_RATE": s.ConvergenceRate,
 		"BENCH_LIMIT_EVENTS": s.LimitEvents, "BENCH_PARTITION_EVENTS": s.PartitionEvents} {
@@ -84,6 +94,15 @@ func loadSettings(b *testing.B) settings {
 	s.RelayRows = r.Int("BENCH_RELAY_ROWS", s.RelayRows)
 	s.APIOrders = r.Int("BENCH_API_ORDERS", s.APIOrders)
 	s.APIRate = r.Int("BENCH_API_RATE", s.APIRate)
+	var ratesErr error
+	for _, v := range r.List("BENCH_API_RATES", nil) {
+		rate, err := strconv.Atoi(v)
+		if err != nil {
+			ratesErr = errors.Join(ratesErr, fmt.Errorf("BENCH_API_RATES: %q: not an integer", v))
+			continue
+		}
+		s.APIRates = append(s.APIRates, rate)
+	}
 	s.ConsumerEvents = r.Int("BENCH_CONSUMER_EVENTS", s.ConsumerEvents)
 	s.BacklogEvents = r.Int("BENCH_BACKLOG_EVENTS", s.BacklogEvents)
 	s.ReconcileOrders = r.Int("BENCH_RECONCILE_ORDERS", s.ReconcileOrders)
@@ -92,7 +111,7 @@ func loadSettings(b *testing.B) settings {
 	s.ConvergenceRate = r.Int("BENCH_CONVERGENCE_RATE", s.ConvergenceRate)
 	s.LimitEvents = r.Int("BENCH_LIMIT_EVENTS", s.LimitEvents)
 	s.PartitionEvents = r.Int("BENCH_PARTITION_EVENTS", s.PartitionEvents)
-	if err := errors.Join(r.Err(), s.Validate()); err != nil {
+	if err := errors.Join(r.Err(), ratesErr, s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}
 	return s

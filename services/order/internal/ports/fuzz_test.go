@@ -121,7 +121,7 @@ func fuzzServer(tb testing.TB) http.Handler {
 		tb.Fatal(err)
 	}
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ports.NewHandler(store, noPeers{}, ports.CallbackKeys{Secrets: [][]byte{[]byte(secret)}, Window: 5 * time.Minute}, nil).Register(srv.Echo, srv.Admin())
+	ports.NewHandler(store, noPeers{}, ports.CallbackKeys{Secrets: [][]byte{[]byte(secret)}, Window: 5 * time.Minute}, nil).Register(srv, srv.Admin())
 	return srv.Echo
 }
 

@@ -77,9 +77,17 @@ func NewHandler(orders Orders, peers Peers, keys CallbackKeys, failPoints *failp
 	return &Handler{orders: orders, peers: peers, keys: keys, failPoints: failPoints}
 }
 
-// Register adds the routes to e and the operator routes to admin (the
-// server's guarded /admin group).
-func (h *Handler) Register(e *echo.Echo, admin *echo.Group) {
+// CallbackPath is where the payment service's callbacks arrive.
+const CallbackPath = "/payments/callback"
+
+// Register adds the routes to srv and the operator routes to admin (the
+// server's guarded /admin group). The payment callback is exempt from
+// shedding: it completes a payment already taken, the payment service's
+// relay bounds how many are in flight, and a shed one would only come back
+// later with the order's convergence delayed by the relay's backoff
+// (docs/decisions.md, Overload).
+func (h *Handler) Register(srv *httpapi.Server, admin *echo.Group) {
+	e := srv.Echo
 	e.Use(traceContext)
 	e.POST("/orders", h.create)
 	e.GET("/orders/:id", h.get)
@@ -88,7 +96,8 @@ func (h *Handler) Register(e *echo.Echo, admin *echo.Group) {
 	e.POST("/orders/:id/cancel", h.cancel)
 	e.GET("/orders/:id/snapshot", h.snapshot)
 	e.GET("/orders/:id/events", h.events)
-	e.POST("/payments/callback", h.callback)
+	e.POST(CallbackPath, h.callback)
+	srv.Exempt(http.MethodPost, CallbackPath)
 	admin.POST("/reconciliation/orders", h.reconcile)
 	admin.GET("/reconciliation/orders", h.changed)
 }

@@ -61,7 +61,7 @@ func newEnv(t *testing.T) *env {
 		Converged: &converged, Findings: 0}}
 	adminGroup := srv.Admin()
 	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers,
-		ports.CallbackKeys{Secrets: [][]byte{[]byte(secret), []byte(previousSecret)}, Window: 5 * time.Minute}, fp).Register(srv.Echo, adminGroup)
+		ports.CallbackKeys{Secrets: [][]byte{[]byte(secret), []byte(previousSecret)}, Window: 5 * time.Minute}, fp).Register(srv, adminGroup)
 	admin.RegisterOutbox(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)

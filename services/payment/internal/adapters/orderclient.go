@@ -20,9 +20,16 @@ import (
 // maxBody bounds how much of an answer is read.
 const maxBody = 1 << 20
 
-// orderServiceTimeout bounds one call to the order service (look-up or
-// callback).
+// orderServiceTimeout bounds one callback to the order service.
 const orderServiceTimeout = 5 * time.Second
+
+// orderLookupTimeout bounds one order look-up, shorter than a callback: a
+// payment's client is waiting, the look-up is one indexed read, and an
+// overloaded order service answers 503 at once instead of queueing, so a
+// look-up this slow means the order service is stuck, and waiting longer
+// would only hold the payment's admission slot (docs/decisions.md,
+// Overload).
+const orderLookupTimeout = time.Second
 
 // OrderService is how the payment service reaches the order service, over
 // one HTTP transport: the look-up of an order before a payment is accepted,
@@ -69,6 +76,8 @@ type orderView struct {
 // Order returns the order orderID, or an error wrapping
 // payment.ErrOrderNotFound when the order service does not know it.
 func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order, error) {
+	ctx, cancel := context.WithTimeout(ctx, orderLookupTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderID), nil)
 	if err != nil {
 		return payment.Order{}, fmt.Errorf("order look-up request: %w", err)

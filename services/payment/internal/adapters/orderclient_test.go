@@ -23,6 +23,11 @@ func TestOrder(t *testing.T) {
 			_, _ = io.WriteString(w, `{"orderId":"O-bad","amount":80}`)
 		case "/orders/O-500":
 			http.Error(w, "boom", http.StatusInternalServerError)
+		case "/orders/O-503":
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"businessCode":"OVERLOADED","message":"at capacity"}`, http.StatusServiceUnavailable)
+		case "/orders/O-stuck":
+			<-r.Context().Done() // answers only once the client gave up
 		default:
 			http.Error(w, `{"businessCode":"NOT_FOUND"}`, http.StatusNotFound)
 		}
@@ -40,6 +45,8 @@ func TestOrder(t *testing.T) {
 		{"O/2", "PAID", "1.50", nil},
 		{"O-404", "", "", payment.ErrOrderNotFound},
 		{"O-500", "", "", errAny},
+		{"O-503", "", "", errAny},
+		{"O-stuck", "", "", errAny},
 		{"O-bad", "", "", errAny},
 	}
 	for _, tt := range tests {

@@ -19,8 +19,9 @@ import (
 
 const secret = "test-callback-secret"
 
-// orderService records the callbacks it acknowledged; it answers 503 until
-// it is up, and 401 to a bad signature.
+// orderService records the callbacks it acknowledged; it answers 503
+// OVERLOADED with Retry-After, as a shed request, until it is up, and 401
+// to a bad signature.
 type orderService struct {
 	mu        sync.Mutex
 	up        bool
@@ -49,7 +50,8 @@ func (o *orderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !o.up {
 		o.refused++
-		http.Error(w, "starting", http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"businessCode":"OVERLOADED","message":"at capacity"}`, http.StatusServiceUnavailable)
 		return
 	}
 	var cb event.Callback

@@ -169,7 +169,7 @@ func (h *Handler) get(c echo.Context) error {
 
 // MapError turns the service's errors into HTTP answers: malformed input is
 // a 400, unknown ids a 404, business rejections a 200 with their code, a
-// failed order look-up a 503; anything else is left to httpapi (500).
+// failed order look-up a 503 with Retry-After; anything else is left to httpapi (500).
 func MapError(err error) *httpapi.Error {
 	switch {
 	case errors.Is(err, payment.ErrOrderNotFound):
@@ -181,8 +181,10 @@ func MapError(err error) *httpapi.Error {
 	case errors.Is(err, payment.ErrAmountMismatch):
 		return &httpapi.Error{Status: http.StatusOK, BusinessCode: CodeAmountMismatch, Message: err.Error()}
 	case errors.Is(err, errOrderLookup):
+		// Nothing was written, so the client may simply send the payment
+		// again, as after the order service's own OVERLOADED.
 		return &httpapi.Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOrderLookupFailed,
-			Message: "order service unavailable, try again", Err: err}
+			Message: "order service unavailable, try again", Err: err, RetryAfter: httpapi.ShedRetryAfter}
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func setup(t *testing.T) *fixture {
 type answer struct {
 	status int
 	body   map[string]any
+	header http.Header
 }
 
 func (a answer) field(name string) string {
@@ -110,7 +111,7 @@ func (f *fixture) do(t *testing.T, method, path, body string) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := answer{status: resp.StatusCode}
+	a := answer{status: resp.StatusCode, header: resp.Header}
 	if err := json.Unmarshal(raw, &a.body); err != nil {
 		t.Fatalf("%s %s answered %d with non-JSON %q", method, path, resp.StatusCode, raw)
 	}
@@ -258,6 +259,9 @@ func TestPayOrderServiceDown(t *testing.T) {
 	a := f.do(t, http.MethodPost, "/payments", `{"orderId":"O-1","amount":"80.00","currency":"CNY"}`)
 	if a.status != http.StatusServiceUnavailable || a.field("businessCode") != ports.CodeOrderLookupFailed {
 		t.Fatalf("answer %d %v, want 503", a.status, a.body)
+	}
+	if got := a.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
 	}
 	if n := f.payments(t, "O-1"); n != 0 {
 		t.Fatalf("%d payments without an order look-up", n)

@@ -1,0 +1,221 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/observability"
+)
+
+// saturated is a served server whose business routes are all taken by
+// blocked handlers.
+type saturated struct {
+	url string
+	// entered receives once per /slow request its handler runs.
+	entered chan struct{}
+	// release lets one blocked /slow handler answer.
+	release chan struct{}
+}
+
+// serveAdmission serves a server admitting limit business requests, with
+// GET /slow blocking until released, GET /fast, an exempt POST /callback
+// and an admin route behind the token "tok".
+func serveAdmission(t *testing.T, limit int) *saturated {
+	t.Helper()
+	s := httpapi.New(httpapi.Config{
+		AdminToken: "tok",
+		Registry:   observability.NewRegistry(),
+		Ready:      func(context.Context) error { return nil },
+		Admission:  httpapi.Admission{MaxInFlight: limit, QueueWait: 5 * time.Millisecond},
+	}, slog.New(slog.DiscardHandler))
+	sat := &saturated{entered: make(chan struct{}, limit), release: make(chan struct{})}
+	ok := func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"businessCode": httpapi.CodeSuccess})
+	}
+	s.Echo.GET("/slow", func(c echo.Context) error {
+		sat.entered <- struct{}{}
+		select {
+		case <-sat.release:
+		case <-c.Request().Context().Done():
+		}
+		return ok(c)
+	})
+	s.Echo.GET("/fast", ok)
+	s.Echo.POST("/callback", ok)
+	s.Exempt(http.MethodPost, "/callback")
+	s.Admin().GET("/secret", ok)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	sat.url = "http://" + ln.Addr().String()
+	return sat
+}
+
+// get sends method path with the admin token when auth is set.
+func get(t *testing.T, method, url string, auth bool) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer tok")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestAdmissionShedsAtOnceAndServesOperators fills every slot with blocked
+// handlers and checks, while they stay blocked, that a business request is
+// answered 503 OVERLOADED with Retry-After (so it did not wait for them),
+// that health, readiness, metrics, admin and an exempt route still answer,
+// that the shed requests are counted per route, and that a freed slot
+// admits again.
+func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
+	const limit = 2
+	sat := serveAdmission(t, limit)
+	blocked := make(chan *http.Response, limit)
+	for range limit {
+		go func() {
+			resp, err := http.Get(sat.url + "/slow")
+			if err != nil {
+				t.Error(err)
+			}
+			blocked <- resp
+		}()
+	}
+	for range limit {
+		<-sat.entered
+	}
+
+	tests := []struct {
+		name           string
+		method, path   string
+		auth           bool
+		wantStatus     int
+		wantCode       string
+		wantRetryAfter string
+	}{
+		{"business request", http.MethodGet, "/fast", false, http.StatusServiceUnavailable, httpapi.CodeOverloaded, "1"},
+		{"another business request", http.MethodGet, "/fast", false, http.StatusServiceUnavailable, httpapi.CodeOverloaded, "1"},
+		{"unknown route", http.MethodGet, "/nowhere", false, http.StatusServiceUnavailable, httpapi.CodeOverloaded, "1"},
+		{"health", http.MethodGet, "/healthz", false, http.StatusOK, "", ""},
+		{"readiness", http.MethodGet, "/readyz", false, http.StatusOK, "", ""},
+		{"metrics", http.MethodGet, "/metrics", false, http.StatusOK, "", ""},
+		{"admin", http.MethodGet, "/admin/secret", true, http.StatusOK, httpapi.CodeSuccess, ""},
+		{"admin without its token", http.MethodGet, "/admin/secret", false, http.StatusUnauthorized, httpapi.CodeUnauthorized, ""},
+		{"exempt route", http.MethodPost, "/callback", false, http.StatusOK, httpapi.CodeSuccess, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := get(t, tt.method, sat.url+tt.path, tt.auth)
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.wantStatus, raw)
+			}
+			if got := resp.Header.Get("Retry-After"); got != tt.wantRetryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tt.wantRetryAfter)
+			}
+			if tt.wantCode == "" {
+				return
+			}
+			var body httpapi.ErrorBody
+			if err := json.Unmarshal(raw, &body); err != nil {
+				t.Fatalf("answer is not JSON: %s", raw)
+			}
+			if body.BusinessCode != tt.wantCode {
+				t.Errorf("businessCode %q, want %q", body.BusinessCode, tt.wantCode)
+			}
+			if resp.StatusCode >= 400 && body.Message == "" {
+				t.Error("error answer without a message")
+			}
+		})
+	}
+
+	metrics := get(t, http.MethodGet, sat.url+"/metrics", false)
+	raw, err := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`http_requests_shed_total{method="GET",route="/fast"} 2`,
+		`http_requests_in_flight 2`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	sat.release <- struct{}{}
+	first := <-blocked
+	if first == nil {
+		t.Fatal("a blocked request failed")
+	}
+	first.Body.Close()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("released request: status %d", first.StatusCode)
+	}
+	resp := get(t, http.MethodGet, sat.url+"/fast", false)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("with a slot free: status %d, want 200", resp.StatusCode)
+	}
+	close(sat.release)
+	if last := <-blocked; last != nil {
+		last.Body.Close()
+	}
+}
+
+func TestAdmissionValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		a    httpapi.Admission
+		want string // the variable the error names; empty: valid
+	}{
+		{"unbounded", httpapi.Admission{}, ""},
+		{"defaults", httpapi.Admission{MaxInFlight: 40, QueueWait: httpapi.DefaultQueueWait}, ""},
+		{"negative limit", httpapi.Admission{MaxInFlight: -1}, "HTTP_MAX_IN_FLIGHT"},
+		{"negative wait", httpapi.Admission{MaxInFlight: 1, QueueWait: -time.Millisecond}, "HTTP_QUEUE_WAIT"},
+		{"a wait of seconds", httpapi.Admission{MaxInFlight: 1, QueueWait: 5 * time.Second}, "HTTP_QUEUE_WAIT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.a.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}
