@@ -35,8 +35,40 @@ func TestLoadConsumerConfigDefaults(t *testing.T) {
 	}
 	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != "127.0.0.1:8099" || c.LogLevel != "info" ||
 		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" ||
-		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait {
+		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait ||
+		c.MemoryLimitMiB != service.DefaultMemoryLimitMiB {
 		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+// TestMemoryLimit: MEMORY_LIMIT_MIB sets the soft limit, 0 leaves the
+// runtime's, and a GOMEMLIMIT, which the runtime has already applied,
+// wins over both.
+func TestMemoryLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want int
+	}{
+		{"default", nil, service.DefaultMemoryLimitMiB},
+		{"set", map[string]string{"MEMORY_LIMIT_MIB": "200"}, 200},
+		{"off", map[string]string{"MEMORY_LIMIT_MIB": "0"}, 0},
+		{"GOMEMLIMIT wins", map[string]string{"MEMORY_LIMIT_MIB": "200", "GOMEMLIMIT": "1GiB"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := service.LoadConsumerConfig(dev(tt.env), audit())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MemoryLimitMiB != tt.want {
+				t.Errorf("MemoryLimitMiB = %d, want %d", c.MemoryLimitMiB, tt.want)
+			}
+		})
+	}
+	if _, err := service.LoadConsumerConfig(dev(map[string]string{"MEMORY_LIMIT_MIB": "-1"}), audit()); err == nil ||
+		!strings.Contains(err.Error(), "MEMORY_LIMIT_MIB") {
+		t.Errorf("a negative limit: %v, want an error naming MEMORY_LIMIT_MIB", err)
 	}
 }
 
