@@ -120,6 +120,7 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 		echo "kernel: $$(uname -srm)"; \
 		echo "modules: $(MODULES)"; \
 		echo "bench-flags: $(BENCH_FLAGS)"; \
+		echo "bench-env: $$(env | grep '^BENCH_' | sort | tr '\n' ' ')"; \
 		$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || { echo $$rc > $$status; break; }; done; \
 	} 2>&1 | tee $$raw; \
 	rc=$$(cat $$status); rm -f $$status; \

@@ -145,7 +145,11 @@ func Render(docDir string, raws []Raw) string {
 		}
 		b.WriteString(":\n")
 		if flags := raw.Config["bench-flags"]; flags != "" {
-			fmt.Fprintf(&b, "`go test %s ./...` in %s.\n", flags, raw.Config["modules"])
+			fmt.Fprintf(&b, "`go test %s ./...` in %s", flags, raw.Config["modules"])
+			if env := strings.TrimSpace(raw.Config["bench-env"]); env != "" {
+				fmt.Fprintf(&b, ", with `%s`", env)
+			}
+			b.WriteString(".\n")
 		}
 		b.WriteString("\n| package | benchmark | figures | target |\n|---|---|---|---|\n")
 		for _, res := range raw.Results {
