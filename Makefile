@@ -30,11 +30,13 @@ endef
 # processes tests/ starts are built without it, their code is raced in the
 # services' in-process tests.
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 9m
+# -p 1: one package's benchmarks at a time, so no figure shares the CPU
+# with another package's.
 # tests/bench starts a whole suite and relays tens of thousands of rows
 # twice: longer than go test's default 10 minutes on a busy machine.
 # BENCH_RELAY_ROWS, BENCH_API_ORDERS and BENCH_API_RATE scale it, and
 # BENCH_API_RATES sweeps the API benchmark's rates (docs/benchmarks.md).
-BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -timeout 30m
+BENCH_FLAGS ?= -p 1 -run '^$$' -bench . -benchmem -timeout 30m
 # Where `make bench` keeps its raw output (docs/benchmarks.md).
 BENCH_DIR   ?= docs/benchmarks
 
@@ -120,7 +122,7 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 		echo "kernel: $$(uname -srm)"; \
 		echo "modules: $(MODULES)"; \
 		echo "bench-flags: $(BENCH_FLAGS)"; \
-		echo "bench-env: $$(env | grep '^BENCH_' | sort | tr '\n' ' ')"; \
+		echo "bench-env: $$(env | grep '^BENCH_' | grep -v '^BENCH_FLAGS=\|^BENCH_DIR=' | sort | tr '\n' ' ')"; \
 		$(call each_module,bench,$(GO) test $(BENCH_FLAGS) ./...) [ $$rc -eq 0 ] || { echo $$rc > $$status; break; }; done; \
 	} 2>&1 | tee $$raw; \
 	rc=$$(cat $$status); rm -f $$status; \
