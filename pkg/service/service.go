@@ -76,12 +76,15 @@ type Config struct {
 	MemoryLimitMiB int
 }
 
-// DefaultMemoryLimitMiB is MEMORY_LIMIT_MIB's default. A service's live
-// heap is a few tens of MiB; without a limit the collector lets garbage
-// grow to as much again before it runs, which put a consumer draining a
-// backlog over 100 MiB resident. Near the limit it collects sooner
-// instead; it is soft, so a service that needs more still gets it.
-const DefaultMemoryLimitMiB = 64
+// DefaultMemoryLimitMiB is MEMORY_LIMIT_MIB's default. A consumer's live
+// heap in a backlog is a few tens of MiB; without a limit the collector
+// lets garbage grow to as much again before it runs, which put one over
+// 100 MiB resident. Near the limit it collects sooner instead; it is soft,
+// so a service that needs more still gets it. It is not lower because the
+// limit counts all of the runtime's memory (stacks, buffers, metadata), and
+// a limit below what a busy service holds anyway makes the collector run
+// without pause.
+const DefaultMemoryLimitMiB = 80
 
 // The values of SUITE_MODE.
 const (

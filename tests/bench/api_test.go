@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -48,6 +49,15 @@ const (
 	apiCurrency    = "CNY"
 )
 
+// suiteEnv is the services' environment in a benchmark: suiteDefaults,
+// then BENCH_SERVICE_ENV's settings over it.
+func suiteEnv(b *testing.B) map[string]string {
+	b.Helper()
+	env := suiteDefaults()
+	maps.Copy(env, loadSettings(b).ServiceEnv)
+	return env
+}
+
 // suiteDefaults undoes the harness's test tunings (debug logs, 20 ms relay
 // polls, short retries, a convergence check five times a second): an empty
 // value makes each service use its documented default, as `make run` does.
@@ -84,7 +94,7 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 	if len(rates) == 0 {
 		rates = []int{set.APIRate}
 	}
-	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteEnv(b)})
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}

@@ -22,7 +22,7 @@ import (
 // consumer process (peak-rss-MiB). The drill's table is in the log.
 func BenchmarkBacklog(b *testing.B) {
 	set := loadSettings(b)
-	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteEnv(b)})
 	b.ResetTimer()
 	for i := range b.N {
 		cfg := backlog.Config{

@@ -46,7 +46,7 @@ const (
 // time and so flatter the batched mode.
 func BenchmarkConsumers(b *testing.B) {
 	set := loadSettings(b)
-	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteEnv(b)})
 	for k := range consumerSKUs {
 		s.SetStock(fmt.Sprintf("SKU-CB-%d", k), 1_000_000_000)
 	}

@@ -67,7 +67,7 @@ const (
 func BenchmarkLimits(b *testing.B) {
 	set := loadSettings(b)
 	n := set.LimitEvents
-	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteEnv(b)})
 	seedLimitStock(s)
 	adm := newAdmin(b, s.Broker)
 	b.ResetTimer()
@@ -134,7 +134,7 @@ func BenchmarkPartitions(b *testing.B) {
 	set := loadSettings(b)
 	for _, p := range []int32{64, 128, 256} {
 		b.Run(fmt.Sprintf("partitions=%d", p), func(b *testing.B) {
-			s := harness.Start(b, harness.Options{Partitions: p, Env: suiteDefaults()})
+			s := harness.Start(b, harness.Options{Partitions: p, Env: suiteEnv(b)})
 			seedLimitStock(s)
 			b.ResetTimer()
 			for i := range b.N {
@@ -387,7 +387,7 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, 
 func BenchmarkScaleOut(b *testing.B) {
 	set := loadSettings(b)
 	n := set.PartitionEvents
-	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: messaging.Partitions, Env: suiteEnv(b)})
 	seedLimitStock(s)
 	adm := newAdmin(b, s.Broker)
 	b.ResetTimer()

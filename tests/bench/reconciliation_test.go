@@ -26,7 +26,7 @@ const reconcileLost = 100
 // a second, waiting until every one has converged.
 func startPaid(b *testing.B, n, rate int) (*harness.Suite, *generator) {
 	b.Helper()
-	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteDefaults()})
+	s := harness.Start(b, harness.Options{Partitions: 64, Env: suiteEnv(b)})
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
@@ -45,6 +46,10 @@ type settings struct {
 	// PartitionEvents is the backlog BenchmarkPartitions drains at each
 	// partition count (BENCH_PARTITION_EVENTS).
 	PartitionEvents int
+	// ServiceEnv is added to every service's environment
+	// (BENCH_SERVICE_ENV, "NAME=value,NAME=value"), to measure a setting
+	// other than the default: CONSUMER_BATCH_WORKERS=1, say.
+	ServiceEnv map[string]string
 }
 
 func defaultSettings() settings {
@@ -111,7 +116,17 @@ func loadSettings(b *testing.B) settings {
 	s.ConvergenceRate = r.Int("BENCH_CONVERGENCE_RATE", s.ConvergenceRate)
 	s.LimitEvents = r.Int("BENCH_LIMIT_EVENTS", s.LimitEvents)
 	s.PartitionEvents = r.Int("BENCH_PARTITION_EVENTS", s.PartitionEvents)
-	if err := errors.Join(r.Err(), ratesErr, s.Validate()); err != nil {
+	s.ServiceEnv = map[string]string{}
+	var envErr error
+	for _, kv := range envconfig.Split(r.String("BENCH_SERVICE_ENV", "")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			envErr = errors.Join(envErr, fmt.Errorf("BENCH_SERVICE_ENV: %q is not NAME=value", kv))
+			continue
+		}
+		s.ServiceEnv[k] = v
+	}
+	if err := errors.Join(r.Err(), ratesErr, envErr, s.Validate()); err != nil {
 		b.Fatalf("benchmark settings: %v", err)
 	}
 	return s
