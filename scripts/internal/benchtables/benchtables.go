@@ -83,7 +83,13 @@ func Read(r io.Reader, file string) (Raw, error) {
 	for br.Scan() {
 		switch rec := br.Result().(type) {
 		case *benchfmt.SyntaxError:
-			return Raw{}, fmt.Errorf("read %s: %w", file, rec)
+			// A line that starts like a result but has no iteration count
+			// (a benchmark's own table heading, say) is not a result: the
+			// Go benchmark format ignores lines that are neither results nor
+			// configuration. Any other syntax error is a broken result.
+			if !strings.Contains(rec.Msg, "iteration count") {
+				return Raw{}, fmt.Errorf("read %s: %w", file, rec)
+			}
 		case *benchfmt.Result:
 			if raw.Config == nil {
 				raw.Config = map[string]string{}

@@ -101,6 +101,11 @@ ok  	github.com/reliable-orders/fulfillment/tests/bench	1.0s
 			wantErr: "missing units",
 		},
 		{
+			name: "a table heading that starts like a result",
+			raw:  header + "BenchmarkAPIPayToConverged sweep, 1000 orders per rate:\nBenchmarkRelay-2 1 5 events/s\n",
+			want: []benchtables.Result{{Package: "", Name: "BenchmarkRelay-2", Metrics: []benchtables.Metric{{5, "events/s"}}}},
+		},
+		{
 			name:    "no benchmark line",
 			raw:     header + "PASS\n",
 			wantErr: "no benchmark lines",
