@@ -21,8 +21,11 @@ func TestPaidRecordIsTheValidatedRecord(t *testing.T) {
 		indexes []int
 		at      time.Time
 	}{
-		{"whole milliseconds", "r1", 100, span(1, 3000), time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)},
-		{"sub-millisecond time in another zone", "backlog-01", 7, span(95_000, 105_000),
+		// Every index up to a few SKU cycles, and each place where the
+		// index or the SKU number gains a digit.
+		{"whole milliseconds", "r1", 100, append(span(1, 250), 999, 1000, 1001, 9999, 10_000, 10_001),
+			time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)},
+		{"sub-millisecond time in another zone", "backlog-01", 7, span(99_950, 100_050),
 			time.Date(2026, 12, 1, 23, 59, 59, 123_456_789, time.FixedZone("CST", 8*3600))},
 		{"one SKU, long run id, huge indexes", "A.b_c-0123456789012345678901234567890123", 1,
 			[]int{999_999, 1_000_000, 12_345_678, loadgen.MaxCount}, time.Now()},
