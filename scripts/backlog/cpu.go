@@ -12,11 +12,11 @@ import (
 // of a consumer only takes time from them.
 const cpuBusyFloor = 0.9
 
-// cpuTimes reads this machine's CPU time (busy, total), in seconds, from
+// CPUTimes reads this machine's CPU time (busy, total), in seconds, from
 // /proc/stat. The drill runs beside make run's processes, so the machine's
 // CPU is theirs; where /proc is not there (not Linux) it reports false and
 // the report leaves the CPU out.
-func cpuTimes() (busy, total float64, ok bool) {
+func CPUTimes() (busy, total float64, ok bool) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, false

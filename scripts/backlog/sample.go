@@ -221,7 +221,7 @@ func (s *sampler) take(ctx context.Context, start time.Time, published int, base
 		s.prev[g.Group] = g.Consumed
 	}
 	s.prevAt = now
-	if busy, total, ok := cpuTimes(); ok {
+	if busy, total, ok := CPUTimes(); ok {
 		if s.cpuOK && !baseline && total > s.cpuTotal {
 			share := (busy - s.cpuBusy) / (total - s.cpuTotal)
 			smp.CPUBusy = &share

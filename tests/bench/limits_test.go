@@ -12,7 +12,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-	"github.com/prometheus/procfs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -20,6 +19,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/scripts/backlog"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -76,7 +76,7 @@ func BenchmarkLimits(b *testing.B) {
 		envs := limitBacklog(s, run, n)
 		recs := limitRecords(b, envs)
 
-		topic := limitTopic(b, adm, messaging.Partitions)
+		topic := newTopic(b, adm, "limits", messaging.Partitions)
 		produce := bareProduce(b, s.Broker.Addrs(), topic, recs)
 		router := bareRouter(b, s.Broker.Addrs(), topic, n)
 		sqlRate := bareSQLApply(b, envs)
@@ -168,22 +168,6 @@ func limitBacklog(s *harness.Suite, run string, n int) []event.Envelope {
 		envs[j] = s.Events(fmt.Sprintf("O-%s-%06d", run, j), fmt.Sprintf("SKU-LIM-%d", j%consumerSKUs), 1, "10.00").Paid()
 	}
 	return envs
-}
-
-// limitTopic creates an empty topic of the given partitions.
-func limitTopic(b *testing.B, adm *kadm.Client, partitions int32) string {
-	b.Helper()
-	topic := postgrestest.UniqueName("limits")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		b.Fatalf("create topic %s: %v", topic, err)
-	}
-	return topic
 }
 
 // limitRecords are envs as the services' outbox relays write them: keyed
@@ -405,7 +389,7 @@ func BenchmarkScaleOut(b *testing.B) {
 			for _, c := range consumerServices {
 				before[c] = processedCount(b, s, c)
 			}
-			busy0, total0 := hostCPU(b)
+			busy0, total0, ok0 := backlog.CPUTimes()
 			bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("s%d-%d", i, k), n)))
 			var first time.Time
 			done := map[string]bool{}
@@ -430,7 +414,10 @@ func BenchmarkScaleOut(b *testing.B) {
 				}
 			}
 			tick.Stop()
-			busy1, total1 := hostCPU(b)
+			busy1, total1, ok1 := backlog.CPUTimes()
+			if !ok0 || !ok1 {
+				b.Fatal("this machine's CPU time cannot be read (/proc/stat)")
+			}
 			b.ReportMetric(float64(n)/time.Since(first).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
 			b.ReportMetric((busy1-busy0)/(total1-total0), fmt.Sprintf("scale-%d-cpu", k))
 		}
@@ -469,20 +456,4 @@ func waitMembers(b *testing.B, adm *kadm.Client, group string, members int) {
 			b.Fatalf("group %s did not settle with %d members: %v", group, members, err)
 		}
 	}
-}
-
-// hostCPU is this machine's busy and total CPU time from /proc/stat.
-func hostCPU(b *testing.B) (busy, total float64) {
-	b.Helper()
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := fs.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := st.CPUTotal
-	busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
-	return busy, busy + c.Idle + c.Iowait
 }

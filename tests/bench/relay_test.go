@@ -150,7 +150,7 @@ func runRelay(b *testing.B, br *broker.Broker, adm *kadm.Client, cfg outbox.Rela
 	b.Helper()
 	b.StopTimer()
 	db, _ := postgrestest.NewDatabase(b, outbox.Schema())
-	topic := newTopic(b, adm, "relay-ours")
+	topic := newTopic(b, adm, "relay-ours", relayPartitions)
 	ctx := context.Background()
 	for start := 0; start < len(msgs); start += relayChunk {
 		chunk := msgs[start:min(start+relayChunk, len(msgs))]
@@ -195,7 +195,7 @@ func runForwarder(b *testing.B, br *broker.Broker, adm *kadm.Client, batchSize i
 	b.Helper()
 	b.StopTimer()
 	db, _ := postgrestest.NewDatabase(b)
-	topic := newTopic(b, adm, "relay-forwarder")
+	topic := newTopic(b, adm, "relay-forwarder", relayPartitions)
 	const sqlTopic = "forwarder_outbox"
 	schema := watermillsql.DefaultPostgreSQLSchema{SubscribeBatchSize: batchSize}
 	sub, err := watermillsql.NewSubscriber(db.DB, watermillsql.SubscriberConfig{
@@ -267,13 +267,13 @@ func newAdmin(b *testing.B, br *broker.Broker) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// newTopic creates an empty topic of relayPartitions partitions.
-func newTopic(b *testing.B, adm *kadm.Client, prefix string) string {
+// newTopic creates an empty topic of the given partitions.
+func newTopic(b *testing.B, adm *kadm.Client, prefix string, partitions int32) string {
 	b.Helper()
 	topic := postgrestest.UniqueName(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, relayPartitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
