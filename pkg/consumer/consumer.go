@@ -52,7 +52,10 @@ func (c ReconnectConfig) Validate() error {
 type Runtime struct {
 	Brokers []string
 	// Group is the Kafka consumer group.
-	Group  string
+	Group string
+	// Window is the subscriber's in-flight window per partition; 0 means
+	// messaging.DefaultWindow.
+	Window int
 	Config Config
 	// DLQ publishes dead letters. Pass a LazyPublisher: it outlives broker
 	// outages, so the service can share it with its replay endpoint.
@@ -152,7 +155,11 @@ func (rt Runtime) runOnce(ctx context.Context) (bool, error) {
 	if err := messaging.Probe(rt.Brokers); err != nil {
 		return false, err
 	}
-	sub, err := messaging.NewSubscriber(rt.Brokers, rt.Group, messaging.WatermillLogger(rt.Logger))
+	subCfg := messaging.DefaultSubscriberConfig(rt.Brokers, rt.Group)
+	if rt.Window > 0 {
+		subCfg.Window = rt.Window
+	}
+	sub, err := messaging.NewSubscriber(subCfg, messaging.WatermillLogger(rt.Logger))
 	if err != nil {
 		return false, fmt.Errorf("create subscriber: %w", err)
 	}

@@ -61,7 +61,7 @@ func TestFailingDLQPublishKeepsOneRowCountingAttempts(t *testing.T) {
 	defer b.Close()
 	store := dlq.NewStore(db)
 	h := &flaky{failN: map[string]int{"O-NEVER": 1000}, runs: map[string]int{}, applied: map[string]int{}}
-	sub, err := messaging.NewSubscriber(b.Addrs(), "test-group", watermill.NopLogger{})
+	sub, err := messaging.NewSubscriber(messaging.DefaultSubscriberConfig(b.Addrs(), "test-group"), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type Env struct {
 	// BatchWorkers is how many batches may be in their transactions at
 	// once (CONSUMER_BATCH_WORKERS).
 	BatchWorkers int
+	// Window is how many events of one partition may be in flight at once
+	// (CONSUMER_PARTITION_WINDOW); events of one order never are.
+	Window int
 	// DBMaxConns bounds the service's database connections (DB_MAX_CONNS).
 	// A batching consumer needs two or three; six instances of three
 	// consumers must fit in Postgres's default max_connections of 100.
@@ -53,8 +56,8 @@ const (
 // CONSUMER_GROUP (defaultGroup when unset), RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE and
 // PARK_SWEEP_INTERVAL, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_LINGER,
-// CONSUMER_BATCH_WORKERS and DB_MAX_CONNS through r, which collects the malformed values with
-// the service's own.
+// CONSUMER_BATCH_WORKERS, CONSUMER_PARTITION_WINDOW and DB_MAX_CONNS through
+// r, which collects the malformed values with the service's own.
 func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 	retry := DefaultRetryConfig()
 	parking := DefaultParkingConfig()
@@ -74,6 +77,7 @@ func ReadEnv(r *envconfig.Reader, defaultGroup string) Env {
 		BatchSize:    r.Int("CONSUMER_BATCH_SIZE", DefaultBatchSize),
 		BatchLinger:  r.Duration("CONSUMER_BATCH_LINGER", DefaultBatchLinger),
 		BatchWorkers: r.Int("CONSUMER_BATCH_WORKERS", DefaultBatchWorkers),
+		Window:       r.Int("CONSUMER_PARTITION_WINDOW", messaging.DefaultWindow),
 		DBMaxConns:   r.Int("DB_MAX_CONNS", DefaultDBMaxConns),
 	}
 }
@@ -101,6 +105,9 @@ func (e Env) Validate() error {
 	} else if e.DBMaxConns < e.BatchWorkers+1 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS=%d: want at least %d (CONSUMER_BATCH_WORKERS=%d batch workers and the gap sweeper)",
 			e.DBMaxConns, e.BatchWorkers+1, e.BatchWorkers))
+	}
+	if e.Window < 1 || e.Window > messaging.MaxWindow {
+		errs = append(errs, fmt.Errorf("CONSUMER_PARTITION_WINDOW=%d: want 1 to %d", e.Window, messaging.MaxWindow))
 	}
 	if e.BatchLinger < 0 || e.BatchLinger > maxBatchLinger {
 		errs = append(errs, fmt.Errorf("CONSUMER_BATCH_LINGER=%s: want 0 to %s", e.BatchLinger, maxBatchLinger))
@@ -143,6 +150,7 @@ func (e Env) Runtime(d Deps) Runtime {
 	return Runtime{
 		Brokers:  e.Brokers,
 		Group:    e.ConsumerGroup,
+		Window:   e.Window,
 		Config:   cfg,
 		DLQ:      d.DLQ,
 		Recorder: d.Recorder,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
@@ -234,13 +233,13 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 	rec.Headers = headers
 	rec.Attempts = max(log.attempts, 1)
 	rec.FirstFailedAt = log.firstFailedAt
-	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
+	if p, ok := messaging.PartitionFromContext(ctx); ok {
 		rec.OriginalPartition = p
 	}
-	if o, ok := kafka.MessagePartitionOffsetFromCtx(ctx); ok {
+	if o, ok := messaging.OffsetFromContext(ctx); ok {
 		rec.OriginalOffset = o
 	}
-	if key, ok := kafka.MessageKeyFromCtx(ctx); ok {
+	if key, ok := messaging.KeyFromContext(ctx); ok {
 		rec.Key = key
 		if rec.AggregateID == "" {
 			rec.AggregateID = string(key)

@@ -35,9 +35,9 @@ type BatchConfig struct {
 	// Workers is how many batches may be in their transactions at once;
 	// 0 means 1. While one batch waits for its commit, the events that
 	// arrived meanwhile go into the next without waiting their turn. Two
-	// batches never hold events of one partition (a partition has one
-	// message in flight), and Prepare's lock order keeps their shared rows
-	// from deadlocking.
+	// batches never hold events of one aggregate (the subscriber never has
+	// two messages of one key in flight), and Prepare's lock order keeps
+	// their shared rows from deadlocking.
 	Workers int
 	// Prepare is optional.
 	Prepare PrepareFunc

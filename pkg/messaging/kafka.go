@@ -22,11 +22,10 @@ import (
 // saramaVersion is the protocol version spoken to Redpanda and kfake.
 var saramaVersion = sarama.V3_0_0_0
 
-// Partitions is the partition count of the suite's topics. A consumer
-// handles one message per partition at a time (it acknowledges after its
-// commit), so the partitions are the events a consumer group has in
-// flight: 64 gives the batch processor big batches with one instance and
-// still several partitions each with six (docs/decisions.md, Batching).
+// Partitions is the partition count of the suite's topics: enough for six
+// instances of a consumer to hold several partitions each. Their events in
+// flight are the partitions times the subscriber's window
+// (docs/decisions.md, In-flight window).
 const Partitions = 64
 
 // marshaler keys every message by its aggregateId header, so all events of
@@ -96,64 +95,6 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() { p.closeErr = p.producer.Close() })
 	return p.closeErr
-}
-
-// NewSubscriber returns a consumer-group subscriber. A new group starts at
-// the oldest offset, so nothing published before its first start is missed;
-// an offset is marked only after the handler acknowledged the message, which
-// the router does after the handler's transaction committed.
-func NewSubscriber(brokers []string, group string, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
-	cfg := kafka.DefaultSaramaSubscriberConfig()
-	cfg.Version = saramaVersion
-	cfg.ClientID = group
-	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
-	cfg.Consumer.Offsets.AutoCommit.Interval = 250 * time.Millisecond
-	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{&lockedStrategy{s: sarama.NewBalanceStrategySticky()}}
-	cfg.Consumer.Group.Session.Timeout = 10 * time.Second
-	cfg.Consumer.Group.Heartbeat.Interval = time.Second
-	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
-	// A consumer handles one message per partition at a time (it acks after
-	// its commit), so deep read-ahead only costs memory: Sarama's defaults
-	// (1 MiB per partition per fetch, 256 messages buffered per partition)
-	// held well over 100 MiB per process with 64 partitions in a backlog.
-	// 64 KiB and 32 messages keep every partition several batches ahead.
-	cfg.Consumer.Fetch.Default = 64 << 10
-	cfg.ChannelBufferSize = 32
-	return kafka.NewSubscriber(kafka.SubscriberConfig{
-		Brokers:               brokers,
-		Unmarshaler:           marshaler(),
-		OverwriteSaramaConfig: cfg,
-		ConsumerGroup:         group,
-		// Topics are created by the broker's seed (make run, compose); this
-		// is what SubscribeInitialize creates where none exist.
-		InitializeTopicDetails: &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1},
-		NackResendSleep:        100 * time.Millisecond,
-		ReconnectRetrySleep:    time.Second,
-	}, logger)
-}
-
-// lockedStrategy serialises a balance strategy's calls. Sarama's sticky
-// strategy keeps state between Plan calls, and watermill-kafka opens one
-// consumer group per Subscribe over the same configuration, so two groups
-// of one subscriber that rebalance at once would plan on it concurrently
-// (the race detector sees it in Watermill's universal suite).
-type lockedStrategy struct {
-	mu sync.Mutex
-	s  sarama.BalanceStrategy
-}
-
-func (l *lockedStrategy) Name() string { return l.s.Name() }
-
-func (l *lockedStrategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.s.Plan(members, topics)
-}
-
-func (l *lockedStrategy) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.s.AssignmentData(memberID, topics, generationID)
 }
 
 // Probe reports whether one of brokers answers a metadata request: the

@@ -29,7 +29,7 @@ func TestUniversalPubSub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub, err := messaging.NewSubscriber(b.Addrs(), group, logger)
+		sub, err := messaging.NewSubscriber(messaging.DefaultSubscriberConfig(b.Addrs(), group), logger)
 		if err != nil {
 			t.Fatal(err)
 		}

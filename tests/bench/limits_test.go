@@ -227,7 +227,7 @@ func bareProduce(b *testing.B, brokers []string, topic string, recs []*kgo.Recor
 // events per second from the first message handled to the n-th.
 func bareRouter(b *testing.B, brokers []string, topic string, n int) float64 {
 	b.Helper()
-	sub, err := messaging.NewSubscriber(brokers, postgrestest.UniqueName("bare-router"), watermill.NopLogger{})
+	sub, err := messaging.NewSubscriber(messaging.DefaultSubscriberConfig(brokers, postgrestest.UniqueName("bare-router")), watermill.NopLogger{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,539 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// Brokers are the seed brokers.
+	Brokers []string
+	// ConsumerGroup is the group every subscription joins; each Subscribe
+	// joins it for its own topic.
+	ConsumerGroup string
+	// Window is how many messages of one partition may be in flight at
+	// once. Messages with the same key are never in flight together, so
+	// per-key order holds whatever the window; 1 is one message per
+	// partition, as Watermill's Kafka subscriber delivers them.
+	Window int
+	// NackResendSleep is how long a nacked message waits before it is
+	// delivered again.
+	NackResendSleep time.Duration
+	// CommitInterval is how often the offsets of acknowledged messages
+	// are committed.
+	CommitInterval time.Duration
+	// RevokeWait bounds how long a rebalance waits for the in-flight
+	// messages of the partitions it takes away before it commits what was
+	// acknowledged; a message still in flight after that is delivered
+	// again to the partition's next owner (its dedup row makes that safe).
+	RevokeWait time.Duration
+	// FetchMaxPartitionBytes bounds one fetch per partition.
+	FetchMaxPartitionBytes int32
+	// Partitions is what SubscribeInitialize creates a missing topic with.
+	Partitions int32
+}
+
+// DefaultSubscriberConfig is a subscriber of group on brokers with the
+// settings every consumer here uses.
+func DefaultSubscriberConfig(brokers []string, group string) SubscriberConfig {
+	return SubscriberConfig{
+		Brokers:         brokers,
+		ConsumerGroup:   group,
+		Window:          DefaultWindow,
+		NackResendSleep: 100 * time.Millisecond,
+		CommitInterval:  250 * time.Millisecond,
+		RevokeWait:      5 * time.Second,
+		// Read-ahead only costs memory beyond a few windows per partition:
+		// 64 KiB holds a couple of hundred order events.
+		FetchMaxPartitionBytes: 64 << 10,
+		Partitions:             Partitions,
+	}
+}
+
+// DefaultWindow is the default in-flight window per partition
+// (docs/decisions.md, In-flight window).
+const DefaultWindow = 8
+
+// MaxWindow bounds SubscriberConfig.Window.
+const MaxWindow = 1024
+
+// Validate reports every unusable setting.
+func (c SubscriberConfig) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no brokers"))
+	}
+	if c.ConsumerGroup == "" {
+		errs = append(errs, errors.New("no consumer group"))
+	}
+	if c.Window < 1 || c.Window > MaxWindow {
+		errs = append(errs, fmt.Errorf("window %d: want 1 to %d", c.Window, MaxWindow))
+	}
+	if c.NackResendSleep < 0 || c.CommitInterval <= 0 || c.RevokeWait <= 0 {
+		errs = append(errs, errors.New("nack resend sleep must not be negative, commit interval and revoke wait must be positive"))
+	}
+	if c.FetchMaxPartitionBytes < 1<<10 || c.Partitions < 1 {
+		errs = append(errs, errors.New("fetch max partition bytes must be at least 1 KiB and partitions at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Subscriber is a Watermill subscriber over a franz-go consumer group that
+// keeps up to Window messages of each partition in flight, never two with
+// one key, and commits a partition's offset up to its first message not
+// yet acknowledged. Watermill's Kafka subscriber delivers a partition's next
+// message only after the last one was acknowledged, which caps the messages
+// a consumer group has in flight (and so a batch's size) at the partition
+// count; no maintained Watermill subscriber keeps a window per key, so
+// this one is written here, held to Watermill's universal Pub/Sub suite.
+//
+// Delivery is at least once: a crash or a rebalance redelivers what was
+// acknowledged after the first unacknowledged message of its partition.
+type Subscriber struct {
+	cfg     SubscriberConfig
+	logger  watermill.LoggerAdapter
+	closing chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	subs   sync.WaitGroup
+}
+
+// NewSubscriber returns a subscriber with cfg.
+func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka subscriber: %w", err)
+	}
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	return &Subscriber{cfg: cfg, logger: logger, closing: make(chan struct{})}, nil
+}
+
+// Subscribe joins the group for topic and returns its messages. The
+// channel is closed when ctx ends or the subscriber is closed.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("subscriber closed")
+	}
+	sub := &subscription{
+		cfg:    s.cfg,
+		topic:  topic,
+		logger: s.logger.With(watermill.LogFields{"topic": topic, "consumer_group": s.cfg.ConsumerGroup}),
+		out:    make(chan *message.Message),
+		parts:  make(map[int32]*partition),
+	}
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ConsumerGroup),
+		kgo.ConsumerGroup(s.cfg.ConsumerGroup),
+		kgo.ConsumeTopics(topic),
+		kgo.AllowAutoTopicCreation(),
+		// A new group starts at the oldest offset, so nothing published
+		// before its first start is missed.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(s.cfg.CommitInterval),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(time.Second),
+		kgo.RebalanceTimeout(10*time.Second+s.cfg.RevokeWait),
+		kgo.FetchMaxPartitionBytes(s.cfg.FetchMaxPartitionBytes),
+		// A fetch waits at the broker for new records of the partitions
+		// it asks for; a partition resumed meanwhile is asked for only in
+		// the next one, so a long wait stalls a backlog's paused
+		// partitions behind idle ones (5 s, franz-go's default, halved a
+		// drain's rate here).
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.OnPartitionsAssigned(sub.assigned),
+		kgo.OnPartitionsRevoked(sub.revoked),
+		kgo.OnPartitionsLost(sub.lost),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka consumer of %s: %w", topic, err)
+	}
+	sub.client = client
+	ctx, cancel := context.WithCancel(ctx)
+	s.subs.Add(2)
+	go func() {
+		defer s.subs.Done()
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	go func() {
+		defer s.subs.Done()
+		defer cancel()
+		sub.run(ctx)
+	}()
+	return sub.out, nil
+}
+
+// SubscribeInitialize creates topic with the configured partitions unless
+// it exists; Watermill's router calls it before Subscribe.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	client, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(client).CreateTopic(ctx, s.cfg.Partitions, -1, nil, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Close ends every subscription, commits what was acknowledged and waits
+// until their channels are closed. Closing again does nothing.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+	}
+	s.mu.Unlock()
+	s.subs.Wait()
+	return nil
+}
+
+// subscription is one topic's consumer: the poll loop hands each assigned
+// partition its records, and every acknowledgement moves the partition's
+// window and commit mark on.
+type subscription struct {
+	cfg    SubscriberConfig
+	topic  string
+	logger watermill.LoggerAdapter
+	client *kgo.Client
+	out    chan *message.Message
+
+	mu         sync.Mutex
+	parts      map[int32]*partition
+	stopped    bool
+	deliveries sync.WaitGroup
+}
+
+// partition is the state of one assigned partition, guarded by its
+// subscription's mutex.
+type partition struct {
+	id int32
+	// queue holds the fetched records not yet acknowledged, in offset
+	// order, with those acknowledged out of order among them.
+	queue    []*pending
+	inFlight int
+	paused   bool
+	// gone is set when the partition is revoked or lost: nothing more of
+	// it is delivered. lost also stops its commit marks.
+	gone, lost bool
+	// drained is closed once a gone partition has nothing in flight.
+	drained chan struct{}
+	busy    map[string]struct{}
+}
+
+type pendingState uint8
+
+const (
+	waiting pendingState = iota
+	inFlight
+	acked
+)
+
+type pending struct {
+	rec   *kgo.Record
+	key   string
+	state pendingState
+}
+
+// pauseAt and resumeAt bound a partition's queue: fetching a partition
+// pauses while it holds pauseAt records, so one slow key cannot make the
+// process buffer its whole partition.
+func (s *subscription) pauseAt() int  { return max(4*s.cfg.Window, 64) }
+func (s *subscription) resumeAt() int { return s.pauseAt() / 2 }
+
+func (s *subscription) run(ctx context.Context) {
+	for {
+		fetches := s.client.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			break
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			s.logger.Error("Fetch failed", err, watermill.LogFields{"kafka_partition": p})
+		})
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				s.add(ctx, p.Partition, p.Records)
+			}
+		})
+	}
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.deliveries.Wait()
+	// What is still in flight was abandoned with ctx, not acknowledged:
+	// leaving the group must not wait for it.
+	s.mu.Lock()
+	clear(s.parts)
+	s.mu.Unlock()
+	commitCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.client.CommitMarkedOffsets(commitCtx); err != nil {
+		s.logger.Error("Final commit failed", err, nil)
+	}
+	s.client.Close()
+	close(s.out)
+}
+
+// add queues records of partition id and delivers what the window allows.
+func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[id]
+	if p == nil {
+		// Fetched before a rebalance took the partition away.
+		return
+	}
+	for _, r := range records {
+		p.queue = append(p.queue, &pending{rec: r, key: string(r.Key)})
+	}
+	if !p.paused && len(p.queue) >= s.pauseAt() {
+		p.paused = true
+		s.client.PauseFetchPartitions(map[string][]int32{s.topic: {id}})
+	}
+	s.dispatch(ctx, p)
+}
+
+// dispatch delivers p's waiting records, oldest first, while the window
+// has room, skipping a record whose key has an older record not yet
+// acknowledged.
+func (s *subscription) dispatch(ctx context.Context, p *partition) {
+	if p.gone || s.stopped {
+		return
+	}
+	clear(p.busy)
+	for _, pe := range p.queue {
+		if p.inFlight >= s.cfg.Window {
+			return
+		}
+		if pe.state == acked {
+			continue
+		}
+		if _, ok := p.busy[pe.key]; ok {
+			continue
+		}
+		p.busy[pe.key] = struct{}{}
+		if pe.state == waiting {
+			pe.state = inFlight
+			p.inFlight++
+			s.deliveries.Add(1)
+			go s.deliver(ctx, p, pe)
+		}
+	}
+}
+
+// deliver sends one record to the subscription's channel until it is
+// acknowledged, again after each nack, or until ctx ends.
+func (s *subscription) deliver(ctx context.Context, p *partition, pe *pending) {
+	defer s.deliveries.Done()
+	msg := unmarshal(pe.rec)
+	msgCtx := context.WithValue(ctx, partitionKey, pe.rec.Partition)
+	msgCtx = context.WithValue(msgCtx, offsetKey, pe.rec.Offset)
+	msgCtx = context.WithValue(msgCtx, keyKey, pe.rec.Key)
+	msgCtx, cancel := context.WithCancel(msgCtx)
+	defer cancel()
+	msg.SetContext(msgCtx)
+	for {
+		select {
+		case s.out <- msg:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-msg.Acked():
+			s.ack(ctx, p, pe)
+			return
+		case <-msg.Nacked():
+			msg = msg.Copy()
+			msg.SetContext(msgCtx)
+			if !sleep(ctx, s.cfg.NackResendSleep) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// ack marks pe acknowledged, moves p's commit mark past every
+// acknowledged record at the head of its queue and fills the window.
+func (s *subscription) ack(ctx context.Context, p *partition, pe *pending) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pe.state = acked
+	p.inFlight--
+	n := 0
+	for n < len(p.queue) && p.queue[n].state == acked {
+		n++
+	}
+	if n > 0 {
+		if !p.lost {
+			s.client.MarkCommitRecords(p.queue[n-1].rec)
+		}
+		rest := copy(p.queue, p.queue[n:])
+		clear(p.queue[rest:])
+		p.queue = p.queue[:rest]
+	}
+	if p.gone {
+		if p.inFlight == 0 && p.drained != nil {
+			close(p.drained)
+			p.drained = nil
+		}
+		return
+	}
+	if p.paused && len(p.queue) <= s.resumeAt() {
+		p.paused = false
+		s.client.ResumeFetchPartitions(map[string][]int32{s.topic: {p.id}})
+	}
+	s.dispatch(ctx, p)
+}
+
+func (s *subscription) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range assigned[s.topic] {
+		s.parts[id] = &partition{id: id, busy: make(map[string]struct{})}
+	}
+}
+
+// revoked waits up to RevokeWait for the revoked partitions' in-flight
+// messages, then commits what was acknowledged, so the next owner starts
+// where this one stopped.
+func (s *subscription) revoked(ctx context.Context, client *kgo.Client, revoked map[string][]int32) {
+	drained := s.release(client, revoked[s.topic], false)
+	wait := time.NewTimer(s.cfg.RevokeWait)
+	defer wait.Stop()
+	for _, ch := range drained {
+		select {
+		case <-ch:
+		case <-wait.C:
+			s.logger.Info("Partitions revoked with messages in flight; they will be delivered again", nil)
+		case <-ctx.Done():
+		}
+	}
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := client.CommitMarkedOffsets(commitCtx); err != nil {
+		s.logger.Error("Commit on revoke failed", err, nil)
+	}
+}
+
+// lost drops the lost partitions without committing: another member may
+// own them already.
+func (s *subscription) lost(_ context.Context, client *kgo.Client, lost map[string][]int32) {
+	s.release(client, lost[s.topic], true)
+}
+
+// release stops delivering ids and returns channels closed once each
+// has nothing in flight.
+func (s *subscription) release(client *kgo.Client, ids []int32, lost bool) []chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var drained []chan struct{}
+	var resume []int32
+	for _, id := range ids {
+		p := s.parts[id]
+		if p == nil {
+			continue
+		}
+		delete(s.parts, id)
+		p.gone, p.lost = true, lost
+		if p.paused {
+			// A pause outlives the assignment; the next one must fetch.
+			resume = append(resume, id)
+		}
+		if p.inFlight > 0 {
+			p.drained = make(chan struct{})
+			drained = append(drained, p.drained)
+		}
+	}
+	if len(resume) > 0 {
+		client.ResumeFetchPartitions(map[string][]int32{s.topic: resume})
+	}
+	return drained
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// unmarshal reads a record the way watermill-kafka's marshaler wrote it:
+// the message UUID in its own header, the metadata in the others.
+func unmarshal(r *kgo.Record) *message.Message {
+	var uuid string
+	metadata := make(message.Metadata, len(r.Headers))
+	for _, h := range r.Headers {
+		if h.Key == kafka.UUIDHeaderKey {
+			uuid = string(h.Value)
+			continue
+		}
+		metadata.Set(h.Key, string(h.Value))
+	}
+	msg := message.NewMessage(uuid, r.Value)
+	msg.Metadata = metadata
+	return msg
+}
+
+type contextKey int
+
+const (
+	partitionKey contextKey = iota + 1
+	offsetKey
+	keyKey
+)
+
+// PartitionFromContext returns the partition of a consumed message's
+// context.
+func PartitionFromContext(ctx context.Context) (int32, bool) {
+	p, ok := ctx.Value(partitionKey).(int32)
+	return p, ok
+}
+
+// OffsetFromContext returns the offset of a consumed message's context.
+func OffsetFromContext(ctx context.Context) (int64, bool) {
+	o, ok := ctx.Value(offsetKey).(int64)
+	return o, ok
+}
+
+// KeyFromContext returns the record key of a consumed message's context.
+func KeyFromContext(ctx context.Context) ([]byte, bool) {
+	k, ok := ctx.Value(keyKey).([]byte)
+	return k, ok
+}

@@ -1,0 +1,354 @@
+package messaging_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/pkg/messaging"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+)
+
+// windowFixture is a broker with one topic of the given partitions and a
+// producer for it.
+type windowFixture struct {
+	brokers []string
+	topic   string
+	client  *kgo.Client
+}
+
+func newWindowFixture(tb testing.TB, partitions int32) *windowFixture {
+	tb.Helper()
+	topic := "window"
+	b, err := broker.Start(broker.Config{Addr: "127.0.0.1:0", Partitions: partitions, Topics: []string{topic}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(b.Close)
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(client.Close)
+	return &windowFixture{brokers: b.Addrs(), topic: topic, client: client}
+}
+
+// publish appends one record per key to partition p, in order, each
+// naming its key and its place in the partition.
+func (f *windowFixture) publish(tb testing.TB, p int32, keys ...string) {
+	tb.Helper()
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Topic: f.topic, Partition: p, Key: []byte(k), Value: fmt.Appendf(nil, "%s/%d", k, i)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.client.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (f *windowFixture) subscribe(tb testing.TB, group string, window int) <-chan *message.Message {
+	tb.Helper()
+	cfg := messaging.DefaultSubscriberConfig(f.brokers, group)
+	cfg.Window = window
+	sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sub.Close() })
+	msgs, err := sub.Subscribe(context.Background(), f.topic)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return msgs
+}
+
+// committed returns the group's committed offset of partition p, -1 if
+// none.
+func (f *windowFixture) committed(tb testing.TB, group string, p int32) int64 {
+	tb.Helper()
+	offsets, err := kadm.NewClient(f.client).FetchOffsets(context.Background(), group)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o, ok := offsets.Lookup(f.topic, p)
+	if !ok {
+		return -1
+	}
+	return o.At
+}
+
+// receive takes n messages from msgs without acknowledging them.
+func receive(tb testing.TB, msgs <-chan *message.Message, n int) []*message.Message {
+	tb.Helper()
+	var got []*message.Message
+	timeout := time.After(20 * time.Second)
+	for len(got) < n {
+		select {
+		case m := <-msgs:
+			got = append(got, m)
+		case <-timeout:
+			tb.Fatalf("received %d of %d messages", len(got), n)
+		}
+	}
+	return got
+}
+
+// nothingMore fails when msgs delivers a message before the broker could
+// have delivered every record it holds: the fixture's partition is read
+// again up to its end by a second group first, so a message held back is
+// held back by the window, not by a slow fetch.
+func (f *windowFixture) nothingMore(t *testing.T, msgs <-chan *message.Message, records int) {
+	t.Helper()
+	probe := f.subscribe(t, fmt.Sprintf("probe-%d", time.Now().UnixNano()), 1)
+	for range records {
+		receive(t, probe, 1)[0].Ack()
+	}
+	select {
+	case m := <-msgs:
+		t.Fatalf("message %s delivered past the window", m.Payload)
+	default:
+	}
+}
+
+func payloads(msgs []*message.Message) []string {
+	var s []string
+	for _, m := range msgs {
+		s = append(s, string(m.Payload))
+	}
+	slices.Sort(s)
+	return s
+}
+
+// The window delivers up to Window messages of one partition at once, but
+// never two with one key: a key's next message waits for its last one's
+// acknowledgement, and a later key may pass it.
+func TestSubscriberWindowHoldsBackOnlyBusyKeys(t *testing.T) {
+	tests := []struct {
+		name   string
+		window int
+		keys   []string
+		// first is what is in flight before any acknowledgement; then the
+		// first message of first is acknowledged and next arrives.
+		first []string
+		next  []string
+	}{
+		{"one per partition", 1, []string{"a", "b", "c"}, []string{"a/0"}, []string{"b/1"}},
+		{"window full", 2, []string{"a", "b", "c"}, []string{"a/0", "b/1"}, []string{"c/2"}},
+		{"busy key skipped", 3, []string{"a", "a", "b", "c"}, []string{"a/0", "b/2", "c/3"}, []string{"a/1"}},
+		{"busy key waits even with room", 4, []string{"a", "a", "a"}, []string{"a/0"}, []string{"a/1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newWindowFixture(t, 1)
+			f.publish(t, 0, tt.keys...)
+			msgs := f.subscribe(t, "g", tt.window)
+			first := receive(t, msgs, len(tt.first))
+			if got := payloads(first); !slices.Equal(got, tt.first) {
+				t.Fatalf("in flight %v, want %v", got, tt.first)
+			}
+			f.nothingMore(t, msgs, len(tt.keys))
+			i := slices.IndexFunc(first, func(m *message.Message) bool { return string(m.Payload) == tt.first[0] })
+			first[i].Ack()
+			if got := payloads(receive(t, msgs, len(tt.next))); !slices.Equal(got, tt.next) {
+				t.Errorf("after acknowledging %s: %v, want %v", tt.first[0], got, tt.next)
+			}
+		})
+	}
+}
+
+// A partition's offset is committed up to its first message not yet
+// acknowledged, so a new member of the group starts there: the messages
+// acknowledged after it are delivered again, none is skipped.
+func TestSubscriberCommitsUpToTheFirstUnacknowledged(t *testing.T) {
+	f := newWindowFixture(t, 1)
+	f.publish(t, 0, "a", "b", "c", "d")
+	cfg := messaging.DefaultSubscriberConfig(f.brokers, "g")
+	cfg.Window = 4
+	sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := sub.Subscribe(context.Background(), f.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPayload := map[string]*message.Message{}
+	for _, m := range receive(t, msgs, 4) {
+		byPayload[string(m.Payload)] = m
+	}
+	for _, p := range []string{"a/0", "c/2", "d/3"} {
+		byPayload[p].Ack()
+	}
+	poll.Until(t, 10*time.Second, "offset 1 committed", func() bool { return f.committed(t, "g", 0) == 1 })
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.committed(t, "g", 0); got != 1 {
+		t.Fatalf("committed offset after close %d, want 1 (b/1 was never acknowledged)", got)
+	}
+
+	again := f.subscribe(t, "g", 4)
+	got := receive(t, again, 3)
+	if p := payloads(got); !slices.Equal(p, []string{"b/1", "c/2", "d/3"}) {
+		t.Fatalf("a new member received %v, want b/1 and the two acknowledged after it", p)
+	}
+	for _, m := range got {
+		m.Ack()
+	}
+	poll.Until(t, 10*time.Second, "offset 4 committed", func() bool { return f.committed(t, "g", 0) == 4 })
+}
+
+// A nacked message is delivered again, and its key's next message waits
+// until it is acknowledged.
+func TestSubscriberRedeliversANackedMessageBeforeItsKeysNext(t *testing.T) {
+	f := newWindowFixture(t, 1)
+	f.publish(t, 0, "a", "a", "b")
+	msgs := f.subscribe(t, "g", 4)
+	first := receive(t, msgs, 2)
+	if p := payloads(first); !slices.Equal(p, []string{"a/0", "b/2"}) {
+		t.Fatalf("in flight %v, want a/0 and b/2", p)
+	}
+	for _, m := range first {
+		if string(m.Payload) == "a/0" {
+			m.Nack()
+		} else {
+			m.Ack()
+		}
+	}
+	again := receive(t, msgs, 1)[0]
+	if string(again.Payload) != "a/0" {
+		t.Fatalf("after a nack: %s, want a/0 again", again.Payload)
+	}
+	again.Ack()
+	if next := receive(t, msgs, 1)[0]; string(next.Payload) != "a/1" {
+		t.Fatalf("after the redelivered a/0 was acknowledged: %s, want a/1", next.Payload)
+	}
+}
+
+// Every message of many keys over many partitions arrives once, each key's
+// in publish order, never two of one key at once, and several of one
+// partition in flight together.
+func TestSubscriberKeepsPerKeyOrderAcrossPartitions(t *testing.T) {
+	const partitions, keysPerPartition, perKey = 4, 8, 5
+	f := newWindowFixture(t, partitions)
+	for p := range int32(partitions) {
+		var ks []string
+		for range perKey {
+			for k := range keysPerPartition {
+				ks = append(ks, fmt.Sprintf("k%d-%d", p, k))
+			}
+		}
+		f.publish(t, p, ks...)
+	}
+	msgs := f.subscribe(t, "g", 8)
+	var (
+		mu              sync.Mutex
+		inFlight        = map[string]bool{}
+		seen            = map[string][]int{}
+		total, maxTotal int
+		wg              sync.WaitGroup
+	)
+	for range partitions * keysPerPartition * perKey {
+		m := receive(t, msgs, 1)[0]
+		var key string
+		var i int
+		if _, err := fmt.Sscanf(strings.Replace(string(m.Payload), "/", " ", 1), "%s %d", &key, &i); err != nil {
+			t.Fatalf("payload %q: %v", m.Payload, err)
+		}
+		mu.Lock()
+		if inFlight[key] {
+			t.Errorf("two messages of key %s in flight at once", key)
+		}
+		inFlight[key] = true
+		total++
+		maxTotal = max(maxTotal, total)
+		seen[key] = append(seen[key], i)
+		mu.Unlock()
+		wg.Go(func() {
+			time.Sleep(time.Millisecond) // the handler's work
+			mu.Lock()
+			inFlight[key] = false
+			total--
+			mu.Unlock()
+			m.Ack()
+		})
+	}
+	wg.Wait()
+	if len(seen) != partitions*keysPerPartition {
+		t.Errorf("%d keys seen, want %d", len(seen), partitions*keysPerPartition)
+	}
+	for k, got := range seen {
+		if len(got) != perKey || !slices.IsSorted(got) {
+			t.Errorf("key %s: places %v, want %d messages in publish order", k, got, perKey)
+		}
+	}
+	if maxTotal <= partitions {
+		t.Errorf("at most %d messages in flight over %d partitions, want several of a partition", maxTotal, partitions)
+	}
+}
+
+// BenchmarkSubscriberDrain drains a backlog of b.N records over 64
+// partitions through a Watermill router with a no-op handler: the
+// subscriber's delivery limit.
+func BenchmarkSubscriberDrain(b *testing.B) {
+	for _, window := range []int{1, 8} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			f := newWindowFixture(b, messaging.Partitions)
+			recs := make([]*kgo.Record, b.N)
+			value := make([]byte, 600)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: f.topic, Partition: int32(i % messaging.Partitions), Key: fmt.Appendf(nil, "O-%d", i), Value: value}
+			}
+			if err := f.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				b.Fatal(err)
+			}
+			cfg := messaging.DefaultSubscriberConfig(f.brokers, "drain")
+			cfg.Window = window
+			sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var handled atomic.Int64
+			done := make(chan struct{})
+			router.AddConsumerHandler("drain", f.topic, sub, func(*message.Message) error {
+				if handled.Add(1) == int64(b.N) {
+					close(done)
+				}
+				return nil
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			b.ResetTimer()
+			var g errgroup.Group
+			g.Go(func() error { return router.Run(ctx) })
+			select {
+			case <-done:
+			case <-time.After(5 * time.Minute):
+				b.Errorf("handled %d of %d", handled.Load(), b.N)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			cancel()
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
