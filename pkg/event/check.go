@@ -36,6 +36,11 @@ type checker struct {
 	// match is pattern's hand-written matcher, when it has one.
 	match    func([]byte) bool
 	dateTime bool
+
+	// readsText and readsNumber say whether a keyword of ch or of a
+	// schema it refers to needs a string's value or a number's, so a
+	// value nothing looks at is not decoded.
+	readsText, readsNumber bool
 }
 
 type property struct {
@@ -113,9 +118,11 @@ func within(err error, at string) error {
 }
 
 // checkerSet is every event schema compiled to a checker, by SchemaName,
-// and the contract's field names, for the case-variant rule.
+// the value rules of rules.json by definition name, and the contract's
+// field names, for the case-variant rule.
 type checkerSet struct {
 	events map[string]*checker
+	rules  map[string]*checker
 	fields map[string]bool
 	// fieldList is fields in a fixed order.
 	fieldList []string
@@ -155,7 +162,7 @@ func compileCheckersFrom(fsys fs.FS) (checkerSet, error) {
 		collectFields(doc, fields)
 		c.docs[base] = doc
 	}
-	set := checkerSet{events: map[string]*checker{}, fields: fields}
+	set := checkerSet{events: map[string]*checker{}, rules: map[string]*checker{}, fields: fields}
 	for f := range fields {
 		set.fieldList = append(set.fieldList, f)
 	}
@@ -173,8 +180,12 @@ func compileCheckersFrom(fsys fs.FS) (checkerSet, error) {
 		// checker lacks is refused wherever it is written.
 		defs, _ := c.docs[base]["$defs"].(map[string]any)
 		for def := range defs {
-			if _, err := c.compile(base, "/$defs/"+def); err != nil {
+			ch, err := c.compile(base, "/$defs/"+def)
+			if err != nil {
 				return checkerSet{}, fmt.Errorf("compile %s#/$defs/%s: %w", base, def, err)
+			}
+			if base == rulesFile {
+				set.rules[def] = ch
 			}
 		}
 	}
@@ -232,6 +243,15 @@ func (c *schemaCompiler) build(file string, s any) (*checker, error) {
 		if err := c.keyword(ch, file, k, m[k]); err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
+	}
+	ch.readsText = ch.constant != nil && ch.constant.str != nil ||
+		ch.minLength >= 0 || ch.maxLength >= 0 || ch.pattern != nil || ch.dateTime
+	ch.readsNumber = ch.types&(typeInteger|typeNumber) != 0 || ch.constant != nil ||
+		ch.minimum != nil || ch.maximum != nil
+	for _, r := range ch.refs {
+		// A reference is compiled before the schema that makes it.
+		ch.readsText = ch.readsText || r.readsText
+		ch.readsNumber = ch.readsNumber || r.readsNumber
 	}
 	return ch, nil
 }
@@ -442,30 +462,31 @@ func (n number) asRat() *big.Rat {
 // check evaluates ch over node i of d.
 func (ch *checker) check(d *document, i int) error {
 	n := &d.nodes[i]
-	var num number
-	if n.kind == kindNumber && (ch.types&(typeInteger|typeNumber) != 0 || ch.constant != nil ||
-		ch.minimum != nil || ch.maximum != nil) {
-		num = readNumber(d.bytes(n))
-	}
-	if ch.types != 0 && !ch.hasType(n, num) {
-		return &violation{msg: fmt.Sprintf("got %s, want %s", kindName(n.kind), ch.typeNames())}
-	}
-	if ch.constant != nil {
-		if ok, err := ch.constant.equals(d, n, num); err != nil {
-			return err
-		} else if !ok {
-			return &violation{msg: "value is not the schema's const"}
-		}
-	}
 	switch n.kind {
 	case kindString:
-		if err := ch.checkString(d, n); err != nil {
-			return err
+		var s []byte
+		if ch.readsText {
+			var err error
+			if s, err = d.str(n); err != nil {
+				return err
+			}
 		}
+		return ch.checkString(s)
 	case kindNumber:
-		if err := ch.checkNumber(num); err != nil {
-			return err
+		var num number
+		if ch.readsNumber {
+			num = readNumber(d.bytes(n))
 		}
+		return ch.checkNumber(num)
+	}
+	if ch.types != 0 && !ch.hasType(n.kind, number{}) {
+		return ch.typeViolation(n.kind)
+	}
+	if ch.constant != nil {
+		// A const is a string or a number, which no other value equals.
+		return &violation{msg: "value is not the schema's const"}
+	}
+	switch n.kind {
 	case kindArray:
 		if err := ch.checkArray(d, i); err != nil {
 			return err
@@ -483,8 +504,75 @@ func (ch *checker) check(d *document, i int) error {
 	return nil
 }
 
-func (ch *checker) hasType(n *node, num number) bool {
-	switch n.kind {
+// checkString evaluates ch over a string whose value is s; s may be nil
+// when !ch.readsText, as no keyword then looks at it. A value rule is
+// checked through it too (rules.go), so a service and a consumer apply
+// the very same compiled rule.
+func (ch *checker) checkString(s []byte) error {
+	if ch.types != 0 && !ch.hasType(kindString, number{}) {
+		return ch.typeViolation(kindString)
+	}
+	if ch.constant != nil && !ch.constant.equalsText(s) {
+		return &violation{msg: "value is not the schema's const"}
+	}
+	if ch.minLength >= 0 || ch.maxLength >= 0 {
+		length := utf8.RuneCount(s)
+		if ch.minLength >= 0 && length < ch.minLength {
+			return &violation{msg: fmt.Sprintf("length %d is below the minimum %d", length, ch.minLength)}
+		}
+		if ch.maxLength >= 0 && length > ch.maxLength {
+			return &violation{msg: fmt.Sprintf("length %d is above the maximum %d", length, ch.maxLength)}
+		}
+	}
+	if ch.pattern != nil && !ch.matches(s) {
+		return &violation{msg: fmt.Sprintf("does not match %s", ch.pattern)}
+	}
+	if ch.dateTime {
+		if err := validDateTime(string(s)); err != nil {
+			return &violation{msg: "not a date-time: " + err.Error()}
+		}
+	}
+	for _, r := range ch.refs {
+		if err := r.checkString(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNumber evaluates ch over a number; num may be the zero number
+// when !ch.readsNumber, as no keyword then looks at it. A value rule is
+// checked through it too (rules.go).
+func (ch *checker) checkNumber(num number) error {
+	if ch.types != 0 && !ch.hasType(kindNumber, num) {
+		return ch.typeViolation(kindNumber)
+	}
+	if ch.constant != nil && !ch.constant.equalsNumber(num) {
+		return &violation{msg: "value is not the schema's const"}
+	}
+	if ch.minimum != nil || ch.maximum != nil {
+		if !num.isSmall && num.rat == nil {
+			return &violation{msg: "number out of range"}
+		}
+		if ch.minimum != nil && num.cmp(ch.minimum) < 0 {
+			return &violation{msg: "below the minimum " + ch.minimum.rat.RatString()}
+		}
+		if ch.maximum != nil && num.cmp(ch.maximum) > 0 {
+			return &violation{msg: "above the maximum " + ch.maximum.rat.RatString()}
+		}
+	}
+	for _, r := range ch.refs {
+		if err := r.checkNumber(num); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasType reports whether a value of kind k (num, when a number) is of
+// one of ch's types.
+func (ch *checker) hasType(k kind, num number) bool {
+	switch k {
 	case kindNull:
 		return ch.types&typeNull != 0
 	case kindTrue, kindFalse:
@@ -497,6 +585,10 @@ func (ch *checker) hasType(n *node, num number) bool {
 		return ch.types&typeArray != 0
 	}
 	return ch.types&typeObject != 0
+}
+
+func (ch *checker) typeViolation(k kind) error {
+	return &violation{msg: fmt.Sprintf("got %s, want %s", kindName(k), ch.typeNames())}
 }
 
 func (ch *checker) typeNames() string {
@@ -525,51 +617,20 @@ func kindName(k kind) string {
 	return "object"
 }
 
-func (c *constant) equals(d *document, n *node, num number) (bool, error) {
-	switch {
-	case c.str != nil:
-		if n.kind != kindString {
-			return false, nil
-		}
-		s, err := d.str(n)
-		if err != nil {
-			return false, err
-		}
-		return bytes.Equal(s, c.str), nil
-	case n.kind != kindNumber:
-		return false, nil
-	case num.isSmall:
-		return c.num.IsInt() && c.num.Num().IsInt64() && c.num.Num().Int64() == num.small, nil
-	}
-	return num.rat != nil && num.rat.Cmp(c.num) == 0, nil
+// equalsText reports whether c is the string s.
+func (c *constant) equalsText(s []byte) bool {
+	return c.str != nil && bytes.Equal(s, c.str)
 }
 
-func (ch *checker) checkString(d *document, n *node) error {
-	if ch.minLength < 0 && ch.maxLength < 0 && ch.pattern == nil && !ch.dateTime {
-		return nil
+// equalsNumber reports whether c is the number num.
+func (c *constant) equalsNumber(num number) bool {
+	switch {
+	case c.num == nil:
+		return false
+	case num.isSmall:
+		return c.num.IsInt() && c.num.Num().IsInt64() && c.num.Num().Int64() == num.small
 	}
-	s, err := d.str(n)
-	if err != nil {
-		return err
-	}
-	if ch.minLength >= 0 || ch.maxLength >= 0 {
-		length := utf8.RuneCount(s)
-		if ch.minLength >= 0 && length < ch.minLength {
-			return &violation{msg: fmt.Sprintf("length %d is below the minimum %d", length, ch.minLength)}
-		}
-		if ch.maxLength >= 0 && length > ch.maxLength {
-			return &violation{msg: fmt.Sprintf("length %d is above the maximum %d", length, ch.maxLength)}
-		}
-	}
-	if ch.pattern != nil && !ch.matches(s) {
-		return &violation{msg: fmt.Sprintf("does not match %s", ch.pattern)}
-	}
-	if ch.dateTime {
-		if err := validDateTime(string(s)); err != nil {
-			return &violation{msg: "not a date-time: " + err.Error()}
-		}
-	}
-	return nil
+	return num.rat != nil && num.rat.Cmp(c.num) == 0
 }
 
 func (ch *checker) matches(s []byte) bool {
@@ -577,22 +638,6 @@ func (ch *checker) matches(s []byte) bool {
 		return ch.match(s)
 	}
 	return ch.pattern.Match(s)
-}
-
-func (ch *checker) checkNumber(num number) error {
-	if ch.minimum == nil && ch.maximum == nil {
-		return nil
-	}
-	if !num.isSmall && num.rat == nil {
-		return &violation{msg: "number out of range"}
-	}
-	if ch.minimum != nil && num.cmp(ch.minimum) < 0 {
-		return &violation{msg: "below the minimum " + ch.minimum.rat.RatString()}
-	}
-	if ch.maximum != nil && num.cmp(ch.maximum) > 0 {
-		return &violation{msg: "above the maximum " + ch.maximum.rat.RatString()}
-	}
-	return nil
 }
 
 func (ch *checker) checkArray(d *document, i int) error {

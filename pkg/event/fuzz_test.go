@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,8 @@ func withReason(tb testing.TB, reason string) []byte {
 // ValidateQuantity, ValidateReason) accept exactly what the event schemas
 // accept in the fields that carry them, so a value a service accepted is
 // never dead-lettered downstream and a value the schemas admit is never
-// refused at the door.
+// refused at the door; and each answers exactly as the generic validator
+// evaluating its definition does, error included.
 func FuzzRulesAgreeWithSchemas(f *testing.F) {
 	f.Add("P-1001", "80.00", "CNY", 2, "CANCELLED_ON_REQUEST")
 	f.Add("", "0", "cny", 0, "")
@@ -219,6 +221,35 @@ func FuzzRulesAgreeWithSchemas(f *testing.F) {
 		agree("currency "+quoteShort(currency), event.ValidateCurrency("currency", currency), withField(t, "currency", currency))
 		agree("quantity", event.ValidateQuantity("quantity", quantity), withField(t, "quantity", quantity))
 		agree("reason "+quoteShort(reason), event.ValidateReason("reason", reason), withReason(t, reason))
+
+		same := func(name string, got, want error) {
+			t.Helper()
+			if !sameRuleError(got, want) {
+				t.Fatalf("%s: %v, the reference %v", name, got, want)
+			}
+		}
+		reference := func(rule, s string) error { return event.CheckRuleReference("f", rule, s, strconv.Quote(s)) }
+		if id != "" {
+			same("ValidateID "+quoteShort(id), event.ValidateID("f", id), reference(event.RuleID, id))
+		}
+		if currency != "" {
+			same("ValidateCurrency "+quoteShort(currency), event.ValidateCurrency("f", currency), reference(event.RuleCurrency, currency))
+		}
+		same("ValidateReason "+quoteShort(reason), event.ValidateReason("f", reason), reference(event.RuleReason, reason))
+		same("ValidateQuantity", event.ValidateQuantity("f", quantity),
+			event.CheckRuleReference("f", event.RuleQuantity, json.Number(strconv.Itoa(quantity)), strconv.Itoa(quantity)))
+		if amount != "" {
+			_, err := event.ParseAmount("f", amount)
+			same("ParseAmount "+quoteShort(amount), err, reference(event.RuleAmount, amount))
+			_, err = event.ParsePositiveAmount("f", amount)
+			same("ParsePositiveAmount "+quoteShort(amount), err, reference(event.RulePositiveAmount, amount))
+		}
+		if d, err := decimal.NewFromString(amount); err == nil {
+			same("ValidateAmount "+d.String(), event.ValidateAmount("f", d),
+				event.CheckRuleReference("f", event.RuleAmount, d.String(), d.String()))
+			same("ValidatePositiveAmount "+d.String(), event.ValidatePositiveAmount("f", d),
+				event.CheckRuleReference("f", event.RulePositiveAmount, d.String(), d.String()))
+		}
 	})
 }
 

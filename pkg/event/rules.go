@@ -1,7 +1,6 @@
 package event
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -11,9 +10,11 @@ import (
 
 // The value rules. Each is a definition in schemas/rules.json: the event
 // schemas reference it, so a consumer's Parse enforces it, and the functions
-// below evaluate the same definition, so the service that accepts a value
-// from a client enforces it too. A value the order service accepts can
-// therefore never be dead-lettered downstream for breaking a rule.
+// below evaluate the same definition, compiled once into the checker Parse
+// runs where the schemas reference it (ruleChecker), so the service that
+// accepts a value from a client enforces it too, at the cost of a few
+// comparisons per call. A value the order service accepts can therefore
+// never be dead-lettered downstream for breaking a rule.
 const (
 	RuleID             = "id"
 	RuleAmount         = "amount"
@@ -87,17 +88,42 @@ func message(rule string) string {
 	return "breaks rule " + rule
 }
 
-// check evaluates definition rule against v, a value as JSON decodes it
-// (string, json.Number, ...). got is how the refused value is quoted back;
-// it is cut short so a huge value is not echoed.
-func check(field, rule string, v any, got string) error {
-	set, err := compiled()
+// ruleChecker returns the compiled checker of definition rule: the one
+// the event schemas' checkers run where they reference it, so a service
+// checking a client's value and a consumer parsing an event evaluate the
+// same compiled rule, without the generic validator's cost per call.
+func ruleChecker(rule string) (*checker, error) {
+	set, err := checkers()
 	if err != nil {
-		return fmt.Errorf("load value rules: %w", err)
+		return nil, fmt.Errorf("load value rules: %w", err)
 	}
-	if set.rules[rule].Validate(v) == nil {
+	ch, ok := set.rules[rule]
+	if !ok {
+		return nil, fmt.Errorf("load value rules: no definition %q in %s", rule, rulesFile)
+	}
+	return ch, nil
+}
+
+// checkText evaluates definition rule against the string s. A refused
+// value is quoted back in Go syntax when quote is set, as is otherwise;
+// only a refusal pays for the quoting.
+func checkText(field, rule, s string, quote bool) error {
+	ch, err := ruleChecker(rule)
+	if err != nil {
+		return err
+	}
+	if ch.checkString([]byte(s)) == nil {
 		return nil
 	}
+	if quote {
+		s = strconv.Quote(s)
+	}
+	return refuse(field, rule, s)
+}
+
+// refuse returns the RuleError of a value that breaks rule. got is cut
+// short so a huge value is not echoed.
+func refuse(field, rule, got string) error {
 	const show = 64
 	if len(got) > show {
 		got = got[:show] + "…"
@@ -111,12 +137,19 @@ func ValidateID(field, id string) error {
 	if id == "" {
 		return &RuleError{Field: field, Rule: RuleID, Message: "is required"}
 	}
-	return check(field, RuleID, id, strconv.Quote(id))
+	return checkText(field, RuleID, id, true)
 }
 
 // ValidateQuantity checks the units of one order line.
 func ValidateQuantity(field string, n int) error {
-	return check(field, RuleQuantity, json.Number(strconv.Itoa(n)), strconv.Itoa(n))
+	ch, err := ruleChecker(RuleQuantity)
+	if err != nil {
+		return err
+	}
+	if ch.checkNumber(number{small: int64(n), isSmall: true}) == nil {
+		return nil
+	}
+	return refuse(field, RuleQuantity, strconv.Itoa(n))
 }
 
 // ValidateCurrency checks a currency code.
@@ -124,24 +157,24 @@ func ValidateCurrency(field, currency string) error {
 	if currency == "" {
 		return &RuleError{Field: field, Rule: RuleCurrency, Message: "is required"}
 	}
-	return check(field, RuleCurrency, currency, strconv.Quote(currency))
+	return checkText(field, RuleCurrency, currency, true)
 }
 
 // ValidateReason checks a reason text.
 func ValidateReason(field, reason string) error {
-	return check(field, RuleReason, reason, strconv.Quote(reason))
+	return checkText(field, RuleReason, reason, true)
 }
 
 // ValidateAmount checks an amount that may be zero (what has been refunded,
 // say).
 func ValidateAmount(field string, d decimal.Decimal) error {
-	return check(field, RuleAmount, d.String(), d.String())
+	return checkText(field, RuleAmount, d.String(), false)
 }
 
 // ValidatePositiveAmount checks an amount that must be more than zero: a
 // price, an order's total, a payment, a refund.
 func ValidatePositiveAmount(field string, d decimal.Decimal) error {
-	return check(field, RulePositiveAmount, d.String(), d.String())
+	return checkText(field, RulePositiveAmount, d.String(), false)
 }
 
 // ParseAmount reads an amount a client sent as text ("80", "80.5",
@@ -160,7 +193,7 @@ func parseAmount(field, rule, s string) (decimal.Decimal, error) {
 	if s == "" {
 		return decimal.Decimal{}, &RuleError{Field: field, Rule: rule, Message: "is required"}
 	}
-	if err := check(field, rule, s, strconv.Quote(s)); err != nil {
+	if err := checkText(field, rule, s, true); err != nil {
 		return decimal.Decimal{}, err
 	}
 	d, err := decimal.NewFromString(s)

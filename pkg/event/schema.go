@@ -202,6 +202,22 @@ func validateReference(raw []byte) error {
 	return nil
 }
 
+// checkRuleReference is what ValidateID and the other value rule
+// functions answer for v, a value as JSON decodes it (string,
+// json.Number), when the generic JSON Schema validator evaluates
+// definition rule: the reference their compiled checks are tested
+// against. got is how a refused value is quoted back.
+func checkRuleReference(field, rule string, v any, got string) error {
+	set, err := compiled()
+	if err != nil {
+		return fmt.Errorf("load value rules: %w", err)
+	}
+	if set.rules[rule].Validate(v) == nil {
+		return nil
+	}
+	return refuse(field, rule, got)
+}
+
 // parseReference is Parse over validateReference.
 func parseReference(raw []byte) (Envelope, error) {
 	if err := validateReference(raw); err != nil {

@@ -101,8 +101,34 @@ ok  	github.com/reliable-orders/fulfillment/tests/bench	1.0s
 			wantErr: "missing units",
 		},
 		{
-			name: "a table heading that starts like a result",
-			raw:  header + "BenchmarkAPIPayToConverged sweep, 1000 orders per rate:\nBenchmarkRelay-2 1 5 events/s\n",
+			name:    "a measurement that is not a number",
+			raw:     header + "BenchmarkRelay-2 1 fast events/s\n",
+			wantErr: "parsing measurement",
+		},
+		{
+			// As in docs/benchmarks/2026-12-01T2351-make-bench.txt.
+			name: "the old sweep table heading, which starts like a result",
+			raw:  header + "BenchmarkAPIPayToConverged sweep, 1000 orders per rate × 1 round(s):\nBenchmarkRelay-2 1 5 events/s\n",
+			want: []benchtables.Result{{Package: "", Name: "BenchmarkRelay-2", Metrics: []benchtables.Metric{{5, "events/s"}}}},
+		},
+		{
+			name: "a name and a second field that is not a count",
+			raw:  header + "BenchmarkRelay-2 batch=100 5 events/s\nBenchmarkRelay-2 1 5 events/s\n",
+			want: []benchtables.Result{{Package: "", Name: "BenchmarkRelay-2", Metrics: []benchtables.Metric{{5, "events/s"}}}},
+		},
+		{
+			name: "a name alone, as go test -v prints when a benchmark starts, and with a trailing space",
+			raw:  header + "BenchmarkRelay\nBenchmarkRelay \nBenchmarkRelay-2 1 5 events/s\n",
+			want: []benchtables.Result{{Package: "", Name: "BenchmarkRelay-2", Metrics: []benchtables.Metric{{5, "events/s"}}}},
+		},
+		{
+			name:    "a broken result after a heading keeps its line number",
+			raw:     header + "BenchmarkAPIPayToConverged sweep:\nBenchmarkRelay-2 1 22088\n",
+			wantErr: "raw.txt:10: missing units",
+		},
+		{
+			name: "a last line without a newline",
+			raw:  header + "BenchmarkRelay-2 1 5 events/s\nBenchmarkAPIPayToConverged sweep",
 			want: []benchtables.Result{{Package: "", Name: "BenchmarkRelay-2", Metrics: []benchtables.Metric{{5, "events/s"}}}},
 		},
 		{
