@@ -157,7 +157,7 @@ func (rt Runtime) runOnce(ctx context.Context) (bool, error) {
 	}
 	subCfg := messaging.DefaultSubscriberConfig(rt.Brokers, rt.Group)
 	if rt.Window > 0 {
-		subCfg.Window = rt.Window
+		subCfg = subCfg.WithWindow(rt.Window)
 	}
 	sub, err := messaging.NewSubscriber(subCfg, messaging.WatermillLogger(rt.Logger))
 	if err != nil {

@@ -27,6 +27,16 @@ type SubscriberConfig struct {
 	// per-key order holds whatever the window; 1 is one message per
 	// partition, as Watermill's Kafka subscriber delivers them.
 	Window int
+	// MaxInFlight lets a partition take more than Window when fewer
+	// partitions have messages waiting: each may have MaxInFlight divided
+	// by their number in flight. A producer that writes big batches fills
+	// a few partitions at a time, and without it their windows alone
+	// would be the batches' size.
+	MaxInFlight int
+	// MaxBuffered is how many fetched records the subscription holds,
+	// acknowledged or not, before it stops fetching: a backlog is read as
+	// it is consumed, not into memory.
+	MaxBuffered int
 	// NackResendSleep is how long a nacked message waits before it is
 	// delivered again.
 	NackResendSleep time.Duration
@@ -38,8 +48,10 @@ type SubscriberConfig struct {
 	// acknowledged; a message still in flight after that is delivered
 	// again to the partition's next owner (its dedup row makes that safe).
 	RevokeWait time.Duration
-	// FetchMaxPartitionBytes bounds one fetch per partition.
-	FetchMaxPartitionBytes int32
+	// FetchMaxPartitionBytes and FetchMaxBytes bound one fetch per
+	// partition and in all; a broker returns at least one whole producer
+	// batch, whatever they say.
+	FetchMaxPartitionBytes, FetchMaxBytes int32
 	// Partitions is what SubscribeInitialize creates a missing topic with.
 	Partitions int32
 }
@@ -51,14 +63,26 @@ func DefaultSubscriberConfig(brokers []string, group string) SubscriberConfig {
 		Brokers:         brokers,
 		ConsumerGroup:   group,
 		Window:          DefaultWindow,
+		MaxInFlight:     Partitions * DefaultWindow,
+		MaxBuffered:     4096,
 		NackResendSleep: 100 * time.Millisecond,
 		CommitInterval:  250 * time.Millisecond,
 		RevokeWait:      5 * time.Second,
 		// Read-ahead only costs memory beyond a few windows per partition:
 		// 64 KiB holds a couple of hundred order events.
 		FetchMaxPartitionBytes: 64 << 10,
+		FetchMaxBytes:          1 << 20,
 		Partitions:             Partitions,
 	}
+}
+
+// WithWindow returns c with a window of w messages per partition and room
+// for w in flight on each of Partitions partitions.
+func (c SubscriberConfig) WithWindow(w int) SubscriberConfig {
+	c.Window = w
+	c.MaxInFlight = int(Partitions) * w
+	c.MaxBuffered = max(c.MaxBuffered, 2*c.MaxInFlight)
+	return c
 }
 
 // DefaultWindow is the default in-flight window per partition
@@ -83,8 +107,11 @@ func (c SubscriberConfig) Validate() error {
 	if c.NackResendSleep < 0 || c.CommitInterval <= 0 || c.RevokeWait <= 0 {
 		errs = append(errs, errors.New("nack resend sleep must not be negative, commit interval and revoke wait must be positive"))
 	}
-	if c.FetchMaxPartitionBytes < 1<<10 || c.Partitions < 1 {
-		errs = append(errs, errors.New("fetch max partition bytes must be at least 1 KiB and partitions at least 1"))
+	if c.MaxInFlight < c.Window || c.MaxBuffered < c.MaxInFlight {
+		errs = append(errs, fmt.Errorf("max in flight %d, max buffered %d: want window <= max in flight <= max buffered", c.MaxInFlight, c.MaxBuffered))
+	}
+	if c.FetchMaxPartitionBytes < 1<<10 || c.FetchMaxBytes < c.FetchMaxPartitionBytes || c.Partitions < 1 {
+		errs = append(errs, errors.New("fetch max partition bytes must be at least 1 KiB, fetch max bytes at least that, and partitions at least 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -135,6 +162,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		logger: s.logger.With(watermill.LogFields{"topic": topic, "consumer_group": s.cfg.ConsumerGroup}),
 		out:    make(chan *message.Message),
 		parts:  make(map[int32]*partition),
+		room:   make(chan struct{}, 1),
 	}
 	client, err := kgo.NewClient(
 		kgo.SeedBrokers(s.cfg.Brokers...),
@@ -151,6 +179,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		kgo.HeartbeatInterval(time.Second),
 		kgo.RebalanceTimeout(10*time.Second+s.cfg.RevokeWait),
 		kgo.FetchMaxPartitionBytes(s.cfg.FetchMaxPartitionBytes),
+		kgo.FetchMaxBytes(s.cfg.FetchMaxBytes),
 		// A fetch waits at the broker for new records of the partitions
 		// it asks for; a partition resumed meanwhile is asked for only in
 		// the next one, so a long wait stalls a backlog's paused
@@ -226,8 +255,13 @@ type subscription struct {
 	client *kgo.Client
 	out    chan *message.Message
 
-	mu         sync.Mutex
-	parts      map[int32]*partition
+	mu    sync.Mutex
+	parts map[int32]*partition
+	// buffered counts the records in the partitions' queues and waiting
+	// the partitions with records not yet delivered.
+	buffered, waiting int
+	// room is signalled when buffered falls below MaxBuffered.
+	room       chan struct{}
 	stopped    bool
 	deliveries sync.WaitGroup
 }
@@ -247,6 +281,8 @@ type partition struct {
 	// drained is closed once a gone partition has nothing in flight.
 	drained chan struct{}
 	busy    map[string]struct{}
+	// undelivered counts the queue's records in state waiting.
+	undelivered int
 }
 
 type pendingState uint8
@@ -269,8 +305,40 @@ type pending struct {
 func (s *subscription) pauseAt() int  { return max(4*s.cfg.Window, 64) }
 func (s *subscription) resumeAt() int { return s.pauseAt() / 2 }
 
+// window is how many messages one partition may have in flight now.
+func (s *subscription) window() int {
+	return max(s.cfg.Window, s.cfg.MaxInFlight/max(s.waiting, 1))
+}
+
+// unbuffer counts n records out of the queues and lets the poll loop go
+// on if that made room.
+func (s *subscription) unbuffer(n int) {
+	s.buffered -= n
+	if s.buffered < s.cfg.MaxBuffered {
+		select {
+		case s.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// full reports whether the subscription holds MaxBuffered records.
+func (s *subscription) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buffered >= s.cfg.MaxBuffered
+}
+
 func (s *subscription) run(ctx context.Context) {
 	for {
+		if s.full() {
+			select {
+			case <-s.room:
+				continue
+			case <-ctx.Done():
+			}
+			break
+		}
 		fetches := s.client.PollFetches(ctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			break
@@ -314,6 +382,11 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 	for _, r := range records {
 		p.queue = append(p.queue, &pending{rec: r, key: string(r.Key)})
 	}
+	if p.undelivered == 0 {
+		s.waiting++
+	}
+	p.undelivered += len(records)
+	s.buffered += len(records)
 	if !p.paused && len(p.queue) >= s.pauseAt() {
 		p.paused = true
 		s.client.PauseFetchPartitions(map[string][]int32{s.topic: {id}})
@@ -329,8 +402,9 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 		return
 	}
 	clear(p.busy)
+	window := s.window()
 	for _, pe := range p.queue {
-		if p.inFlight >= s.cfg.Window {
+		if p.inFlight >= window || p.undelivered == 0 {
 			return
 		}
 		if pe.state == acked {
@@ -343,6 +417,9 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 		if pe.state == waiting {
 			pe.state = inFlight
 			p.inFlight++
+			if p.undelivered--; p.undelivered == 0 {
+				s.waiting--
+			}
 			s.deliveries.Add(1)
 			go s.deliver(ctx, p, pe)
 		}
@@ -400,6 +477,9 @@ func (s *subscription) ack(ctx context.Context, p *partition, pe *pending) {
 		rest := copy(p.queue, p.queue[n:])
 		clear(p.queue[rest:])
 		p.queue = p.queue[:rest]
+		if !p.gone {
+			s.unbuffer(n)
+		}
 	}
 	if p.gone {
 		if p.inFlight == 0 && p.drained != nil {
@@ -465,6 +545,10 @@ func (s *subscription) release(client *kgo.Client, ids []int32, lost bool) []cha
 		}
 		delete(s.parts, id)
 		p.gone, p.lost = true, lost
+		s.unbuffer(len(p.queue))
+		if p.undelivered > 0 {
+			s.waiting--
+		}
 		if p.paused {
 			// A pause outlives the assignment; the next one must fetch.
 			resume = append(resume, id)

@@ -60,10 +60,13 @@ func (f *windowFixture) publish(tb testing.TB, p int32, keys ...string) {
 	}
 }
 
-func (f *windowFixture) subscribe(tb testing.TB, group string, window int) <-chan *message.Message {
+// subscribe joins group with a window per partition of window messages,
+// or up to maxInFlight when fewer partitions have messages waiting (0:
+// window).
+func (f *windowFixture) subscribe(tb testing.TB, group string, window, maxInFlight int) <-chan *message.Message {
 	tb.Helper()
 	cfg := messaging.DefaultSubscriberConfig(f.brokers, group)
-	cfg.Window = window
+	cfg.Window, cfg.MaxInFlight = window, max(window, maxInFlight)
 	sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
 	if err != nil {
 		tb.Fatal(err)
@@ -113,7 +116,7 @@ func receive(tb testing.TB, msgs <-chan *message.Message, n int) []*message.Mess
 // held back by the window, not by a slow fetch.
 func (f *windowFixture) nothingMore(t *testing.T, msgs <-chan *message.Message, records int) {
 	t.Helper()
-	probe := f.subscribe(t, fmt.Sprintf("probe-%d", time.Now().UnixNano()), 1)
+	probe := f.subscribe(t, fmt.Sprintf("probe-%d", time.Now().UnixNano()), 1, 0)
 	for range records {
 		receive(t, probe, 1)[0].Ack()
 	}
@@ -133,29 +136,31 @@ func payloads(msgs []*message.Message) []string {
 	return s
 }
 
-// The window delivers up to Window messages of one partition at once, but
-// never two with one key: a key's next message waits for its last one's
-// acknowledgement, and a later key may pass it.
+// The window delivers up to Window messages of one partition at once (more,
+// up to MaxInFlight, when it is the only partition with messages waiting),
+// but never two with one key: a key's next message waits for its last
+// one's acknowledgement, and a later key may pass it.
 func TestSubscriberWindowHoldsBackOnlyBusyKeys(t *testing.T) {
 	tests := []struct {
-		name   string
-		window int
-		keys   []string
+		name                string
+		window, maxInFlight int
+		keys                []string
 		// first is what is in flight before any acknowledgement; then the
 		// first message of first is acknowledged and next arrives.
 		first []string
 		next  []string
 	}{
-		{"one per partition", 1, []string{"a", "b", "c"}, []string{"a/0"}, []string{"b/1"}},
-		{"window full", 2, []string{"a", "b", "c"}, []string{"a/0", "b/1"}, []string{"c/2"}},
-		{"busy key skipped", 3, []string{"a", "a", "b", "c"}, []string{"a/0", "b/2", "c/3"}, []string{"a/1"}},
-		{"busy key waits even with room", 4, []string{"a", "a", "a"}, []string{"a/0"}, []string{"a/1"}},
+		{"one per partition", 1, 0, []string{"a", "b", "c"}, []string{"a/0"}, []string{"b/1"}},
+		{"window full", 2, 0, []string{"a", "b", "c"}, []string{"a/0", "b/1"}, []string{"c/2"}},
+		{"busy key skipped", 3, 0, []string{"a", "a", "b", "c"}, []string{"a/0", "b/2", "c/3"}, []string{"a/1"}},
+		{"busy key waits even with room", 4, 0, []string{"a", "a", "a"}, []string{"a/0"}, []string{"a/1"}},
+		{"the only partition waiting takes the max in flight", 1, 3, []string{"a", "b", "c", "d"}, []string{"a/0", "b/1", "c/2"}, []string{"d/3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newWindowFixture(t, 1)
 			f.publish(t, 0, tt.keys...)
-			msgs := f.subscribe(t, "g", tt.window)
+			msgs := f.subscribe(t, "g", tt.window, tt.maxInFlight)
 			first := receive(t, msgs, len(tt.first))
 			if got := payloads(first); !slices.Equal(got, tt.first) {
 				t.Fatalf("in flight %v, want %v", got, tt.first)
@@ -177,7 +182,7 @@ func TestSubscriberCommitsUpToTheFirstUnacknowledged(t *testing.T) {
 	f := newWindowFixture(t, 1)
 	f.publish(t, 0, "a", "b", "c", "d")
 	cfg := messaging.DefaultSubscriberConfig(f.brokers, "g")
-	cfg.Window = 4
+	cfg.Window, cfg.MaxInFlight = 4, 4
 	sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +206,7 @@ func TestSubscriberCommitsUpToTheFirstUnacknowledged(t *testing.T) {
 		t.Fatalf("committed offset after close %d, want 1 (b/1 was never acknowledged)", got)
 	}
 
-	again := f.subscribe(t, "g", 4)
+	again := f.subscribe(t, "g", 4, 0)
 	got := receive(t, again, 3)
 	if p := payloads(got); !slices.Equal(p, []string{"b/1", "c/2", "d/3"}) {
 		t.Fatalf("a new member received %v, want b/1 and the two acknowledged after it", p)
@@ -217,7 +222,7 @@ func TestSubscriberCommitsUpToTheFirstUnacknowledged(t *testing.T) {
 func TestSubscriberRedeliversANackedMessageBeforeItsKeysNext(t *testing.T) {
 	f := newWindowFixture(t, 1)
 	f.publish(t, 0, "a", "a", "b")
-	msgs := f.subscribe(t, "g", 4)
+	msgs := f.subscribe(t, "g", 4, 0)
 	first := receive(t, msgs, 2)
 	if p := payloads(first); !slices.Equal(p, []string{"a/0", "b/2"}) {
 		t.Fatalf("in flight %v, want a/0 and b/2", p)
@@ -254,7 +259,7 @@ func TestSubscriberKeepsPerKeyOrderAcrossPartitions(t *testing.T) {
 		}
 		f.publish(t, p, ks...)
 	}
-	msgs := f.subscribe(t, "g", 8)
+	msgs := f.subscribe(t, "g", 8, 0)
 	var (
 		mu              sync.Mutex
 		inFlight        = map[string]bool{}
@@ -301,6 +306,46 @@ func TestSubscriberKeepsPerKeyOrderAcrossPartitions(t *testing.T) {
 	}
 }
 
+// A subscription holding MaxBuffered records fetches more only as they are
+// acknowledged, and so drains a backlog far larger than its buffer, every
+// record once.
+func TestSubscriberDrainsPastItsBuffer(t *testing.T) {
+	const records = 500
+	f := newWindowFixture(t, 2)
+	for p := range int32(2) {
+		keys := make([]string, records/2)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("p%d-k%d", p, i)
+		}
+		f.publish(t, p, keys...)
+	}
+	cfg := messaging.DefaultSubscriberConfig(f.brokers, "g")
+	cfg.Window, cfg.MaxInFlight, cfg.MaxBuffered = 4, 8, 16
+	sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	msgs, err := sub.Subscribe(context.Background(), f.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for range records {
+		m := receive(t, msgs, 1)[0]
+		seen[string(m.Payload)]++
+		m.Ack()
+	}
+	if len(seen) != records {
+		t.Errorf("%d distinct records of %d", len(seen), records)
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", p, n)
+		}
+	}
+}
+
 // BenchmarkSubscriberDrain drains a backlog of b.N records over 64
 // partitions through a Watermill router with a no-op handler: the
 // subscriber's delivery limit.
@@ -317,7 +362,7 @@ func BenchmarkSubscriberDrain(b *testing.B) {
 				b.Fatal(err)
 			}
 			cfg := messaging.DefaultSubscriberConfig(f.brokers, "drain")
-			cfg.Window = window
+			cfg.Window, cfg.MaxInFlight = window, messaging.Partitions*window
 			sub, err := messaging.NewSubscriber(cfg, watermill.NopLogger{})
 			if err != nil {
 				b.Fatal(err)
