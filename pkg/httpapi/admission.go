@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -61,12 +62,16 @@ func (a Admission) Validate() error {
 	return errors.Join(errs...)
 }
 
-// admission is the server's limiter: a semaphore of MaxInFlight slots.
+// admission is the server's limiter: a semaphore of MaxInFlight slots,
+// and one of outsidePerSlot times as many places for admitted requests
+// that gave their slot back while they wait on another service
+// (OutsideSlot).
 type admission struct {
-	slots  chan struct{}
-	wait   time.Duration
-	exempt map[string]bool
-	shed   *prometheus.CounterVec
+	slots   chan struct{}
+	outside chan struct{}
+	wait    time.Duration
+	exempt  map[string]bool
+	shed    *prometheus.CounterVec
 	// inFlight counts the business requests being served.
 	inFlight prometheus.Gauge
 }
@@ -86,6 +91,7 @@ func newAdmission(a Admission, reg *prometheus.Registry) *admission {
 	}
 	if a.MaxInFlight > 0 {
 		ad.slots = make(chan struct{}, a.MaxInFlight)
+		ad.outside = make(chan struct{}, outsidePerSlot*a.MaxInFlight)
 	}
 	if reg != nil {
 		reg.MustRegister(ad.shed, ad.inFlight)
@@ -114,12 +120,14 @@ func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if a.slots != nil {
-			if !a.acquire() {
+			if !a.acquire(a.slots) {
 				a.shed.WithLabelValues(method, route).Inc()
-				return &Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOverloaded,
-					Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
+				return overloaded()
 			}
-			defer func() { <-a.slots }()
+			t := &ticket{a: a, method: method, route: route, held: true}
+			req := c.Request()
+			c.SetRequest(req.WithContext(context.WithValue(req.Context(), ticketKey{}, t)))
+			defer t.done()
 		}
 		a.inFlight.Inc()
 		defer a.inFlight.Dec()
@@ -127,10 +135,16 @@ func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// acquire takes a slot, waiting up to the queue wait for one.
-func (a *admission) acquire() bool {
+// overloaded is the answer of a shed request.
+func overloaded() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOverloaded,
+		Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
+}
+
+// acquire takes a place of sem, waiting up to the queue wait for one.
+func (a *admission) acquire(sem chan struct{}) bool {
 	select {
-	case a.slots <- struct{}{}:
+	case sem <- struct{}{}:
 		return true
 	default:
 	}
@@ -140,11 +154,73 @@ func (a *admission) acquire() bool {
 	timer := time.NewTimer(a.wait)
 	defer timer.Stop()
 	select {
-	case a.slots <- struct{}{}:
+	case sem <- struct{}{}:
 		return true
 	case <-timer.C:
 		return false
 	}
+}
+
+// outsidePerSlot is how many requests may wait on another service
+// (OutsideSlot) per slot. By Little's law the requests waiting on a peer
+// number the rate times the peer's answer time, and the slots the rate
+// times a request's own work: a peer's answer (its own admission and
+// transaction and two hops) takes about as long as the work of the
+// request waiting for it, and twice as many leaves room for a peer
+// slower than that before its callers shed.
+const outsidePerSlot = 2
+
+// ticketKey is the context key of an admitted request's ticket.
+type ticketKey struct{}
+
+// ticket is an admitted request's slot. Only the request's own goroutine
+// touches it.
+type ticket struct {
+	a             *admission
+	method, route string
+	held          bool
+}
+
+// done gives the slot back when the request ends.
+func (t *ticket) done() {
+	if t.held {
+		<-t.a.slots
+	}
+}
+
+// OutsideSlot runs wait, a handler's call to another service, with the
+// request's admission slot given back, and takes a slot again before it
+// returns. A slot stands for about one transaction's use of the database
+// (InFlightPerConn); a request holding it while another service answers
+// would leave the pool idle and shed requests it could serve (the payment
+// service's order look-up). The requests waiting outside their slot are
+// bounded too, by twice as many places as there are slots, taken like a
+// slot.
+// OutsideSlot returns wait's error, or a 503 OVERLOADED *Error, counted as
+// shed, when no place or no slot frees within the queue wait: call it
+// before the handler writes, so a request shed here has written nothing.
+// Outside an admitted request (an exempt route, an unbounded server) it
+// only runs wait.
+func OutsideSlot(ctx context.Context, wait func() error) error {
+	t, ok := ctx.Value(ticketKey{}).(*ticket)
+	if !ok || !t.held {
+		return wait()
+	}
+	a := t.a
+	if !a.acquire(a.outside) {
+		a.shed.WithLabelValues(t.method, t.route).Inc()
+		return overloaded()
+	}
+	<-a.slots
+	t.held = false
+	err := wait()
+	<-a.outside
+	if !a.acquire(a.slots) {
+		a.shed.WithLabelValues(t.method, t.route).Inc()
+		return overloaded()
+	}
+	t.held = true
+	return err
 }
 
 // Exempt admits the route method path (as registered, e.g.

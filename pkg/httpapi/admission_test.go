@@ -25,11 +25,16 @@ type saturated struct {
 	entered chan struct{}
 	// release lets one blocked /slow handler answer.
 	release chan struct{}
+	// outside receives, once per /lookup request whose call to another
+	// service runs outside its slot, the channel whose closing answers
+	// that call.
+	outside chan chan struct{}
 }
 
 // serveAdmission serves a server admitting limit business requests, with
-// GET /slow blocking until released, GET /fast, an exempt POST /callback
-// and an admin route behind the token "tok".
+// GET /slow blocking until released, GET /lookup blocking outside its slot
+// (httpapi.OutsideSlot) until answered, GET /fast, an exempt POST
+// /callback and an admin route behind the token "tok".
 func serveAdmission(t *testing.T, limit int) *saturated {
 	t.Helper()
 	s := httpapi.New(httpapi.Config{
@@ -38,7 +43,8 @@ func serveAdmission(t *testing.T, limit int) *saturated {
 		Ready:      func(context.Context) error { return nil },
 		Admission:  httpapi.Admission{MaxInFlight: limit, QueueWait: 5 * time.Millisecond},
 	}, slog.New(slog.DiscardHandler))
-	sat := &saturated{entered: make(chan struct{}, limit), release: make(chan struct{})}
+	sat := &saturated{entered: make(chan struct{}, limit), release: make(chan struct{}),
+		outside: make(chan chan struct{})}
 	ok := func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"businessCode": httpapi.CodeSuccess})
 	}
@@ -47,6 +53,17 @@ func serveAdmission(t *testing.T, limit int) *saturated {
 		select {
 		case <-sat.release:
 		case <-c.Request().Context().Done():
+		}
+		return ok(c)
+	})
+	s.Echo.GET("/lookup", func(c echo.Context) error {
+		if err := httpapi.OutsideSlot(c.Request().Context(), func() error {
+			answer := make(chan struct{})
+			sat.outside <- answer
+			<-answer
+			return nil
+		}); err != nil {
+			return err
 		}
 		return ok(c)
 	})
@@ -192,6 +209,71 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 	close(sat.release)
 	if last := <-blocked; last != nil {
 		last.Body.Close()
+	}
+}
+
+// TestOutsideSlot holds the only slot's request in a call to another
+// service and checks that the slot serves another request meanwhile; that
+// the places outside are bounded (two per slot), so a third such call is
+// shed; that a call returning while every slot is taken is shed, not
+// served past the limit; and that one returning with a slot free is
+// served.
+func TestOutsideSlot(t *testing.T) {
+	sat := serveAdmission(t, 1)
+	status := func(path string) int {
+		t.Helper()
+		resp := get(t, http.MethodGet, sat.url+path, false)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	background := func(path string) <-chan int {
+		got := make(chan int, 1)
+		go func() {
+			resp, err := http.Get(sat.url + path)
+			if err != nil {
+				t.Error(err)
+				got <- 0
+				return
+			}
+			resp.Body.Close()
+			got <- resp.StatusCode
+		}()
+		return got
+	}
+
+	first := background("/lookup")
+	answerFirst := <-sat.outside
+	if got := status("/fast"); got != http.StatusOK {
+		t.Fatalf("a request while the only admitted one waits outside its slot: status %d, want 200", got)
+	}
+	second := background("/lookup")
+	answerSecond := <-sat.outside
+	if got := status("/lookup"); got != http.StatusServiceUnavailable {
+		t.Fatalf("a third call while both places outside are taken: status %d, want 503", got)
+	}
+	slow := background("/slow")
+	<-sat.entered
+	close(answerFirst)
+	if got := <-first; got != http.StatusServiceUnavailable {
+		t.Fatalf("a call returning while the slot is taken: status %d, want 503", got)
+	}
+	sat.release <- struct{}{}
+	if got := <-slow; got != http.StatusOK {
+		t.Fatalf("the request that held the slot: status %d, want 200", got)
+	}
+	close(answerSecond)
+	if got := <-second; got != http.StatusOK {
+		t.Fatalf("a call returning with the slot free: status %d, want 200", got)
+	}
+
+	metrics := get(t, http.MethodGet, sat.url+"/metrics", false)
+	raw, err := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `http_requests_shed_total{method="GET",route="/lookup"} 2`; !strings.Contains(string(raw), want) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 }
 

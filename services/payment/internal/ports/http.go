@@ -109,12 +109,26 @@ func (h *Handler) pay(c echo.Context) error {
 		return err
 	}
 
-	order, err := h.orders.Order(ctx, req.OrderID)
-	if err != nil {
-		if errors.Is(err, payment.ErrOrderNotFound) {
-			return err
+	// The look-up waits on the order service and uses no connection of
+	// this service's pool, so it gives the request's admission slot back
+	// meanwhile: holding it made this service shed payments while its
+	// database idled (docs/decisions.md, Overload). Shed here, the payment
+	// has written nothing.
+	var (
+		order     payment.Order
+		lookupErr error
+	)
+	if err := httpapi.OutsideSlot(ctx, func() error {
+		order, lookupErr = h.orders.Order(ctx, req.OrderID)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if lookupErr != nil {
+		if errors.Is(lookupErr, payment.ErrOrderNotFound) {
+			return lookupErr
 		}
-		return fmt.Errorf("%w: %w", errOrderLookup, err)
+		return fmt.Errorf("%w: %w", errOrderLookup, lookupErr)
 	}
 	if err := payment.CheckPayable(order, req); err != nil {
 		// A concurrent request for the same order may have paid it, and

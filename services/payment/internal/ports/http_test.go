@@ -374,3 +374,63 @@ func TestPayConcurrently(t *testing.T) {
 		t.Fatalf("%d callback rows, want 1", got)
 	}
 }
+
+// blockingOrders holds the look-up of one order until it is answered.
+type blockingOrders struct {
+	*fakeOrders
+	hold   string
+	asked  chan struct{}
+	answer chan struct{}
+}
+
+func (b blockingOrders) Order(ctx context.Context, orderID string) (payment.Order, error) {
+	if orderID == b.hold {
+		b.asked <- struct{}{}
+		<-b.answer
+	}
+	return b.fakeOrders.Order(ctx, orderID)
+}
+
+// TestPayLooksUpOutsideItsSlot admits one payment at a time and holds its
+// order look-up: another payment must be served meanwhile, since the
+// look-up uses none of the service's database, and the held one too once
+// its look-up answers.
+func TestPayLooksUpOutsideItsSlot(t *testing.T) {
+	f := setup(t)
+	f.orders.set(pendingOrder("O-2"))
+	orders := blockingOrders{fakeOrders: f.orders, hold: "O-1", asked: make(chan struct{}), answer: make(chan struct{})}
+	srv := httpapi.New(httpapi.Config{MapError: ports.MapError, Admission: httpapi.Admission{MaxInFlight: 1}},
+		slog.New(slog.DiscardHandler))
+	ports.NewHandler(orders, adapters.NewRepository(f.db)).Register(srv.Echo)
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(ts.Close)
+	f.url = ts.URL
+	var answered sync.Once
+	letGo := func() { answered.Do(func() { close(orders.answer) }) }
+	t.Cleanup(letGo) // before the server closes, should the test fail
+
+	// Not f.do, which fails the test from this goroutine.
+	held := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(f.url+"/payments", "application/json",
+			strings.NewReader(`{"orderId":"O-1","amount":"80.00","currency":"CNY"}`))
+		if err != nil {
+			t.Error(err)
+			held <- 0
+			return
+		}
+		resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	<-orders.asked
+	if a := f.do(t, http.MethodPost, "/payments", `{"orderId":"O-2","amount":"80.00","currency":"CNY"}`); a.status != http.StatusOK {
+		t.Fatalf("a payment while another waits for its look-up: %d %v, want 200", a.status, a.body)
+	}
+	letGo()
+	if got := <-held; got != http.StatusOK {
+		t.Fatalf("the payment whose look-up was held: status %d, want 200", got)
+	}
+	if f.payments(t, "O-1") != 1 || f.payments(t, "O-2") != 1 {
+		t.Fatal("want one payment of each order")
+	}
+}
