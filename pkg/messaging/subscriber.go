@@ -27,11 +27,10 @@ type SubscriberConfig struct {
 	// per-key order holds whatever the window; 1 is one message per
 	// partition, as Watermill's Kafka subscriber delivers them.
 	Window int
-	// MaxInFlight lets a partition take more than Window when fewer
-	// partitions have messages waiting: each may have MaxInFlight divided
-	// by their number in flight. A producer that writes big batches fills
-	// a few partitions at a time, and without it their windows alone
-	// would be the batches' size.
+	// MaxInFlight lets a partition have more than Window in flight while
+	// the subscription as a whole has fewer than MaxInFlight. A producer
+	// that writes big batches fills a few partitions at a time, and their
+	// windows alone would then bound a consumer's batches.
 	MaxInFlight int
 	// MaxBuffered is how many fetched records the subscription holds,
 	// acknowledged or not, before it stops fetching: a backlog is read as
@@ -257,9 +256,9 @@ type subscription struct {
 
 	mu    sync.Mutex
 	parts map[int32]*partition
-	// buffered counts the records in the partitions' queues and waiting
-	// the partitions with records not yet delivered.
-	buffered, waiting int
+	// buffered counts the records in the partitions' queues, inFlight
+	// those delivered and not yet acknowledged.
+	buffered, inFlight int
 	// room is signalled when buffered falls below MaxBuffered.
 	room       chan struct{}
 	stopped    bool
@@ -305,9 +304,11 @@ type pending struct {
 func (s *subscription) pauseAt() int  { return max(4*s.cfg.Window, 64) }
 func (s *subscription) resumeAt() int { return s.pauseAt() / 2 }
 
-// window is how many messages one partition may have in flight now.
-func (s *subscription) window() int {
-	return max(s.cfg.Window, s.cfg.MaxInFlight/max(s.waiting, 1))
+// mayDeliver reports whether p may have one more message in flight: up
+// to Window always, beyond that while the subscription has fewer than
+// MaxInFlight.
+func (s *subscription) mayDeliver(p *partition) bool {
+	return p.inFlight < s.cfg.Window || s.inFlight < s.cfg.MaxInFlight
 }
 
 // unbuffer counts n records out of the queues and lets the poll loop go
@@ -382,9 +383,6 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 	for _, r := range records {
 		p.queue = append(p.queue, &pending{rec: r, key: string(r.Key)})
 	}
-	if p.undelivered == 0 {
-		s.waiting++
-	}
 	p.undelivered += len(records)
 	s.buffered += len(records)
 	if !p.paused && len(p.queue) >= s.pauseAt() {
@@ -402,9 +400,8 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 		return
 	}
 	clear(p.busy)
-	window := s.window()
 	for _, pe := range p.queue {
-		if p.inFlight >= window || p.undelivered == 0 {
+		if p.undelivered == 0 || !s.mayDeliver(p) {
 			return
 		}
 		if pe.state == acked {
@@ -417,9 +414,8 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 		if pe.state == waiting {
 			pe.state = inFlight
 			p.inFlight++
-			if p.undelivered--; p.undelivered == 0 {
-				s.waiting--
-			}
+			s.inFlight++
+			p.undelivered--
 			s.deliveries.Add(1)
 			go s.deliver(ctx, p, pe)
 		}
@@ -466,6 +462,7 @@ func (s *subscription) ack(ctx context.Context, p *partition, pe *pending) {
 	defer s.mu.Unlock()
 	pe.state = acked
 	p.inFlight--
+	s.inFlight--
 	n := 0
 	for n < len(p.queue) && p.queue[n].state == acked {
 		n++
@@ -546,9 +543,6 @@ func (s *subscription) release(client *kgo.Client, ids []int32, lost bool) []cha
 		delete(s.parts, id)
 		p.gone, p.lost = true, lost
 		s.unbuffer(len(p.queue))
-		if p.undelivered > 0 {
-			s.waiting--
-		}
 		if p.paused {
 			// A pause outlives the assignment; the next one must fetch.
 			resume = append(resume, id)

@@ -175,6 +175,27 @@ func TestSubscriberWindowHoldsBackOnlyBusyKeys(t *testing.T) {
 	}
 }
 
+// Messages in flight stay bounded across partitions: each partition has
+// its window, and one may borrow beyond it only while the subscription has
+// fewer than MaxInFlight.
+func TestSubscriberBoundsMessagesInFlight(t *testing.T) {
+	const partitions, perPartition = 4, 6
+	f := newWindowFixture(t, partitions)
+	for p := range int32(partitions) {
+		keys := make([]string, perPartition)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("p%d-k%d", p, i)
+		}
+		f.publish(t, p, keys...)
+	}
+	msgs := f.subscribe(t, "g", 1, 2)
+	// The first partition read takes its window and borrows one more up to
+	// MaxInFlight; every other partition its window.
+	const want = 2 + (partitions-1)*1
+	receive(t, msgs, want)
+	f.nothingMore(t, msgs, partitions*perPartition)
+}
+
 // A partition's offset is committed up to its first message not yet
 // acknowledged, so a new member of the group starts there: the messages
 // acknowledged after it are delivered again, none is skipped.
