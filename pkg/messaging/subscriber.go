@@ -116,9 +116,10 @@ func (c SubscriberConfig) Validate() error {
 }
 
 // Subscriber is a Watermill subscriber over a franz-go consumer group that
-// keeps up to Window messages of each partition in flight, never two with
-// one key, and commits a partition's offset up to its first message not
-// yet acknowledged. Watermill's Kafka subscriber delivers a partition's next
+// keeps up to Window messages of each partition in flight (more while the
+// subscription has fewer than MaxInFlight), never two with one key, holds
+// at most MaxBuffered fetched records, and commits a partition's offset up
+// to its first message not yet acknowledged. Watermill's Kafka subscriber delivers a partition's next
 // message only after the last one was acknowledged, which caps the messages
 // a consumer group has in flight (and so a batch's size) at the partition
 // count; no maintained Watermill subscriber keeps a window per key, so
