@@ -183,8 +183,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		// A fetch waits at the broker for new records of the partitions
 		// it asks for; a partition resumed meanwhile is asked for only in
 		// the next one, so a long wait stalls a backlog's paused
-		// partitions behind idle ones (5 s, franz-go's default, halved a
-		// drain's rate here).
+		// partitions behind idle ones (franz-go's default, 5 s, stalled
+		// drains here for seconds at a time).
 		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.OnPartitionsAssigned(sub.assigned),
 		kgo.OnPartitionsRevoked(sub.revoked),
