@@ -152,18 +152,23 @@ func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.En
 		return nil, err
 	}
 	var otherIDs, others []string
+	recorded := map[string]bool{}
 	for j, outcome := range decided {
 		outcomes[at[j]] = outcome
-		if outcome != versionguard.Applied {
-			otherIDs = append(otherIDs, claimed[j].EventID)
+		if id := claimed[j].EventID; outcome != versionguard.Applied && !recorded[id] {
+			recorded[id] = true
+			otherIDs = append(otherIDs, id)
 			others = append(others, string(outcome))
 		}
 	}
 	if len(otherIDs) > 0 {
+		// The rows exist (claimed above); an upsert finds each through the
+		// primary key whatever the table's statistics say (see
+		// versionguard's write of the versions).
 		if _, err := tx.ExecContext(ctx, `
-			UPDATE processed_events AS pe SET outcome = u.outcome
-			FROM unnest($2::text[], $3::text[]) AS u(event_id, outcome)
-			WHERE pe.consumer = $1 AND pe.event_id = u.event_id`,
+			INSERT INTO processed_events (consumer, event_id, outcome)
+			SELECT $1, * FROM unnest($2::text[], $3::text[])
+			ON CONFLICT (consumer, event_id) DO UPDATE SET outcome = EXCLUDED.outcome`,
 			p.consumer, pq.Array(otherIDs), pq.Array(others)); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}

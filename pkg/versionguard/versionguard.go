@@ -265,10 +265,16 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		versions = append(versions, cur[id].Version)
 		states = append(states, cur[id].State)
 	}
+	// Every row exists (the first statement locked it). An upsert finds
+	// each through the primary key whatever the table's statistics say;
+	// an UPDATE joined to the arrays was planned as a hash join over the
+	// whole table while a backlog grew it faster than ANALYZE ran, and
+	// took tens of milliseconds with the batch's hot rows locked.
 	if _, err := tx.ExecContext(ctx, `
-		UPDATE aggregate_versions AS av SET version = u.version, state = u.state, updated_at = now()
-		FROM unnest($2::text[], $3::bigint[], $4::text[]) AS u(aggregate_id, version, state)
-		WHERE av.consumer = $1 AND av.aggregate_id = u.aggregate_id`,
+		INSERT INTO aggregate_versions (consumer, aggregate_id, version, state)
+		SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[])
+		ON CONFLICT (consumer, aggregate_id) DO UPDATE
+		SET version = EXCLUDED.version, state = EXCLUDED.state, updated_at = now()`,
 		g.consumer, pq.Array(aggs), pq.Array(versions), pq.Array(states)); err != nil {
 		return nil, fmt.Errorf("record aggregate versions: %w", err)
 	}
