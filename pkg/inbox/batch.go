@@ -3,24 +3,15 @@ package inbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
-
-// PrepareFunc runs first in a batch's transaction, before any event of it
-// is applied: a consumer locks the rows the batch will touch, in a fixed
-// order, so that concurrent batches over hot rows queue instead of
-// deadlocking.
-type PrepareFunc func(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) error
 
 // BatchConfig tunes a BatchProcessor.
 type BatchConfig struct {
@@ -36,11 +27,9 @@ type BatchConfig struct {
 	// 0 means 1. While one batch waits for its commit, the events that
 	// arrived meanwhile go into the next without waiting their turn. Two
 	// batches never hold events of one aggregate (the subscriber never has
-	// two messages of one key in flight), and Prepare's lock order keeps
-	// their shared rows from deadlocking.
+	// two messages of one key in flight); rows they share are the
+	// consumer's to lock in one order.
 	Workers int
-	// Prepare is optional.
-	Prepare PrepareFunc
 }
 
 // DefaultBatchConfig batches up to 256 events, lingering 2 ms, two batches
@@ -193,17 +182,7 @@ func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
 	for i, r := range batch {
 		envs[i] = r.env
 	}
-	var outcomes []versionguard.Outcome
-	err := postgres.InTx(ctx, b.p.db, func(tx *sqlx.Tx) error {
-		if b.cfg.Prepare != nil {
-			if err := b.cfg.Prepare(ctx, tx, envs); err != nil {
-				return fmt.Errorf("prepare batch: %w", err)
-			}
-		}
-		var err error
-		outcomes, err = b.p.applyBatch(ctx, tx, envs)
-		return err
-	})
+	outcomes, err := b.p.inTx(ctx, envs)
 	if err == nil {
 		for i, r := range batch {
 			r.done <- batchResult{outcome: outcomes[i]}

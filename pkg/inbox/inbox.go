@@ -107,19 +107,11 @@ func (p *Processor) Process(ctx context.Context, env event.Envelope) (versiongua
 	if !p.guard.Transitions().Handles(env.EventType) {
 		return NotHandled, nil
 	}
-	var outcome versionguard.Outcome
-	err := postgres.InTx(ctx, p.db, func(tx *sqlx.Tx) error {
-		outcomes, err := p.applyBatch(ctx, tx, []event.Envelope{env})
-		if err != nil {
-			return err
-		}
-		outcome = outcomes[0]
-		return nil
-	})
+	outcomes, err := p.inTx(ctx, []event.Envelope{env})
 	if err != nil {
 		return "", err
 	}
-	return outcome, nil
+	return outcomes[0], nil
 }
 
 // applyBatch claims envs, runs the claimed ones through the version guard

@@ -58,8 +58,6 @@ type Events struct {
 	// ApplyBatch applies the events of distinct orders at once, in the
 	// transaction of their dedup rows.
 	ApplyBatch versionguard.BatchApplyFunc
-	// Prepare, optional, runs first in a batch's transaction (locks).
-	Prepare inbox.PrepareFunc
 }
 
 func (e Events) validate() error {
@@ -137,7 +135,7 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 	}
 	proc := inbox.NewProcessor(c.DB, c.Group, guard)
 	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
-		MaxBatch: c.env.BatchSize, Linger: c.env.BatchLinger, Workers: c.env.BatchWorkers, Prepare: events.Prepare,
+		MaxBatch: c.env.BatchSize, Linger: c.env.BatchLinger, Workers: c.env.BatchWorkers,
 	}, c.Registry)
 	handle := func(ctx context.Context, env event.Envelope) (versionguard.Outcome, error) {
 		outcome, err := batcher.Process(ctx, env)

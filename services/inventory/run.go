@@ -31,5 +31,5 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
 	stock := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
-	return svc.Run(ctx, service.Events{Transitions: stock.Transitions(), ApplyBatch: stock.Apply, Prepare: stock.Prepare})
+	return svc.Run(ctx, service.Events{Transitions: stock.Transitions(), ApplyBatch: stock.Apply})
 }

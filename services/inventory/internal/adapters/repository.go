@@ -134,18 +134,26 @@ func (row orderRow) order() (inventory.Order, error) {
 	return o, nil
 }
 
+// ReadStock returns what each of skus has available as tx last saw it,
+// without locking the rows: what the stock covers is decided on this and
+// checked again when SaveAll moves the rows. A SKU without a row is absent
+// from the map.
+func (r *Repository) ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
+	return readStock(ctx, tx, `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1)`, skus)
+}
+
 // LockStock locks the stock rows of skus until tx ends and returns what
 // each has available; a SKU without a row is absent from the map. Rows are
 // locked in SKU order, the same order every transaction uses, so
 // concurrent orders over the same hot SKUs queue instead of deadlocking.
 func (r *Repository) LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
+	return readStock(ctx, tx, `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1) ORDER BY sku FOR UPDATE`, skus)
+}
+
+func readStock(ctx context.Context, tx *sqlx.Tx, query string, skus []string) (map[string]int, error) {
 	var rows []stockRow
-	if err := tx.SelectContext(ctx, &rows, `
-		SELECT sku, available, deducted FROM stock
-		WHERE sku = ANY($1)
-		ORDER BY sku
-		FOR UPDATE`, pq.Array(skus)); err != nil {
-		return nil, fmt.Errorf("lock stock: %w", err)
+	if err := tx.SelectContext(ctx, &rows, query, pq.Array(skus)); err != nil {
+		return nil, fmt.Errorf("read stock: %w", err)
 	}
 	out := make(map[string]int, len(rows))
 	for _, row := range rows {
@@ -154,14 +162,41 @@ func (r *Repository) LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) 
 	return out, nil
 }
 
-// SaveAll writes changes inside tx with three statements whatever their
-// number: the stock rows (already locked by LockStock) move by the sum of
-// each SKU's deltas, in SKU order; every movement gets its row; every order
-// its record (the last change of an order wins).
+// SaveAll writes changes inside tx with two statements whatever their
+// number: every movement gets its row, every order its record (the last
+// change of an order wins). The stock rows are MoveStock's.
 func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
-	if err := moveStock(ctx, tx, changes); err != nil {
+	if err := saveMovements(ctx, tx, changes); err != nil {
 		return err
 	}
+	return saveOrders(ctx, tx, changes)
+}
+
+// MoveStock moves the stock rows by the sum of each SKU's deltas in
+// changes, in one statement that locks them in SKU order (so batches over
+// the same hot SKUs queue instead of deadlocking), each only if it still
+// covers its sum. It returns false if one did not (the stock was taken
+// since it was read, or its row is gone): some rows may have moved, and
+// the caller must roll the transaction back.
+func (r *Repository) MoveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) (bool, error) {
+	skus, deltas := stockDeltas(changes)
+	if len(skus) == 0 {
+		return true, nil
+	}
+	var moved []string
+	if err := tx.SelectContext(ctx, &moved, `
+		WITH locked AS (SELECT sku, available FROM stock WHERE sku = ANY($1) ORDER BY sku FOR UPDATE)
+		UPDATE stock AS s
+		SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()
+		FROM locked AS l JOIN unnest($1::text[], $2::int[]) AS m(sku, delta) ON l.sku = m.sku
+		WHERE s.sku = m.sku AND l.available + m.delta >= 0
+		RETURNING s.sku`, pq.Array(skus), pq.Array(deltas)); err != nil {
+		return false, fmt.Errorf("move stock: %w", err)
+	}
+	return len(moved) == len(skus), nil
+}
+
+func saveMovements(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
 	var orderIDs, eventIDs, skus, kinds []string
 	var deltas []int64
 	for _, c := range changes {
@@ -173,15 +208,19 @@ func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []invento
 			kinds = append(kinds, string(m.Kind))
 		}
 	}
-	if len(skus) > 0 {
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO stock_movements (order_id, event_id, sku, delta, kind)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])`,
-			pq.Array(orderIDs), pq.Array(eventIDs), pq.Array(skus), pq.Array(deltas), pq.Array(kinds)); err != nil {
-			return fmt.Errorf("record stock movements: %w", err)
-		}
+	if len(skus) == 0 {
+		return nil
 	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO stock_movements (order_id, event_id, sku, delta, kind)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])`,
+		pq.Array(orderIDs), pq.Array(eventIDs), pq.Array(skus), pq.Array(deltas), pq.Array(kinds)); err != nil {
+		return fmt.Errorf("record stock movements: %w", err)
+	}
+	return nil
+}
 
+func saveOrders(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
 	last := make(map[string]int, len(changes))
 	for i, c := range changes {
 		last[c.Change.Order.ID] = i
@@ -226,43 +265,22 @@ func nonNil(lines []inventory.Line) []inventory.Line {
 	return lines
 }
 
-// moveStock applies the summed delta of every SKU the changes move.
-func moveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
+// stockDeltas is the summed delta of every SKU the changes move, in SKU
+// order.
+func stockDeltas(changes []inventory.EventChange) ([]string, []int64) {
 	sum := map[string]int64{}
 	for _, c := range changes {
 		for _, m := range c.Change.Movements {
 			sum[m.SKU] += int64(m.Delta)
 		}
 	}
-	if len(sum) == 0 {
-		return nil
-	}
 	skus := slices.Sorted(maps.Keys(sum))
 	deltas := make([]int64, len(skus))
 	for i, sku := range skus {
 		deltas[i] = sum[sku]
 	}
-	res, err := tx.ExecContext(ctx, `
-		UPDATE stock AS s
-		SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()
-		FROM unnest($1::text[], $2::int[]) AS m(sku, delta)
-		WHERE s.sku = m.sku`, pq.Array(skus), pq.Array(deltas))
-	if err != nil {
-		return fmt.Errorf("move stock: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("move stock: %w", err)
-	}
-	if n != int64(len(skus)) {
-		return fmt.Errorf("move stock: %d of %d SKUs updated: %w", n, len(skus), errStockRowMissing)
-	}
-	return nil
+	return skus, deltas
 }
-
-// errStockRowMissing means a movement named a SKU without a stock row; a
-// deduction is only planned for SKUs that have one, so it signals a bug.
-var errStockRowMissing = errors.New("stock row missing")
 
 // Stock returns the stock of sku.
 func (r *Repository) Stock(ctx context.Context, sku string) (inventory.Stock, error) {

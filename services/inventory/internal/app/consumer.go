@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
@@ -28,8 +29,12 @@ const FailPoint = "inventory.apply"
 // and each one statement whatever the number of orders.
 type Store interface {
 	LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error)
+	ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
 	LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
 	SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error
+	// MoveStock moves the stock by the changes' deltas if it still covers
+	// them, and returns false otherwise.
+	MoveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) (bool, error)
 }
 
 // Consumer is the inventory consumer's apply function and transition table.
@@ -53,13 +58,21 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 }
 
 // Apply performs the effects of a batch of events of distinct orders on
-// stock inside tx and returns each order's new inventory state. It reads the
-// orders and locks their SKUs' stock rows (in SKU order) once, decides each
-// event in turn against the stock the earlier ones left, and writes all the
-// changes at once, one statement per table: per-SKU deltas are summed, so a
-// hot SKU is updated once per batch. A payment the stock cannot cover is
-// recorded as REJECTED and returns no error: it is a business outcome, never
-// retried.
+// stock inside tx and returns each order's new inventory state. It reads
+// the orders and their SKUs' stock once, decides each event in turn against
+// the stock the earlier ones left, and writes all the changes at once, one
+// statement per table: per-SKU deltas are summed, so a hot SKU is updated
+// once per batch. A payment the stock cannot cover is recorded as REJECTED
+// and returns no error: it is a business outcome, never retried.
+//
+// The stock rows are what every batch of every instance shares, so they
+// are locked as late as possible: the decision uses the stock as read, and
+// the stock moves in the transaction's last statement before the commit
+// (inbox.BeforeCommit), only if every SKU still covers its deductions.
+// Batches then queue on the hot rows for that statement and the commit
+// only, which is what lets instances added to a drain add throughput. If
+// another batch took the stock meanwhile, the inbox runs the transaction
+// again, and Apply then decides with the rows locked.
 func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
 	ids := make([]string, len(batch))
 	lines := make([][]inventory.Line, len(batch))
@@ -69,20 +82,9 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			return nil, err
 		}
 		ids[i] = p.Env.AggregateID
-		var items []event.Item
-		switch p.Env.EventType {
-		case event.OrderPaid:
-			var data event.OrderPaidData
-			if err := p.Env.DecodeData(&data); err != nil {
-				return nil, err
-			}
-			items = data.Items
-		case event.OrderRefunded:
-			data, err := p.Env.RefundedData()
-			if err != nil {
-				return nil, err
-			}
-			items = data.TotalReturnedItems
+		items, err := eventItems(p.Env)
+		if err != nil {
+			return nil, err
 		}
 		lines[i] = make([]inventory.Line, len(items))
 		for j, it := range items {
@@ -100,16 +102,74 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		}
 	}
 	slices.Sort(skus)
-	available, err := c.store.LockStock(ctx, tx, slices.Compact(skus))
+	read := c.store.ReadStock
+	if inbox.Locking(ctx) {
+		read = c.store.LockStock
+	}
+	available, err := read(ctx, tx, slices.Compact(skus))
 	if err != nil {
 		return nil, err
 	}
+	changes, err := decide(batch, lines, orders, available)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.store.SaveAll(ctx, tx, changes); err != nil {
+		return nil, err
+	}
+	states := make([]string, len(changes))
+	for i, ch := range changes {
+		states[i] = string(ch.Change.Order.Status)
+	}
+	return states, inbox.BeforeCommit(ctx, tx, func(ctx context.Context, tx *sqlx.Tx) error {
+		moved, err := c.store.MoveStock(ctx, tx, changes)
+		if err != nil {
+			return err
+		}
+		if !moved {
+			return fmt.Errorf("inventory: stock changed since it was read: %w", inbox.ErrContended)
+		}
+		for _, ch := range changes {
+			if len(ch.Change.Shortages) > 0 {
+				c.logger.InfoContext(ctx, "payment rejected by inventory",
+					"orderId", ch.Change.Order.ID, "reason", ch.Change.Order.Reason, "shortages", ch.Change.Shortages)
+			}
+		}
+		return nil
+	})
+}
 
+// eventItems are the lines an event moves: what was paid, or what was
+// returned.
+func eventItems(env event.Envelope) ([]event.Item, error) {
+	switch env.EventType {
+	case event.OrderPaid:
+		var data event.OrderPaidData
+		if err := env.DecodeData(&data); err != nil {
+			return nil, err
+		}
+		return data.Items, nil
+	case event.OrderRefunded:
+		data, err := env.RefundedData()
+		if err != nil {
+			return nil, err
+		}
+		return data.TotalReturnedItems, nil
+	}
+	return nil, nil
+}
+
+// decide applies each event of batch in turn to its order and to
+// available, which it changes: the next order of the batch sees the
+// earlier ones' deductions.
+func decide(batch []versionguard.Pending, lines [][]inventory.Line, orders map[string]inventory.Order, available map[string]int) ([]inventory.EventChange, error) {
 	changes := make([]inventory.EventChange, len(batch))
-	states := make([]string, len(batch))
 	for i, p := range batch {
 		order := orders[p.Env.AggregateID]
-		var ch inventory.Change
+		var (
+			ch  inventory.Change
+			err error
+		)
 		switch p.Env.EventType {
 		case event.OrderPaid:
 			ch, err = order.Pay(lines[i], available)
@@ -129,51 +189,9 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			return nil, err
 		}
 		for _, m := range ch.Movements {
-			available[m.SKU] += m.Delta // the next order of the batch sees this one's deduction
-		}
-		if len(ch.Shortages) > 0 {
-			c.logger.InfoContext(ctx, "payment rejected by inventory",
-				"orderId", ch.Order.ID, "reason", ch.Order.Reason, "shortages", ch.Shortages)
+			available[m.SKU] += m.Delta
 		}
 		changes[i] = inventory.EventChange{EventID: p.Env.EventID, Change: ch}
-		states[i] = string(ch.Order.Status)
 	}
-	if err := c.store.SaveAll(ctx, tx, changes); err != nil {
-		return nil, err
-	}
-	return states, nil
-}
-
-// Prepare locks the stock rows of every SKU a batch of events touches, in
-// SKU order, before any event of the batch is applied. Batches of different
-// consumer instances over the same hot SKUs then queue on the first lock
-// instead of deadlocking on each other's rows.
-func (c *Consumer) Prepare(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) error {
-	var skus []string
-	for _, env := range envs {
-		var items []event.Item
-		switch env.EventType {
-		case event.OrderPaid:
-			var data event.OrderPaidData
-			if err := env.DecodeData(&data); err != nil {
-				return err
-			}
-			items = data.Items
-		case event.OrderRefunded:
-			data, err := env.RefundedData()
-			if err != nil {
-				return err
-			}
-			items = data.TotalReturnedItems
-		}
-		for _, it := range items {
-			skus = append(skus, it.SKU)
-		}
-	}
-	if len(skus) == 0 {
-		return nil
-	}
-	slices.Sort(skus)
-	_, err := c.store.LockStock(ctx, tx, slices.Compact(skus))
-	return err
+	return changes, nil
 }

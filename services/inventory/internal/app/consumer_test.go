@@ -293,9 +293,10 @@ func TestConcurrentOrdersOnHotSKUs(t *testing.T) {
 
 // TestConcurrentBatchesOnHotSKUs runs two batch processors over the same
 // database, as two consumer instances during a rebalance, with batches that
-// list the same hot SKUs in opposite orders. Prepare locks them in SKU order
-// first, so no batch deadlocks (a deadlock would show as a fallback), and
-// stock is conserved.
+// list the same hot SKUs in opposite orders and more orders than stock, so
+// batches often find their stock taken after reading it. The stock rows are
+// locked in SKU order by one statement, so no batch deadlocks (a deadlock
+// would show as a fallback), and stock is conserved.
 func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	const orders, stock = 48, 24
 	f := newFixture(t)
@@ -307,7 +308,7 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	var instances []*inbox.BatchProcessor
 	for i := range 2 {
 		proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
-		bp := inbox.NewBatchProcessor(proc, inbox.BatchConfig{MaxBatch: 8, Linger: 2 * time.Millisecond, Prepare: c.Prepare},
+		bp := inbox.NewBatchProcessor(proc, inbox.BatchConfig{MaxBatch: 8, Linger: 2 * time.Millisecond},
 			prometheus.WrapRegistererWith(prometheus.Labels{"instance": fmt.Sprint(i)}, reg))
 		instances = append(instances, bp)
 		workers.Go(func() error { return bp.Run(ctx) })
@@ -436,5 +437,62 @@ func TestRefundOfTheFirstReleaseRestocksEverything(t *testing.T) {
 	}
 	if s := f.stock(t, "A"); s.Available != 10 || s.Deducted != 0 {
 		t.Fatalf("stock %+v, want all back", s)
+	}
+}
+
+// takingStore is the repository with another transaction's change of stock
+// committed right after the consumer read the stock, before it saves.
+type takingStore struct {
+	*adapters.Repository
+	take func()
+}
+
+func (s takingStore) ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
+	available, err := s.Repository.ReadStock(ctx, tx, skus)
+	s.take()
+	return available, err
+}
+
+// TestStockChangedAfterItWasRead pays an order of 4 units of one SKU while
+// another transaction sets the SKU's stock between the consumer's read of
+// it and its write. The consumer decides on the stock it read and moves
+// it only if the stock still covers that; otherwise the transaction runs
+// again with the row locked. Either way no unit is sold twice and the
+// movements match the stock.
+func TestStockChangedAfterItWasRead(t *testing.T) {
+	tests := []struct {
+		name          string
+		read, setTo   int
+		want          inventory.Status
+		wantAvailable int
+	}{
+		{"taken below the order's needs: decided again, locked", 10, 3, inventory.StatusRejected, 3},
+		{"taken but still covering: moved as decided", 10, 5, inventory.StatusDeducted, 1},
+		{"restocked: the rejection stands, decided on the stock as read", 3, 20, inventory.StatusRejected, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.setStock(t, map[string]int{"A": tt.read})
+			store := takingStore{Repository: f.repo, take: func() { f.setStock(t, map[string]int{"A": tt.setTo}) }}
+			c := app.NewConsumer(store, f.fp, slog.New(slog.DiscardHandler))
+			proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
+			if out, err := proc.Process(context.Background(), paid(t, "O-1", items("A", 4))); err != nil || out != versionguard.Applied {
+				t.Fatalf("process = %s, %v; want APPLIED", out, err)
+			}
+			if got := f.status(t, "O-1"); got != tt.want {
+				t.Errorf("O-1 = %s, want %s", got, tt.want)
+			}
+			wantMoves, deducted := []string{}, 0
+			if tt.want == inventory.StatusDeducted {
+				wantMoves, deducted = []string{"DEDUCT A -4"}, 4
+			}
+			if ms := f.movements(t, "O-1"); !equal(ms, wantMoves) {
+				t.Errorf("O-1 movements = %v, want %v", ms, wantMoves)
+			}
+			if s := f.stock(t, "A"); s.Available != tt.wantAvailable || s.Deducted != deducted {
+				t.Errorf("stock A = %+v, want %d available, %d deducted", s, tt.wantAvailable, deducted)
+			}
+		})
 	}
 }
