@@ -1,9 +1,15 @@
 package bench_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,10 +200,19 @@ func limitRecords(b *testing.B, envs []event.Envelope) []*kgo.Record {
 // with Kafka's murmur2, as the services' publisher does.
 func bareProduce(b *testing.B, brokers []string, topic string, recs []*kgo.Record) time.Duration {
 	b.Helper()
+	took, err := produceRecords(brokers, topic, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// produceRecords is bareProduce for any goroutine: it returns its error.
+func produceRecords(brokers []string, topic string, recs []*kgo.Record) (time.Duration, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.MaxBufferedRecords(len(recs)), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), limitTimeout)
@@ -213,13 +228,13 @@ func bareProduce(b *testing.B, brokers []string, topic string, recs []*kgo.Recor
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	took := time.Since(start)
 	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d of %d records not produced", f, len(recs))
+		return 0, fmt.Errorf("%d of %d records not produced", f, len(recs))
 	}
-	return took
+	return took, nil
 }
 
 // bareRouter drains n records of topic through a Watermill router whose
@@ -363,11 +378,14 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, 
 // BenchmarkScaleOut drains BENCH_PARTITION_EVENTS OrderPaid events (30 000)
 // with inventory, points and notification running 1, then 2, then 3
 // instances each, in one suite, and prints the drain rate at each count
-// (scale-N-events/s: events over the span from the first apply by any of
-// them to the last by all three) and this machine's busy CPU share during
-// it (scale-N-cpu). Each group has settled with its members before the
-// backlog is published, so the figures are steady state; what a
-// rebalance in the middle of a drain costs is the backlog drill's figure.
+// (scale-N-events/s: events over the span from the start of the produce
+// until all three groups committed every record), each consumer's own
+// (scale-N-<service>-events/s, until its group did), the CPU its instances
+// spent per event (scale-N-<service>-cpu-us/event) and this machine's busy
+// CPU share during it (scale-N-cpu). Each group has settled with its
+// members before the backlog is published, so the figures are steady
+// state; what a rebalance in the middle of a drain costs is the backlog
+// drill's figure.
 func BenchmarkScaleOut(b *testing.B) {
 	set := loadSettings(b)
 	n := set.PartitionEvents
@@ -385,40 +403,64 @@ func BenchmarkScaleOut(b *testing.B) {
 			for _, c := range consumerServices {
 				waitMembers(b, adm, harness.Consumers[c], k)
 			}
-			before := map[string]int{}
-			for _, c := range consumerServices {
-				before[c] = processedCount(b, s, c)
-			}
+			before := acrossInstances(b, s, consumerServices)
+			recs := limitRecords(b, limitBacklog(s, fmt.Sprintf("s%d-%d", i, k), n))
 			busy0, total0, ok0 := backlog.CPUTimes()
-			bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("s%d-%d", i, k), n)))
-			var first time.Time
-			done := map[string]bool{}
-			deadline := time.Now().Add(limitTimeout)
+			// The consumers start on the first records the broker takes,
+			// so the drain is timed from the start of the produce, which
+			// runs while their progress is polled.
+			start := time.Now()
+			var (
+				produced errgroup.Group
+				finished atomic.Bool
+			)
+			produced.Go(func() error {
+				_, err := produceRecords(s.Broker.Addrs(), s.Topic, recs)
+				finished.Store(err == nil)
+				return err
+			})
+			done := map[string]time.Duration{}
+			cpu := map[string]float64{}
 			tick := time.NewTicker(limitPollEvery)
 			for len(done) < len(consumerServices) {
-				seen := <-tick.C
+				<-tick.C
+				took := time.Since(start)
+				if took > limitTimeout {
+					b.Fatalf("%d instances each did not drain %d events in %s", k, n, limitTimeout)
+				}
+				if !finished.Load() {
+					continue
+				}
+				// A group is done when it has committed every record: its
+				// lag, which the broker answers whatever the number of
+				// instances, so polling costs the same at every count.
 				for _, c := range consumerServices {
-					if done[c] {
+					if _, ok := done[c]; ok || groupLag(b, adm, harness.Consumers[c]) > 0 {
 						continue
 					}
-					got := processedCount(b, s, c) - before[c]
-					if got > 0 && first.IsZero() {
-						first = seen
-					}
-					if got >= n {
-						done[c] = true
-					}
-				}
-				if seen.After(deadline) {
-					b.Fatalf("%d instances each did not drain %d events in %s", k, n, limitTimeout)
+					done[c] = took
+					cpu[c] = acrossInstances(b, s, []string{c})[c].cpuSeconds - before[c].cpuSeconds
 				}
 			}
 			tick.Stop()
+			if err := produced.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			after := acrossInstances(b, s, consumerServices)
+			for _, c := range consumerServices {
+				if got := after[c].applied - before[c].applied; got < float64(n) {
+					b.Fatalf("%s's %d instances committed the backlog having applied %.0f of its %d events", c, k, got, n)
+				}
+			}
 			busy1, total1, ok1 := backlog.CPUTimes()
 			if !ok0 || !ok1 {
 				b.Fatal("this machine's CPU time cannot be read (/proc/stat)")
 			}
-			b.ReportMetric(float64(n)/time.Since(first).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
+			for _, c := range consumerServices {
+				b.ReportMetric(float64(n)/done[c].Seconds(), fmt.Sprintf("scale-%d-%s-events/s", k, c))
+				b.ReportMetric(cpu[c]/float64(n)*1e6, fmt.Sprintf("scale-%d-%s-cpu-us/event", k, c))
+			}
 			b.ReportMetric((busy1-busy0)/(total1-total0), fmt.Sprintf("scale-%d-cpu", k))
 		}
 		for _, c := range consumerServices {
@@ -427,6 +469,94 @@ func BenchmarkScaleOut(b *testing.B) {
 			}
 		}
 	}
+}
+
+// instanceTotals sums counters over the running instances of a service.
+type instanceTotals struct {
+	// applied counts the events handled without error.
+	applied float64
+	// cpuSeconds is the CPU time the instances' processes spent.
+	cpuSeconds float64
+}
+
+// acrossInstances reads every running instance's /metrics of services at
+// once. It picks the two samples out line by line instead of parsing the
+// whole exposition, whose parse, ten times a second for each of up to nine
+// instances, would take a share of the saturated machine it measures.
+func acrossInstances(b *testing.B, s *harness.Suite, services []string) map[string]instanceTotals {
+	b.Helper()
+	var (
+		mu     sync.Mutex
+		totals = map[string]instanceTotals{}
+		reads  errgroup.Group
+	)
+	for _, service := range services {
+		for _, in := range s.Instances(service) {
+			reads.Go(func() error {
+				t, err := readTotals(in.URL + "/metrics")
+				if err != nil {
+					return fmt.Errorf("%s: %w", in.Name, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				sum := totals[service]
+				sum.applied += t.applied
+				sum.cpuSeconds += t.cpuSeconds
+				totals[service] = sum
+				return nil
+			})
+		}
+	}
+	if err := reads.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return totals
+}
+
+// readTotals reads one instance's counters.
+func readTotals(url string) (instanceTotals, error) {
+	var t instanceTotals
+	resp, err := http.Get(url)
+	if err != nil {
+		return t, err
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		line := lines.Text()
+		var v *float64
+		switch {
+		case strings.HasPrefix(line, "consumer_messages_total{") && strings.Contains(line, `outcome="ok"`):
+			v = &t.applied
+		case strings.HasPrefix(line, "process_cpu_seconds_total "):
+			v = &t.cpuSeconds
+		default:
+			continue
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return t, fmt.Errorf("%q: %w", line, err)
+		}
+		*v += f
+	}
+	return t, lines.Err()
+}
+
+// groupLag is the records of the suite's topic that group has not
+// committed.
+func groupLag(b *testing.B, adm *kadm.Client, group string) int64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lags, err := adm.Lag(ctx, group)
+	if err != nil {
+		b.Fatalf("lag of %s: %v", group, err)
+	}
+	l := lags[group]
+	if err := errors.Join(l.DescribeErr, l.FetchErr); err != nil {
+		b.Fatalf("lag of %s: %v", group, err)
+	}
+	return l.Lag.Total()
 }
 
 // waitMembers waits until group is stable with members members, each
