@@ -71,8 +71,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 // (inbox.BeforeCommit), only if every SKU still covers its deductions.
 // Batches then queue on the hot rows for that statement and the commit
 // only, which is what lets instances added to a drain add throughput. If
-// another batch took the stock meanwhile, the inbox runs the transaction
-// again, and Apply then decides with the rows locked.
+// another batch took the stock meanwhile (or an earlier apply in the same
+// transaction, whose move is queued too), the inbox runs the transaction
+// again, and Apply then decides with the rows locked and moves them at
+// once.
 func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
 	ids := make([]string, len(batch))
 	lines := make([][]inventory.Line, len(batch))
@@ -102,8 +104,9 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		}
 	}
 	slices.Sort(skus)
+	locking := inbox.Locking(ctx)
 	read := c.store.ReadStock
-	if inbox.Locking(ctx) {
+	if locking {
 		read = c.store.LockStock
 	}
 	available, err := read(ctx, tx, slices.Compact(skus))
@@ -121,7 +124,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	for i, ch := range changes {
 		states[i] = string(ch.Change.Order.Status)
 	}
-	return states, inbox.BeforeCommit(ctx, tx, func(ctx context.Context, tx *sqlx.Tx) error {
+	move := func(ctx context.Context, tx *sqlx.Tx) error {
 		moved, err := c.store.MoveStock(ctx, tx, changes)
 		if err != nil {
 			return err
@@ -136,7 +139,14 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			}
 		}
 		return nil
-	})
+	}
+	if locking {
+		// The rows are locked already, and a later apply in the same
+		// transaction (a parked event drained after this one) must see
+		// this one's move when it reads them.
+		return states, move(ctx, tx)
+	}
+	return states, inbox.BeforeCommit(ctx, tx, move)
 }
 
 // eventItems are the lines an event moves: what was paid, or what was
