@@ -23,7 +23,7 @@ var ErrContended = errors.New("rows read without a lock changed before the write
 // until the commit, so the later it is taken the shorter other batches
 // queue behind it. Outside an inbox transaction fn runs at once.
 func BeforeCommit(ctx context.Context, tx *sqlx.Tx, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
-	if last, ok := ctx.Value(lastKey{}).(*[]func(context.Context, *sqlx.Tx) error); ok {
+	if last, ok := ctx.Value(lastKey{}).(*[]statement); ok {
 		*last = append(*last, fn)
 		return nil
 	}
@@ -39,6 +39,7 @@ func Locking(ctx context.Context) bool {
 }
 
 type (
+	statement  = func(context.Context, *sqlx.Tx) error
 	lastKey    struct{}
 	lockingKey struct{}
 )
@@ -50,7 +51,7 @@ func (p *Processor) inTx(ctx context.Context, envs []event.Envelope) ([]versiong
 	run := func(ctx context.Context) ([]versionguard.Outcome, error) {
 		var outcomes []versionguard.Outcome
 		err := postgres.InTx(ctx, p.db, func(tx *sqlx.Tx) error {
-			var last []func(context.Context, *sqlx.Tx) error
+			var last []statement
 			ctx := context.WithValue(ctx, lastKey{}, &last)
 			var err error
 			if outcomes, err = p.applyBatch(ctx, tx, envs); err != nil {

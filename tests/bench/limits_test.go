@@ -1,15 +1,15 @@
 package bench_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +26,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -456,7 +457,7 @@ func BenchmarkScaleOut(b *testing.B) {
 			if !ok0 || !ok1 {
 				b.Fatal("this machine's CPU time cannot be read (/proc/stat)")
 			}
-			b.ReportMetric(float64(n)/time.Since(start).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
+			b.ReportMetric(float64(n)/slices.Max(slices.Collect(maps.Values(done))).Seconds(), fmt.Sprintf("scale-%d-events/s", k))
 			for _, c := range consumerServices {
 				b.ReportMetric(float64(n)/done[c].Seconds(), fmt.Sprintf("scale-%d-%s-events/s", k, c))
 				b.ReportMetric(cpu[c]/float64(n)*1e6, fmt.Sprintf("scale-%d-%s-cpu-us/event", k, c))
@@ -479,67 +480,37 @@ type instanceTotals struct {
 	cpuSeconds float64
 }
 
-// acrossInstances reads every running instance's /metrics of services at
-// once. It picks the two samples out line by line instead of parsing the
-// whole exposition, whose parse, ten times a second for each of up to nine
-// instances, would take a share of the saturated machine it measures.
+// acrossInstances sums the counters of every running instance of
+// services, read from their /metrics.
 func acrossInstances(b *testing.B, s *harness.Suite, services []string) map[string]instanceTotals {
 	b.Helper()
-	var (
-		mu     sync.Mutex
-		totals = map[string]instanceTotals{}
-		reads  errgroup.Group
-	)
+	totals := map[string]instanceTotals{}
 	for _, service := range services {
+		var sum instanceTotals
 		for _, in := range s.Instances(service) {
-			reads.Go(func() error {
-				t, err := readTotals(in.URL + "/metrics")
-				if err != nil {
-					return fmt.Errorf("%s: %w", in.Name, err)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				sum := totals[service]
-				sum.applied += t.applied
-				sum.cpuSeconds += t.cpuSeconds
-				totals[service] = sum
-				return nil
-			})
+			resp, err := http.Get(in.URL + "/metrics")
+			if err != nil {
+				b.Fatalf("%s /metrics: %v", in.Name, err)
+			}
+			raw, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				b.Fatalf("%s /metrics: %v", in.Name, err)
+			}
+			applied, err := suiteapi.SumSamples(bytes.NewReader(raw), "consumer_messages_total", map[string]string{"outcome": "ok"})
+			if err != nil {
+				b.Fatalf("%s /metrics: %v", in.Name, err)
+			}
+			cpu, err := suiteapi.SumSamples(bytes.NewReader(raw), "process_cpu_seconds_total", nil)
+			if err != nil {
+				b.Fatalf("%s /metrics: %v", in.Name, err)
+			}
+			sum.applied += applied
+			sum.cpuSeconds += cpu
 		}
-	}
-	if err := reads.Wait(); err != nil {
-		b.Fatal(err)
+		totals[service] = sum
 	}
 	return totals
-}
-
-// readTotals reads one instance's counters.
-func readTotals(url string) (instanceTotals, error) {
-	var t instanceTotals
-	resp, err := http.Get(url)
-	if err != nil {
-		return t, err
-	}
-	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		line := lines.Text()
-		var v *float64
-		switch {
-		case strings.HasPrefix(line, "consumer_messages_total{") && strings.Contains(line, `outcome="ok"`):
-			v = &t.applied
-		case strings.HasPrefix(line, "process_cpu_seconds_total "):
-			v = &t.cpuSeconds
-		default:
-			continue
-		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return t, fmt.Errorf("%q: %w", line, err)
-		}
-		*v += f
-	}
-	return t, lines.Err()
 }
 
 // groupLag is the records of the suite's topic that group has not

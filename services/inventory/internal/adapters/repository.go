@@ -136,7 +136,7 @@ func (row orderRow) order() (inventory.Order, error) {
 
 // ReadStock returns what each of skus has available as tx last saw it,
 // without locking the rows: what the stock covers is decided on this and
-// checked again when SaveAll moves the rows. A SKU without a row is absent
+// checked again when MoveStock moves the rows. A SKU without a row is absent
 // from the map.
 func (r *Repository) ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
 	return readStock(ctx, tx, `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1)`, skus)
