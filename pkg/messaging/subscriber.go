@@ -280,7 +280,16 @@ type partition struct {
 	gone, lost bool
 	// drained is closed once a gone partition has nothing in flight.
 	drained chan struct{}
-	busy    map[string]struct{}
+	// held counts the queue's records not yet acknowledged, per key: a
+	// record whose key holds only itself has no older one to wait for.
+	held map[string]int
+	// next is where dispatch looks for a record to deliver: none before
+	// it may be delivered now (each is in flight, acknowledged, or waits
+	// for an older record of its key). An acknowledgement of a key that
+	// still holds records sets it back to the head. Looking on from next,
+	// instead of the whole queue each time, keeps an acknowledgement's
+	// work constant however many records the queue holds.
+	next int
 	// undelivered counts the queue's records in state waiting.
 	undelivered int
 }
@@ -382,7 +391,9 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 		return
 	}
 	for _, r := range records {
-		p.queue = append(p.queue, &pending{rec: r, key: string(r.Key)})
+		pe := &pending{rec: r, key: string(r.Key)}
+		p.queue = append(p.queue, pe)
+		p.held[pe.key]++
 	}
 	p.undelivered += len(records)
 	s.buffered += len(records)
@@ -400,27 +411,37 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 	if p.gone || s.stopped {
 		return
 	}
-	clear(p.busy)
-	for _, pe := range p.queue {
+	for ; p.next < len(p.queue); p.next++ {
 		if p.undelivered == 0 || !s.mayDeliver(p) {
 			return
 		}
-		if pe.state == acked {
+		pe := p.queue[p.next]
+		if pe.state != waiting || !p.oldestOfKey(p.next) {
 			continue
 		}
-		if _, ok := p.busy[pe.key]; ok {
-			continue
-		}
-		p.busy[pe.key] = struct{}{}
-		if pe.state == waiting {
-			pe.state = inFlight
-			p.inFlight++
-			s.inFlight++
-			p.undelivered--
-			s.deliveries.Add(1)
-			go s.deliver(ctx, p, pe)
+		pe.state = inFlight
+		p.inFlight++
+		s.inFlight++
+		p.undelivered--
+		s.deliveries.Add(1)
+		go s.deliver(ctx, p, pe)
+	}
+}
+
+// oldestOfKey reports whether the queue's record i is the oldest of its
+// key not yet acknowledged. Only a key that holds several records (an
+// aggregate's events fetched together) needs a look at the older ones.
+func (p *partition) oldestOfKey(i int) bool {
+	key := p.queue[i].key
+	if p.held[key] == 1 {
+		return true
+	}
+	for _, older := range p.queue[:i] {
+		if older.key == key && older.state != acked {
+			return false
 		}
 	}
+	return true
 }
 
 // deliver sends one record to the subscription's channel until it is
@@ -428,9 +449,7 @@ func (s *subscription) dispatch(ctx context.Context, p *partition) {
 func (s *subscription) deliver(ctx context.Context, p *partition, pe *pending) {
 	defer s.deliveries.Done()
 	msg := unmarshal(pe.rec)
-	msgCtx := context.WithValue(ctx, partitionKey, pe.rec.Partition)
-	msgCtx = context.WithValue(msgCtx, offsetKey, pe.rec.Offset)
-	msgCtx = context.WithValue(msgCtx, keyKey, pe.rec.Key)
+	msgCtx := context.WithValue(ctx, recordKey{}, origin{partition: pe.rec.Partition, offset: pe.rec.Offset, key: pe.rec.Key})
 	msgCtx, cancel := context.WithCancel(msgCtx)
 	defer cancel()
 	msg.SetContext(msgCtx)
@@ -464,6 +483,12 @@ func (s *subscription) ack(ctx context.Context, p *partition, pe *pending) {
 	pe.state = acked
 	p.inFlight--
 	s.inFlight--
+	if p.held[pe.key]--; p.held[pe.key] == 0 {
+		delete(p.held, pe.key)
+	} else {
+		// A younger record of the key waits for this one.
+		p.next = 0
+	}
 	n := 0
 	for n < len(p.queue) && p.queue[n].state == acked {
 		n++
@@ -475,6 +500,7 @@ func (s *subscription) ack(ctx context.Context, p *partition, pe *pending) {
 		rest := copy(p.queue, p.queue[n:])
 		clear(p.queue[rest:])
 		p.queue = p.queue[:rest]
+		p.next = max(0, p.next-n)
 		if !p.gone {
 			s.unbuffer(n)
 		}
@@ -497,7 +523,7 @@ func (s *subscription) assigned(_ context.Context, _ *kgo.Client, assigned map[s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range assigned[s.topic] {
-		s.parts[id] = &partition{id: id, busy: make(map[string]struct{})}
+		s.parts[id] = &partition{id: id, held: make(map[string]int)}
 	}
 }
 
@@ -590,29 +616,37 @@ func unmarshal(r *kgo.Record) *message.Message {
 	return msg
 }
 
-type contextKey int
+// recordKey is the context key of a consumed message's origin.
+type recordKey struct{}
 
-const (
-	partitionKey contextKey = iota + 1
-	offsetKey
-	keyKey
-)
+// origin is where a consumed message was read, one context value for the
+// three things a dead letter records of it.
+type origin struct {
+	partition int32
+	offset    int64
+	key       []byte
+}
+
+func originFrom(ctx context.Context) (origin, bool) {
+	o, ok := ctx.Value(recordKey{}).(origin)
+	return o, ok
+}
 
 // PartitionFromContext returns the partition of a consumed message's
 // context.
 func PartitionFromContext(ctx context.Context) (int32, bool) {
-	p, ok := ctx.Value(partitionKey).(int32)
-	return p, ok
+	o, ok := originFrom(ctx)
+	return o.partition, ok
 }
 
 // OffsetFromContext returns the offset of a consumed message's context.
 func OffsetFromContext(ctx context.Context) (int64, bool) {
-	o, ok := ctx.Value(offsetKey).(int64)
-	return o, ok
+	o, ok := originFrom(ctx)
+	return o.offset, ok
 }
 
 // KeyFromContext returns the record key of a consumed message's context.
 func KeyFromContext(ctx context.Context) ([]byte, bool) {
-	k, ok := ctx.Value(keyKey).([]byte)
-	return k, ok
+	o, ok := originFrom(ctx)
+	return o.key, ok
 }

@@ -171,6 +171,7 @@ func TestSubscriberWindowHoldsBackOnlyBusyKeys(t *testing.T) {
 		{"window full", 2, 0, []string{"a", "b", "c"}, []string{"a/0", "b/1"}, []string{"c/2"}},
 		{"busy key skipped", 3, 0, []string{"a", "a", "b", "c"}, []string{"a/0", "b/2", "c/3"}, []string{"a/1"}},
 		{"busy key waits even with room", 4, 0, []string{"a", "a", "a"}, []string{"a/0"}, []string{"a/1"}},
+		{"a key's next goes before younger keys once its last is acknowledged", 2, 0, []string{"a", "b", "a", "c"}, []string{"a/0", "b/1"}, []string{"a/2"}},
 		{"the only partition waiting takes the max in flight", 1, 3, []string{"a", "b", "c", "d"}, []string{"a/0", "b/1", "c/2"}, []string{"d/3"}},
 	}
 	for _, tt := range tests {

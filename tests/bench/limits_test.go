@@ -8,6 +8,8 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -98,7 +100,7 @@ func BenchmarkLimits(b *testing.B) {
 		bareProduce(b, s.Broker.Addrs(), s.Topic, recs)
 		slowest := produce
 		for _, c := range consumerServices {
-			rate, rss, cpu := serviceDrain(b, s, c, n)
+			rate, rss, cpu := serviceDrain(b, s, c, n, set.ProfileDir)
 			s.Stop(c)
 			b.ReportMetric(rate, c+"-events/s")
 			b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
@@ -150,7 +152,7 @@ func BenchmarkPartitions(b *testing.B) {
 				}
 				bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("p%d-%d", p, i), set.PartitionEvents)))
 				for _, c := range consumerServices {
-					rate, rss, _ := serviceDrain(b, s, c, set.PartitionEvents)
+					rate, rss, _ := serviceDrain(b, s, c, set.PartitionEvents, "")
 					s.Stop(c)
 					b.ReportMetric(rate, c+"-events/s")
 					b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
@@ -348,12 +350,19 @@ func applyBare(ctx context.Context, db *sqlx.DB, batch []event.Envelope) error {
 // n-th, as its dedup rows' count shows them committed, the highest
 // resident memory its process reported meanwhile, and the CPU time its
 // process spent per event, in microseconds, from its start to the drain.
-func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, peakRSS, cpuPerEvent float64) {
+// With profileDir set it also keeps a CPU profile of the drain's first
+// profileSeconds there, as <service>.pprof.
+func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profileDir string) (rate, peakRSS, cpuPerEvent float64) {
 	b.Helper()
 	before := processedCount(b, s, service)
-	s.StartService(service, nil)
+	var extra map[string]string
+	if profileDir != "" {
+		extra = map[string]string{"PPROF_ENABLED": "true"}
+	}
+	s.StartService(service, extra)
 	cpu0 := s.Metric(service, "process_cpu_seconds_total", nil)
 	var first time.Time
+	profiled := make(chan error, 1)
 	tick := time.NewTicker(limitPollEvery)
 	defer tick.Stop()
 	deadline := time.After(limitTimeout)
@@ -364,9 +373,17 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, 
 			c := processedCount(b, s, service)
 			if c > before && first.IsZero() {
 				first = seen
+				if profileDir != "" {
+					go func() { profiled <- keepProfile(s, service, profileDir) }()
+				}
 			}
 			if c >= before+n {
 				cpu := s.Metric(service, "process_cpu_seconds_total", nil) - cpu0
+				if profileDir != "" {
+					if err := <-profiled; err != nil {
+						b.Fatal(err)
+					}
+				}
 				return float64(n) / seen.Sub(first).Seconds(), peakRSS, cpu / float64(n) * 1e6
 			}
 		case <-deadline:
@@ -374,6 +391,31 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int) (rate, 
 			return 0, 0, 0
 		}
 	}
+}
+
+// profileSeconds is how long a drain's CPU profile runs: shorter than the
+// quickest consumer's drain of the default backlog, so that it holds
+// only the drain.
+const profileSeconds = 4
+
+// keepProfile writes service's CPU profile of the next profileSeconds to
+// dir/<service>.pprof, and then what it allocated since its start to
+// dir/<service>.allocs.pprof.
+func keepProfile(s *harness.Suite, service, dir string) error {
+	for _, p := range []struct{ file, path string }{
+		{service + ".pprof", fmt.Sprintf("/admin/debug/pprof/profile?seconds=%d", profileSeconds)},
+		{service + ".allocs.pprof", "/admin/debug/pprof/allocs"},
+	} {
+		file, path := p.file, p.path
+		code, raw := s.Call(service, http.MethodGet, path, nil)
+		if code != http.StatusOK {
+			return fmt.Errorf("%s %s: %d %s", service, path, code, raw)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), raw, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BenchmarkScaleOut drains BENCH_PARTITION_EVENTS OrderPaid events (30 000)

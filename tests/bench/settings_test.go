@@ -50,6 +50,11 @@ type settings struct {
 	// (BENCH_SERVICE_ENV, "NAME=value,NAME=value"), to measure a setting
 	// other than the default: CONSUMER_BATCH_WORKERS=1, say.
 	ServiceEnv map[string]string
+	// ProfileDir, when set, keeps a CPU profile of each consumer's drain
+	// in BenchmarkLimits there, <service>.pprof (BENCH_PROFILE_DIR): the
+	// profile that shows what limits a consumer, taken where it is
+	// measured.
+	ProfileDir string
 }
 
 func defaultSettings() settings {
@@ -116,6 +121,7 @@ func loadSettings(b *testing.B) settings {
 	s.ConvergenceRate = r.Int("BENCH_CONVERGENCE_RATE", s.ConvergenceRate)
 	s.LimitEvents = r.Int("BENCH_LIMIT_EVENTS", s.LimitEvents)
 	s.PartitionEvents = r.Int("BENCH_PARTITION_EVENTS", s.PartitionEvents)
+	s.ProfileDir = r.String("BENCH_PROFILE_DIR", "")
 	s.ServiceEnv = map[string]string{}
 	var envErr error
 	for _, kv := range envconfig.Split(r.String("BENCH_SERVICE_ENV", "")) {
