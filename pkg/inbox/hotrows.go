@@ -38,18 +38,36 @@ func Locking(ctx context.Context) bool {
 	return locking
 }
 
+// AfterCommit queues fn to run once the inbox transaction has committed,
+// such as waking the outbox relay for the rows the apply added
+// (outbox.Relay.Wake), and reports whether it did. A rolled-back run
+// drops what it queued. Outside an inbox transaction it does nothing and
+// reports false: the caller commits, and runs fn after it.
+func AfterCommit(ctx context.Context, fn func()) bool {
+	after, ok := ctx.Value(afterKey{}).(*[]func())
+	if ok {
+		*after = append(*after, fn)
+	}
+	return ok
+}
+
 type (
 	statement  = func(context.Context, *sqlx.Tx) error
 	lastKey    struct{}
+	afterKey   struct{}
 	lockingKey struct{}
 )
 
 // inTx applies envs in one transaction, with the statements queued by
 // BeforeCommit last, and once more with Locking if one of them found its
-// rows changed.
+// rows changed; what AfterCommit queued runs once it has committed.
 func (p *Processor) inTx(ctx context.Context, envs []event.Envelope) ([]versionguard.Outcome, error) {
 	run := func(ctx context.Context) ([]versionguard.Outcome, error) {
-		var outcomes []versionguard.Outcome
+		var (
+			outcomes []versionguard.Outcome
+			after    []func()
+		)
+		ctx = context.WithValue(ctx, afterKey{}, &after)
 		err := postgres.InTx(ctx, p.db, func(tx *sqlx.Tx) error {
 			var last []statement
 			ctx := context.WithValue(ctx, lastKey{}, &last)
@@ -64,7 +82,13 @@ func (p *Processor) inTx(ctx context.Context, envs []event.Envelope) ([]versiong
 			}
 			return nil
 		})
-		return outcomes, err
+		if err != nil {
+			return nil, err
+		}
+		for _, fn := range after {
+			fn()
+		}
+		return outcomes, nil
 	}
 	outcomes, err := run(ctx)
 	if errors.Is(err, ErrContended) {

@@ -95,3 +95,60 @@ func TestBeforeCommitOutsideAnInboxTransactionRunsAtOnce(t *testing.T) {
 		t.Errorf("effects = %v, want [OrderPaid:3]", got)
 	}
 }
+
+// TestAfterCommitRunsOnceCommitted: what an apply queues with
+// inbox.AfterCommit runs once its transaction has committed (its effect is
+// visible on another connection), once even when a contended first run
+// was rolled back, and never when the transaction fails; outside an inbox
+// transaction it is not queued.
+func TestAfterCommitRunsOnceCommitted(t *testing.T) {
+	tests := []struct {
+		name      string
+		contended int // how many runs report ErrContended
+		wantCalls int
+	}{
+		{"committed", 0, 1},
+		{"committed on the second run", 1, 1},
+		{"never committed", 2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), effectsSet)
+			var runs int
+			var seen [][]string // the effects another connection saw at each call
+			guard := versionguard.New("test-consumer", versionguard.Transitions{event.OrderPaid: {versionguard.InitialState}},
+				func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+					runs++
+					if _, err := tx.ExecContext(ctx, `INSERT INTO effects (aggregate_id, event_type, version) VALUES ($1, $2, $3)`,
+						env.AggregateID, string(env.EventType), env.AggregateVersion); err != nil {
+						return "", err
+					}
+					if !inbox.AfterCommit(ctx, func() { seen = append(seen, effects(t, db, env.AggregateID)) }) {
+						return "", errors.New("AfterCommit did not queue inside an inbox transaction")
+					}
+					return "PAID", inbox.BeforeCommit(ctx, tx, func(context.Context, *sqlx.Tx) error {
+						if runs <= tt.contended {
+							return inbox.ErrContended
+						}
+						return nil
+					})
+				})
+			p := inbox.NewProcessor(db, "test-consumer", guard)
+			_, err := p.Process(context.Background(), env("E-1", "O-1", event.OrderPaid, 3))
+			if (err != nil) != (tt.wantCalls == 0) {
+				t.Fatalf("process: %v", err)
+			}
+			if len(seen) != tt.wantCalls {
+				t.Fatalf("after-commit calls = %d, want %d", len(seen), tt.wantCalls)
+			}
+			for _, got := range seen {
+				if fmt.Sprint(got) != "[OrderPaid:3]" {
+					t.Errorf("at the after-commit call another connection saw effects %v, want [OrderPaid:3]", got)
+				}
+			}
+		})
+	}
+	if inbox.AfterCommit(context.Background(), func() { t.Error("ran outside an inbox transaction") }) {
+		t.Error("AfterCommit queued outside an inbox transaction")
+	}
+}

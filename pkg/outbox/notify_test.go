@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
@@ -38,51 +39,117 @@ func (s *recordingSink) has(id string) bool {
 	return s.seen[id]
 }
 
-// TestRelayWakesOnCommit polls once an hour, so the second row can only
-// leave through the notification its insert sends on commit.
-func TestRelayWakesOnCommit(t *testing.T) {
-	db, name := postgrestest.NewDatabase(t, outbox.Schema())
-	url, err := postgres.WithDatabase(postgrestest.ServerURL(t), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &recordingSink{seen: map[string]bool{}}
+// startRelay runs a relay of db that polls once an hour, so a row can only
+// leave through a wake, and listens on the database at url.
+func startRelay(t *testing.T, db *sqlx.DB, url string, sink outbox.Sink) *outbox.Relay {
+	t.Helper()
 	cfg := outbox.DefaultRelayConfig()
 	cfg.PollInterval, cfg.ListenURL = time.Hour, url
-	var r *outbox.Relay
-	r, err = outbox.NewRelay(db, sink, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	r, err := outbox.NewRelay(db, sink, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var g errgroup.Group
 	g.Go(func() error { return r.Run(ctx) })
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		_ = g.Wait()
-	}()
-
-	add := func(orderID string) {
-		t.Helper()
-		if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-			return outbox.Add(context.Background(), tx, paid(t, "t", orderID, 3))
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The first row may leave on the relay's first pass; once it has, the
-	// relay waits for an hour or a notification.
-	add("O-1")
-	poll.Until(t, 30*time.Second, "the first row relayed", func() bool { return sink.has("O-1") })
-	add("O-2")
-	poll.Until(t, 30*time.Second, "the second row relayed with a one-hour poll interval (only the commit's notification can wake the relay)",
-		func() bool { return sink.has("O-2") })
-	// The sink has the row before the relay marks it SENT: wait for the mark.
-	poll.Until(t, 30*time.Second, "both rows marked SENT", func() bool {
-		var sent int
-		if err := db.Get(&sent, `SELECT count(*) FROM outbox_events WHERE status = 'SENT'`); err != nil {
-			t.Fatal(err)
-		}
-		return sent == 2
 	})
+	return r
+}
+
+// TestRelayWakes: with an hour between polls, a committed row leaves only
+// when the writer wakes a relay, the leader itself or a relay that is not
+// leading (another instance of the service), which passes the wake on to
+// the leader through the channel they listen to. A row committed without
+// a wake stays until the next poll.
+func TestRelayWakes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// byReplica wakes a relay that is not leading instead of the leader.
+		byReplica bool
+	}{
+		{"the leader woken", false},
+		{"a replica woken", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db, name := postgrestest.NewDatabase(t, outbox.Schema())
+			url, err := postgres.WithDatabase(postgrestest.ServerURL(t), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			add := func(orderID string) {
+				t.Helper()
+				if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+					return outbox.Add(context.Background(), tx, paid(t, "t", orderID, 3))
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sink := &recordingSink{seen: map[string]bool{}}
+			leader := startRelay(t, db, url, sink)
+			// The first row leaves on the leader's first pass; once it has,
+			// the leader waits for an hour or a wake.
+			add("O-1")
+			poll.Until(t, 30*time.Second, "the first row relayed", func() bool { return sink.has("O-1") })
+			woken := leader
+			if tt.byReplica {
+				woken = startRelay(t, db, url, sink)
+			}
+
+			add("O-2")
+			add("O-3")
+			woken.Wake()
+			poll.Until(t, 30*time.Second, "the rows relayed with a one-hour poll interval (only the wake can move them)",
+				func() bool { return sink.has("O-2") && sink.has("O-3") })
+			// The sink has the rows before the relay marks them SENT: wait
+			// for the mark.
+			poll.Until(t, 30*time.Second, "three rows marked SENT", func() bool { return sent(t, db) == 3 })
+
+		})
+	}
+}
+
+// TestCommittingRowsNotifiesNobody: a transaction that adds outbox rows
+// sends no notification, so it never takes the server-wide lock a
+// notifying commit holds through its WAL flush. Postgres delivers
+// notifications in commit order, so the marker sent after the commit is
+// the first thing the listener hears unless the commit notified.
+func TestCommittingRowsNotifiesNobody(t *testing.T) {
+	db, name := postgrestest.NewDatabase(t, outbox.Schema())
+	url, err := postgres.WithDatabase(postgrestest.ServerURL(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pq.NewListener(url, 10*time.Millisecond, time.Second, nil)
+	t.Cleanup(func() { _ = l.Close() })
+	if err := l.Listen("outbox_events"); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		return outbox.Add(context.Background(), tx, paid(t, "t", "O-1", 1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`SELECT pg_notify('outbox_events', 'marker')`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-l.Notify:
+		if n == nil || n.Extra != "marker" {
+			t.Fatalf("first notification %+v, want the marker: the commit notified", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification within 30 s")
+	}
+}
+
+func sent(t *testing.T, db *sqlx.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM outbox_events WHERE status = 'SENT'`); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -66,6 +66,8 @@ func FromEnvelope(topic string, env event.Envelope) (Message, error) {
 
 // Add writes msgs in the caller's transaction: they become deliverable
 // exactly when the business change commits, and vanish if it rolls back.
+// Once the transaction has committed, wake the relay (Relay.Wake), or the
+// rows wait for its next poll.
 func Add(ctx context.Context, tx sqlx.ExecerContext, msgs ...Message) error {
 	for _, m := range msgs {
 		headers, err := json.Marshal(m.Headers)
@@ -151,8 +153,8 @@ func PendingBacklog(ctx context.Context, q sqlx.QueryerContext) (Backlog, error)
 // enters the backlog anew: its created_at becomes now, so its pending age
 // (outbox_oldest_pending_age_seconds, and reconciliation's stuck check)
 // counts from the republish, not from the event's first commit. The relay
-// is woken through the insert trigger's channel, so it does not wait for
-// its next poll. It returns the row as Lookup shows it, or an error
+// is woken through the channel the relays listen to, so it does not wait
+// for its next poll. It returns the row as Lookup shows it, or an error
 // wrapping ErrNotFound.
 func Republish(ctx context.Context, q sqlx.ExtContext, eventID string) (Status, error) {
 	var s Status

@@ -46,8 +46,10 @@ type RelayConfig struct {
 	// database active; replicas wait for it.
 	LockKey int64
 	// ListenURL, when set, is the outbox database's URL: the relay LISTENs
-	// there for the notification every outbox insert sends on commit, and
-	// relays at once instead of at its next poll. Empty: polling only.
+	// there for the notifications of relays in other processes that were
+	// woken (Wake) while not leading, and relays at once instead of at its
+	// next poll. Empty: polling only, and a wake reaches only this
+	// process's relay.
 	ListenURL string
 	// LockURL, when set, is the outbox database's URL: the relay holds
 	// its lock on a connection of its own there, every read and write of
@@ -79,8 +81,8 @@ func ReadRelayEnv(r *envconfig.Reader) RelayConfig {
 	return c
 }
 
-// notifyChannel is the channel the outbox's insert trigger notifies
-// (migrations/00003_notify_relay.sql).
+// notifyChannel is the channel a relay that is not leading notifies when
+// it is woken, so that the leader, in another process, relays at once.
 const notifyChannel = "outbox_events"
 
 // DefaultRelayConfig returns the defaults documented in README.md (Configuration).
@@ -127,6 +129,8 @@ type Relay struct {
 	logger     *slog.Logger
 	failPoints *failpoint.Registry
 	metrics    *RelayMetrics
+	// woken holds a wake not yet acted on; wakes coalesce.
+	woken chan struct{}
 }
 
 // NewRelay returns a relay; metrics and failPoints may be nil. failPoints
@@ -135,7 +139,28 @@ func NewRelay(db *sqlx.DB, sink Sink, cfg RelayConfig, logger *slog.Logger, metr
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Relay{db: db, sink: sink, cfg: cfg, logger: logger, metrics: metrics, failPoints: failPoints}, nil
+	return &Relay{db: db, sink: sink, cfg: cfg, logger: logger, metrics: metrics, failPoints: failPoints,
+		woken: make(chan struct{}, 1)}, nil
+}
+
+// Wake tells the relay that a transaction which added rows to its outbox
+// has committed. A leading relay relays at once instead of at its next
+// poll; one that is not leading passes the word on to the leader in
+// another process, as a notification on the channel the relays LISTEN to.
+// Call it after the commit: a wake before it finds nothing to relay. Wakes
+// coalesce and never block, and a row nobody wakes the relay for leaves at
+// the next poll.
+//
+// The writer wakes the relay, rather than a trigger notifying on commit,
+// because Postgres serialises the commits of every notifying transaction
+// of the whole server on one lock, held through the commit's WAL flush:
+// under load the services' transactions would queue there
+// (docs/decisions.md, The relay is woken after the commit).
+func (r *Relay) Wake() {
+	select {
+	case r.woken <- struct{}{}:
+	default:
+	}
 }
 
 // Run relays until ctx ends. Only the holder of the advisory lock relays;
@@ -177,7 +202,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			r.logger.WarnContext(ctx, "outbox relay interrupted", "error", err)
 		}
-		if !wait(ctx, pause, wake, false) {
+		if !r.wait(ctx, pause, wake, false) {
 			return nil
 		}
 	}
@@ -258,7 +283,7 @@ func (r *Relay) relay(ctx context.Context, work *sqlx.Conn, session int, wake <-
 		if err != nil {
 			return err
 		}
-		if n < r.cfg.BatchSize && !wait(ctx, r.cfg.PollInterval, wake, true) {
+		if n < r.cfg.BatchSize && !r.wait(ctx, r.cfg.PollInterval, wake, true) {
 			return nil
 		}
 	}
@@ -421,12 +446,13 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// wait waits d, or until a notification on wake when early is set, or
-// until ctx ends; it reports whether ctx is still alive. Notifications that
-// do not end the wait are drained, so the listener never blocks on a relay
-// that is not leading. (A nil notification means the listener reconnected
-// and may have missed some: it wakes the relay too.)
-func wait(ctx context.Context, d time.Duration, wake <-chan *pq.Notification, early bool) bool {
+// wait waits d, or until ctx ends, and reports whether ctx is still alive.
+// A leading relay also stops waiting when it is woken or notified. One
+// that is not leading drains the notifications, so the listener never
+// blocks on it, and passes a wake on to the leader. (A nil notification
+// means the listener reconnected and may have missed some: it wakes the
+// relay too.)
+func (r *Relay) wait(ctx context.Context, d time.Duration, notes <-chan *pq.Notification, leading bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -435,10 +461,23 @@ func wait(ctx context.Context, d time.Duration, wake <-chan *pq.Notification, ea
 			return false
 		case <-t.C:
 			return true
-		case <-wake:
-			if early {
+		case <-notes:
+			if leading {
 				return true
 			}
+		case <-r.woken:
+			if leading {
+				return true
+			}
+			r.notifyLeader(ctx)
 		}
+	}
+}
+
+// notifyLeader wakes the leading relay of another process; a failure costs
+// the rows one poll interval.
+func (r *Relay) notifyLeader(ctx context.Context) {
+	if _, err := r.db.ExecContext(ctx, `SELECT pg_notify($1, '')`, notifyChannel); err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "outbox relay: could not notify the leader", "error", err)
 	}
 }

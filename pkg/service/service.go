@@ -252,25 +252,27 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 }
 
 // AddRelay runs the outbox relay with the service: committed rows of the
-// service's outbox go to sink, the relay waking on the commit
-// notifications of the service's database. It also exposes the outbox:
-// outbox_pending_events, outbox_oldest_pending_age_seconds and the relay's
-// counters on /metrics, and GET /admin/outbox, GET /admin/outbox/{eventId}
-// and POST /admin/outbox/{eventId}/republish. Migrate outbox.Schema().
-func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) error {
+// service's outbox go to sink. The relay relays at once when it is woken
+// (Wake it once a transaction that added rows has committed), or when a
+// relay of another instance that was woken notifies it, and polls
+// otherwise. It also exposes the outbox: outbox_pending_events,
+// outbox_oldest_pending_age_seconds and the relay's counters on /metrics,
+// and GET /admin/outbox, GET /admin/outbox/{eventId} and POST
+// /admin/outbox/{eventId}/republish. Migrate outbox.Schema().
+func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Relay, error) {
 	dsn, err := s.Config.DatabaseDSN()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.ListenURL, cfg.LockURL = dsn, dsn
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
 	if err != nil {
-		return fmt.Errorf("outbox relay: %w", err)
+		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
 	s.Registry.MustRegister(outbox.NewBacklogCollector(s.DB, s.Logger))
 	admin.RegisterOutbox(s.Admin, s.DB)
 	s.Go(relay.Run)
-	return nil
+	return relay, nil
 }
 
 // Go adds a task that runs from Run until ctx ends; an error it returns

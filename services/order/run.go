@@ -36,7 +36,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
-	repo := adapters.NewRepository(svc.DB, cfg.Events.OrderEventsTopic, svc.FailPoints)
+	// The publisher connects lazily: a broker outage leaves rows PENDING and
+	// never stops the service.
+	pub := messaging.NewLazyPublisher(cfg.Events.Brokers, messaging.WatermillLogger(svc.Logger))
+	relay, err := svc.AddRelay(cfg.Relay, outbox.NewPublisherSink(pub))
+	if err != nil {
+		return errors.Join(err, pub.Close())
+	}
+	repo := adapters.NewRepository(svc.DB, cfg.Events.OrderEventsTopic, svc.FailPoints, relay)
 	// A snapshot asks five services at once, many snapshots at a time under
 	// load: keep the connections.
 	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
@@ -44,12 +51,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	keys := ports.CallbackKeys{Secrets: cfg.Callbacks.Secrets(), Window: cfg.Callbacks.ReplayWindow}
 	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP, svc.Admin)
 
-	// The publisher connects lazily: a broker outage leaves rows PENDING and
-	// never stops the service.
-	pub := messaging.NewLazyPublisher(cfg.Events.Brokers, messaging.WatermillLogger(svc.Logger))
-	if err := svc.AddRelay(cfg.Relay, outbox.NewPublisherSink(pub)); err != nil {
-		return errors.Join(err, pub.Close())
-	}
 	err = svc.Run(ctx, "brokers", cfg.Events.Brokers, "topic", cfg.Events.OrderEventsTopic)
 	return errors.Join(err, pub.Close())
 }

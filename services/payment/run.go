@@ -28,14 +28,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
-	repo := adapters.NewRepository(svc.DB)
 	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.Callbacks.Secret))
+	relay, err := svc.AddRelay(cfg.Relay, orders.Callbacks)
+	if err != nil {
+		return err
+	}
+	repo := adapters.NewRepository(svc.DB, relay)
 	ports.NewHandler(orders.Orders, repo).Register(svc.HTTP.Echo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
 	ports.RegisterRefunds(svc.Admin, repo)
-	if err := svc.AddRelay(cfg.Relay, orders.Callbacks); err != nil {
-		return err
-	}
 	refunds := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: refunds.Transitions(), Apply: refunds.Apply})
 }

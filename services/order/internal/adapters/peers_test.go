@@ -146,7 +146,7 @@ func shown(v adapters.PeerView) any {
 func TestBacklogCollector(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	for _, id := range []string{"O-1", "O-2", "O-3"} {
 		if _, err := repo.Create(ctx(t), newOrder(t, id)); err != nil {
 			t.Fatal(err)

@@ -64,7 +64,7 @@ func TestRelayPublishesToKafka(t *testing.T) {
 	}
 	defer b.Close()
 
-	repo := adapters.NewRepository(db, topicName, nil)
+	repo := adapters.NewRepository(db, topicName, nil, nil)
 	for _, id := range []string{"O-1", "O-2"} {
 		if _, err := repo.Create(ctx(t), newOrder(t, id)); err != nil {
 			t.Fatal(err)

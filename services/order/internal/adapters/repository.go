@@ -39,12 +39,25 @@ type Repository struct {
 	db         *sqlx.DB
 	topic      string
 	failPoints *failpoint.Registry
+	relay      RelayWaker
 }
 
+// RelayWaker is the outbox relay of the service (outbox.Relay), woken once
+// a transaction that added outbox rows has committed.
+type RelayWaker interface{ Wake() }
+
 // NewRepository returns a repository whose events go to topic. failPoints
-// may be nil.
-func NewRepository(db *sqlx.DB, topic string, failPoints *failpoint.Registry) *Repository {
-	return &Repository{db: db, topic: topic, failPoints: failPoints}
+// and relay may be nil; without a relay the events leave at the relay's
+// next poll.
+func NewRepository(db *sqlx.DB, topic string, failPoints *failpoint.Registry, relay RelayWaker) *Repository {
+	return &Repository{db: db, topic: topic, failPoints: failPoints, relay: relay}
+}
+
+// committed wakes the relay for the events a committed transaction added.
+func (r *Repository) committed() {
+	if r.relay != nil {
+		r.relay.Wake()
+	}
 }
 
 // Create stores a new order with its OrderCreated event. Creating an
@@ -86,6 +99,9 @@ func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, 
 	})
 	if err != nil {
 		return nil, err
+	}
+	if stored == o {
+		r.committed()
 	}
 	return stored, nil
 }
@@ -169,6 +185,7 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 		return current, err
 	}
 	if changed != nil {
+		r.committed()
 		return changed, nil
 	}
 	return current, nil

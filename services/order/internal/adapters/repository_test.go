@@ -16,7 +16,7 @@ const topic = "order-events"
 func TestCreateWritesOrderAndOutboxRow(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	stored, err := repo.Create(ctx(t), newOrder(t, "O-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestCreateWritesOrderAndOutboxRow(t *testing.T) {
 func TestCreateAgain(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCreateAgain(t *testing.T) {
 func TestUpdateWritesOrderAndExactlyOneOutboxRow(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestUpdateWritesOrderAndExactlyOneOutboxRow(t *testing.T) {
 
 func TestUnknownOrder(t *testing.T) {
 	t.Parallel()
-	repo := adapters.NewRepository(newDB(t), topic, nil)
+	repo := adapters.NewRepository(newDB(t), topic, nil, nil)
 	if _, err := repo.Get(ctx(t), "O-404"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("Get: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestFailureAfterOutboxInsertRollsBackBoth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := adapters.NewRepository(db, topic, fp)
+	repo := adapters.NewRepository(db, topic, fp, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := adapters.NewRepository(db, topic, fp)
+	repo := adapters.NewRepository(db, topic, fp, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("got %v", err)
 	}
@@ -194,7 +194,7 @@ func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
 func TestClosureErrorChangesNothing(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func paymentCallback(id string) order.Callback {
 func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
 func TestRejectedCallbackIsNotRecorded(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestRejectedCallbackIsNotRecorded(t *testing.T) {
 func TestConcurrentChangesSerialize(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestConcurrentChangesSerialize(t *testing.T) {
 func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil)
+	repo := adapters.NewRepository(db, topic, nil, nil)
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -367,5 +367,60 @@ func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	var refunded string
 	if err := db.Get(&refunded, `SELECT refunded_amount::text FROM orders WHERE order_id = 'O-1'`); err != nil || refunded != "40.00" {
 		t.Fatalf("refunded_amount %q %v", refunded, err)
+	}
+}
+
+// wakes counts the relay wakes of a repository.
+type wakes struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *wakes) Wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n++
+}
+
+func (w *wakes) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// TestRepositoryWakesTheRelayAfterCommittingEvents: the relay is woken
+// once for each committed transaction that added outbox rows, and never
+// for one that added none (a repeat) or failed.
+func TestRepositoryWakesTheRelayAfterCommittingEvents(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	relay := &wakes{}
+	repo := adapters.NewRepository(db, topic, nil, relay)
+	checkout := func(o *order.Order) ([]order.Event, error) { return o.Checkout() }
+	steps := []struct {
+		name    string
+		do      func() error
+		wantErr bool
+		want    int
+	}{
+		{"create", func() error { _, err := repo.Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
+		{"create again", func() error { _, err := repo.Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
+		{"checkout", func() error { _, err := repo.Update(ctx(t), "O-1", checkout); return err }, false, 2},
+		{"checkout again", func() error { _, err := repo.Update(ctx(t), "O-1", checkout); return err }, false, 2},
+		{"a failed change", func() error {
+			_, err := repo.Update(ctx(t), "O-1", func(*order.Order) ([]order.Event, error) { return nil, errors.New("refused") })
+			return err
+		}, true, 2},
+	}
+	for _, s := range steps {
+		if err := s.do(); (err != nil) != s.wantErr {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := relay.count(); got != s.want {
+			t.Fatalf("after %s: %d wakes, want %d", s.name, got, s.want)
+		}
+	}
+	if rows := outboxRows(t, db, "O-1"); len(rows) != 2 {
+		t.Fatalf("%d outbox rows, want 2 (one per wake)", len(rows))
 	}
 }

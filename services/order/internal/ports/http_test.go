@@ -60,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
 		Converged: &converged, Findings: 0}}
 	adminGroup := srv.Admin()
-	ports.NewHandler(adapters.NewRepository(db, "order-events", fp), peers,
+	ports.NewHandler(adapters.NewRepository(db, "order-events", fp, nil), peers,
 		ports.CallbackKeys{Secrets: [][]byte{[]byte(secret), []byte(previousSecret)}, Window: 5 * time.Minute}, fp).Register(srv, adminGroup)
 	admin.RegisterOutbox(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)

@@ -91,7 +91,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 
 func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	db := newDB(t)
-	repo := adapters.NewRepository(db)
+	repo := adapters.NewRepository(db, nil)
 	p, _, err := repo.Create(context.Background(), payment.New(request(t, "O-1", "80.00")), 2)
 	if err != nil {
 		t.Fatal(err)

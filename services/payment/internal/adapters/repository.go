@@ -18,6 +18,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -31,11 +32,27 @@ const (
 
 // Repository reads and writes the payments database.
 type Repository struct {
-	db *sqlx.DB
+	db    *sqlx.DB
+	relay RelayWaker
 }
 
-// NewRepository returns a repository over db.
-func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
+// RelayWaker is the callback relay of the service (outbox.Relay), woken
+// once a transaction that added callbacks to the outbox has committed.
+type RelayWaker interface{ Wake() }
+
+// NewRepository returns a repository over db. relay may be nil; without
+// it the callbacks leave at the relay's next poll.
+func NewRepository(db *sqlx.DB, relay RelayWaker) *Repository {
+	return &Repository{db: db, relay: relay}
+}
+
+// committed wakes the relay for the callbacks a committed transaction
+// added.
+func (r *Repository) committed() {
+	if r.relay != nil {
+		r.relay.Wake()
+	}
+}
 
 type paymentRow struct {
 	PaymentID string          `db:"payment_id"`
@@ -117,6 +134,9 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 	if err != nil {
 		return payment.Payment{}, false, err
 	}
+	if created {
+		r.committed()
+	}
 	return stored, created, nil
 }
 
@@ -188,7 +208,11 @@ func (r *Repository) RefundPayment(ctx context.Context, req RefundRequest) (Refu
 		out, err = r.Refund(ctx, tx, req)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return RefundOutcome{}, err
+	}
+	r.committed()
+	return out, nil
 }
 
 // Refund executes or rejects req inside tx, the consumer's transaction: it
@@ -269,6 +293,9 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 	if err := addCallback(ctx, tx, cb, req.OrderVersion); err != nil {
 		return RefundOutcome{}, err
 	}
+	// In a consumer's transaction the relay is woken when the inbox has
+	// committed it; RefundPayment, which commits its own, wakes it after.
+	inbox.AfterCommit(ctx, r.committed)
 	out.CallbackID = cb.CallbackID
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -41,11 +42,18 @@ func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	return n
 }
 
+// wakes counts the relay wakes of a repository.
+type wakes struct{ n atomic.Int64 }
+
+func (w *wakes) Wake() { w.n.Add(1) }
+
 // TestCreateConcurrently races ten different new payments of one order
-// straight into the insert: exactly one wins, all see its id.
+// straight into the insert: exactly one wins, all see its id, and the
+// relay is woken once, for the winner's callback.
 func TestCreateConcurrently(t *testing.T) {
 	db := newDB(t)
-	repo := adapters.NewRepository(db)
+	relay := &wakes{}
+	repo := adapters.NewRepository(db, relay)
 	const n = 10
 	ids := make([]string, n)
 	created := make([]bool, n)
@@ -82,17 +90,20 @@ func TestCreateConcurrently(t *testing.T) {
 	if got := count(t, db, `SELECT count(*) FROM outbox_events WHERE aggregate_id = 'O-1'`); got != 1 {
 		t.Fatalf("%d callback rows, want 1", got)
 	}
+	if got := relay.n.Load(); got != 1 {
+		t.Fatalf("relay woken %d times, want once", got)
+	}
 }
 
 func TestByOrderNotFound(t *testing.T) {
-	repo := adapters.NewRepository(newDB(t))
+	repo := adapters.NewRepository(newDB(t), nil)
 	if _, err := repo.ByOrder(context.Background(), "O-none"); !errors.Is(err, payment.ErrPaymentNotFound) {
 		t.Fatalf("ByOrder = %v, want ErrPaymentNotFound", err)
 	}
 }
 
 func TestCreateKeepsAmounts(t *testing.T) {
-	repo := adapters.NewRepository(newDB(t))
+	repo := adapters.NewRepository(newDB(t), nil)
 	p, created, err := repo.Create(context.Background(), payment.New(request(t, "O-1", "1234567890123456.78")), 2)
 	if err != nil || !created {
 		t.Fatalf("Create = %v, %v", created, err)

@@ -41,7 +41,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
-	repo := adapters.NewRepository(db)
+	repo := adapters.NewRepository(db, nil)
 	req, err := payment.NewRequest("O-1", "80.00", "CNY")
 	if err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ func setup(t *testing.T) *fixture {
 	orders.set(pendingOrder("O-1"))
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, logger)
-	ports.NewHandler(orders, adapters.NewRepository(db)).Register(srv.Echo)
+	ports.NewHandler(orders, adapters.NewRepository(db, nil)).Register(srv.Echo)
 	admin.RegisterOutbox(srv.Admin(), db)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
@@ -401,7 +401,7 @@ func TestPayLooksUpOutsideItsSlot(t *testing.T) {
 	orders := blockingOrders{fakeOrders: f.orders, hold: "O-1", asked: make(chan struct{}), answer: make(chan struct{})}
 	srv := httpapi.New(httpapi.Config{MapError: ports.MapError, Admission: httpapi.Admission{MaxInFlight: 1}},
 		slog.New(slog.DiscardHandler))
-	ports.NewHandler(orders, adapters.NewRepository(f.db)).Register(srv.Echo)
+	ports.NewHandler(orders, adapters.NewRepository(f.db, nil)).Register(srv.Echo)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	f.url = ts.URL

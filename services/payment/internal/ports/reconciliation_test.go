@@ -57,7 +57,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := adapters.NewRepository(db)
+	repo := adapters.NewRepository(db, nil)
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
 	ports.NewHandler(orders, repo).Register(srv.Echo)
 	g := srv.Admin()
