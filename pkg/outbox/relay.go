@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -241,6 +242,26 @@ func (r *Relay) lead(ctx context.Context, locks *sqlx.DB, wake <-chan *pq.Notifi
 		return fmt.Errorf("relay connection: %w", err)
 	}
 	defer work.Close()
+	// A row marked SENT leaves its entries in the partial indexes of
+	// pending rows until the next vacuum, and under load thousands gather
+	// between two. The planner then reads the few pending rows with a
+	// bitmap scan, which visits the heap page of every such entry at every
+	// poll (milliseconds, growing with the load); an index scan marks the
+	// dead entries it meets, so that the next poll skips them. The setting
+	// is the relay's session's only, and is reset before the connection
+	// goes back to the pool.
+	if _, err := work.ExecContext(ctx, `SET enable_bitmapscan = off`); err != nil {
+		r.unlock(ctx, lock)
+		return fmt.Errorf("relay connection: %w", err)
+	}
+	defer func() {
+		resetCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, err := work.ExecContext(resetCtx, `RESET enable_bitmapscan`); err != nil {
+			// A connection that cannot be reset must not serve anyone else.
+			_ = work.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	leadCtx, lose := context.WithCancelCause(ctx)
 	beating := make(chan struct{})
 	go func() {
