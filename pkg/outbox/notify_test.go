@@ -153,3 +153,48 @@ func sent(t *testing.T, db *sqlx.DB) int {
 	}
 	return n
 }
+
+// TestRelaySessionSettingStaysWithTheRelay: the relay's connection reads
+// without bitmap scans while it leads, and the setting is reset before the
+// connection returns to the pool, so no other query of the service runs
+// with it. The pool has only the relay's two connections, so both are
+// asked once it stopped.
+func TestRelaySessionSettingStaysWithTheRelay(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t, outbox.Schema())
+	db.SetMaxOpenConns(2) // the lock's connection and the relay's
+	sink := &recordingSink{seen: map[string]bool{}}
+	cfg := outbox.DefaultRelayConfig()
+	cfg.PollInterval = time.Hour
+	r, err := outbox.NewRelay(db, sink, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return r.Run(ctx) })
+	if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		return outbox.Add(context.Background(), tx, paid(t, "t", "O-1", 1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the row relayed", func() bool { return sink.has("O-1") })
+	cancel()
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Both connections of the pool, held at once, so each is asked.
+	for i := range 2 {
+		c, err := db.Connx(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var setting string
+		if err := c.GetContext(context.Background(), &setting, `SHOW enable_bitmapscan`); err != nil {
+			t.Fatal(err)
+		}
+		if setting != "on" {
+			t.Errorf("pool connection %d after the relay stopped: enable_bitmapscan = %s, want on", i, setting)
+		}
+	}
+}
