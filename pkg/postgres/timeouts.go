@@ -80,7 +80,8 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// Connector returns a connector to dsn whose connections apply t: the
+// Connector returns a connector to dsn whose connections prepare each
+// statement with arguments once and apply t: the
 // connect and statement timeouts travel in the URL (a value the URL
 // already sets wins), the keepalives are set on the socket. When ioTimeout
 // is positive, every read and write on a connection must finish within it,
@@ -100,6 +101,12 @@ func Connector(dsn string, t Timeouts, ioTimeout time.Duration) (driver.Connecto
 	if q.Get("statement_timeout") == "" {
 		q.Set("statement_timeout", strconv.FormatInt(t.Statement.Milliseconds(), 10))
 	}
+	if q.Get("plan_cache_mode") == "" {
+		// Prepared statements (preparingConnector) get the plans unnamed
+		// ones got: a generic plan, made once, went stale on a table a
+		// backlog grows faster than autovacuum analyses it.
+		q.Set("plan_cache_mode", "force_custom_plan")
+	}
 	u.RawQuery = q.Encode()
 	c, err := pq.NewConnector(u.String())
 	if err != nil {
@@ -107,7 +114,7 @@ func Connector(dsn string, t Timeouts, ioTimeout time.Duration) (driver.Connecto
 	}
 	c.Dialer(dialer{d: net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: t.KeepAlive, Interval: t.KeepAlive, Count: 3}}, io: ioTimeout})
-	return c, nil
+	return preparingConnector{Connector: c}, nil
 }
 
 // dialer dials with keepalives and, when io is positive, bounds every read
