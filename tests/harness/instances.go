@@ -68,11 +68,12 @@ func (s *Suite) Scale(service string, n int) error {
 		s.mu.Unlock()
 	}
 	var started []*extra
+	free, err := freePorts(max(0, n-len(current)-1))
+	if err != nil {
+		return err
+	}
 	for k := len(current) + 2; k <= n; k++ {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
+		port := free[k-len(current)-2]
 		name := fmt.Sprintf("%s#%d", service, k)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		// os/exec keeps the last of duplicate names, so this HTTP_ADDR wins.

@@ -141,13 +141,22 @@ func repoRoot() (string, error) {
 	return filepath.Dir(work), nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct ports nothing listens on at the moment.
+// Their listeners stay open until all n are chosen: a port closed at once
+// may be handed out again by the next call, and two services given one
+// port would have one of them fail to start while the other answers its
+// requests.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // Start builds and starts the suite for one test and stops it when the
@@ -195,11 +204,13 @@ func Start(t testing.TB, opts Options) *Suite {
 	t.Cleanup(s.stop)
 
 	suffix := strings.TrimPrefix(postgrestest.UniqueName(""), "_")
+	free, err := freePorts(len(Services))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ports := map[string]int{}
-	for _, name := range Services {
-		if ports[name], err = freePort(); err != nil {
-			t.Fatal(err)
-		}
+	for i, name := range Services {
+		ports[name] = free[i]
 		s.urls[name] = fmt.Sprintf("http://127.0.0.1:%d", ports[name])
 	}
 	s.api = suiteapi.New(suiteapi.Config{URLs: s.urls, AdminToken: s.AdminToken, Brokers: s.Broker.Addrs(), Topic: s.Topic,
