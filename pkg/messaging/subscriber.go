@@ -66,7 +66,12 @@ func DefaultSubscriberConfig(brokers []string, group string) SubscriberConfig {
 		MaxBuffered:     4096,
 		NackResendSleep: 100 * time.Millisecond,
 		CommitInterval:  250 * time.Millisecond,
-		RevokeWait:      5 * time.Second,
+		// Every member of a group waits for the slowest revoke of a
+		// rebalance, and in a backlog a message waits in flight for a
+		// second or two; what is still in flight after a second goes to
+		// the next owner too, whose dedup row drops whichever copy is
+		// second.
+		RevokeWait: time.Second,
 		// Read-ahead only costs memory beyond a few windows per partition:
 		// 64 KiB holds a couple of hundred order events.
 		FetchMaxPartitionBytes: 64 << 10,
