@@ -40,8 +40,9 @@ func (s *recordingSink) has(id string) bool {
 }
 
 // startRelay runs a relay of db that polls once an hour, so a row can only
-// leave through a wake, and listens on the database at url.
-func startRelay(t *testing.T, db *sqlx.DB, url string, sink outbox.Sink) *outbox.Relay {
+// leave through a wake, and listens on the database at url (none when
+// empty). stop ends it and waits for it; the test's cleanup stops it too.
+func startRelay(t *testing.T, db *sqlx.DB, url string, sink outbox.Sink) (r *outbox.Relay, stop func() error) {
 	t.Helper()
 	cfg := outbox.DefaultRelayConfig()
 	cfg.PollInterval, cfg.ListenURL = time.Hour, url
@@ -52,18 +53,28 @@ func startRelay(t *testing.T, db *sqlx.DB, url string, sink outbox.Sink) *outbox
 	ctx, cancel := context.WithCancel(context.Background())
 	var g errgroup.Group
 	g.Go(func() error { return r.Run(ctx) })
-	t.Cleanup(func() {
+	stop = sync.OnceValue(func() error {
 		cancel()
-		_ = g.Wait()
+		return g.Wait()
 	})
-	return r
+	t.Cleanup(func() { _ = stop() })
+	return r, stop
+}
+
+// addPaid commits an OrderPaid row of orderID to db's outbox.
+func addPaid(t *testing.T, db *sqlx.DB, orderID string) {
+	t.Helper()
+	if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		return outbox.Add(context.Background(), tx, paid(t, "t", orderID, 3))
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRelayWakes: with an hour between polls, a committed row leaves only
 // when the writer wakes a relay, the leader itself or a relay that is not
 // leading (another instance of the service), which passes the wake on to
-// the leader through the channel they listen to. A row committed without
-// a wake stays until the next poll.
+// the leader through the channel they listen to.
 func TestRelayWakes(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -79,34 +90,25 @@ func TestRelayWakes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			add := func(orderID string) {
-				t.Helper()
-				if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-					return outbox.Add(context.Background(), tx, paid(t, "t", orderID, 3))
-				}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			sink := &recordingSink{seen: map[string]bool{}}
-			leader := startRelay(t, db, url, sink)
+			leader, _ := startRelay(t, db, url, sink)
 			// The first row leaves on the leader's first pass; once it has,
 			// the leader waits for an hour or a wake.
-			add("O-1")
+			addPaid(t, db, "O-1")
 			poll.Until(t, 30*time.Second, "the first row relayed", func() bool { return sink.has("O-1") })
 			woken := leader
 			if tt.byReplica {
-				woken = startRelay(t, db, url, sink)
+				woken, _ = startRelay(t, db, url, sink)
 			}
 
-			add("O-2")
-			add("O-3")
+			addPaid(t, db, "O-2")
+			addPaid(t, db, "O-3")
 			woken.Wake()
 			poll.Until(t, 30*time.Second, "the rows relayed with a one-hour poll interval (only the wake can move them)",
 				func() bool { return sink.has("O-2") && sink.has("O-3") })
 			// The sink has the rows before the relay marks them SENT: wait
 			// for the mark.
 			poll.Until(t, 30*time.Second, "three rows marked SENT", func() bool { return sent(t, db) == 3 })
-
 		})
 	}
 }
@@ -127,11 +129,7 @@ func TestCommittingRowsNotifiesNobody(t *testing.T) {
 	if err := l.Listen("outbox_events"); err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		return outbox.Add(context.Background(), tx, paid(t, "t", "O-1", 1))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addPaid(t, db, "O-1")
 	if _, err := db.Exec(`SELECT pg_notify('outbox_events', 'marker')`); err != nil {
 		t.Fatal(err)
 	}
@@ -163,23 +161,10 @@ func TestRelaySessionSettingStaysWithTheRelay(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, outbox.Schema())
 	db.SetMaxOpenConns(2) // the lock's connection and the relay's
 	sink := &recordingSink{seen: map[string]bool{}}
-	cfg := outbox.DefaultRelayConfig()
-	cfg.PollInterval = time.Hour
-	r, err := outbox.NewRelay(db, sink, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var g errgroup.Group
-	g.Go(func() error { return r.Run(ctx) })
-	if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		return outbox.Add(context.Background(), tx, paid(t, "t", "O-1", 1))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop := startRelay(t, db, "", sink)
+	addPaid(t, db, "O-1")
 	poll.Until(t, 30*time.Second, "the row relayed", func() bool { return sink.has("O-1") })
-	cancel()
-	if err := g.Wait(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	// Both connections of the pool, held at once, so each is asked.

@@ -16,14 +16,14 @@ const maxPrepared = 256
 //
 // lib/pq runs a statement with arguments as an unnamed statement: a Parse
 // and a Describe, a round trip, then a Bind and an Execute, another, and
-// Postgres parses and plans the statement every time. In the services'
-// short transactions planning cost as much server time as running the
-// statements (the stock move's was a tenth of a millisecond against a
-// hundredth), so each connection here prepares a statement the first time
-// it runs it and then only binds and executes it: one round trip, and
-// Postgres plans it again only while its custom plans beat the generic one
-// (plan_cache_mode auto). pgx has such a cache of its own; lib/pq, the
-// driver this suite is built on, has none, so it is written here.
+// Postgres parses the statement every time. The services' transactions
+// are runs of short statements, so the round trips were much of their
+// time; each connection here prepares a statement the first time it runs
+// it and then only binds and executes it: one round trip, no parse. Each
+// run is still planned with its values (Connector sets plan_cache_mode
+// force_custom_plan), as an unnamed statement is. pgx has such a cache of
+// its own; lib/pq, the driver this suite is built on, has none, so it is
+// written here.
 type preparingConnector struct {
 	driver.Connector
 }

@@ -66,7 +66,9 @@ func (r *Repository) committed() {
 // it fails with order.ErrExists.
 func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, error) {
 	stored := o
+	var inserted bool
 	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
+		inserted = false
 		items, err := encodeItems(o.Items)
 		if err != nil {
 			return err
@@ -95,12 +97,13 @@ func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, 
 		if err := r.emit(ctx, tx, o, []order.Event{o.CreatedEvent()}); err != nil {
 			return err
 		}
+		inserted = true
 		return r.failPoints.Inject(FailPointBeforeCommit)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if stored == o {
+	if inserted {
 		r.committed()
 	}
 	return stored, nil
