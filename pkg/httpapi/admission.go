@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -33,14 +34,29 @@ const (
 	// connection and one waiting for it, so a request waits for at most
 	// about one transaction, never for a queue of them.
 	InFlightPerConn = 2
+	// InFlightPerCPU is how many business requests a service admits per
+	// core when HTTP_MAX_IN_FLIGHT is unset: a request's work is mostly
+	// CPU, its own and its database's on the same machine, so past a
+	// couple per core more requests only share the cores and each takes
+	// longer (docs/decisions.md, Overload).
+	InFlightPerCPU = 2
 )
+
+// DefaultMaxInFlight is the MaxInFlight of a service whose database pool
+// holds poolSize connections and HTTP_MAX_IN_FLIGHT is unset: the fewer of
+// InFlightPerConn per connection and InFlightPerCPU per core the Go
+// runtime may use.
+func DefaultMaxInFlight(poolSize int) int {
+	return min(InFlightPerConn*poolSize, InFlightPerCPU*runtime.GOMAXPROCS(0))
+}
 
 // Admission bounds the business requests a server works on at once. A
 // request past MaxInFlight waits up to QueueWait for a slot and is
 // otherwise answered at once with 503 OVERLOADED and Retry-After, before
 // its handler runs: a request is shed whole or served whole, never cut
 // off in a transaction. Health, readiness, metrics, /admin and the routes
-// given to Server.Exempt are never shed.
+// given to Server.Exempt are never shed; those given to Server.Initiating
+// take at most half the slots.
 type Admission struct {
 	// MaxInFlight (HTTP_MAX_IN_FLIGHT) is the most business requests
 	// served at once; 0 leaves them unbounded.
@@ -63,23 +79,28 @@ func (a Admission) Validate() error {
 }
 
 // admission is the server's limiter: a semaphore of MaxInFlight slots,
-// and one of outsidePerSlot times as many places for admitted requests
-// that gave their slot back while they wait on another service
-// (OutsideSlot).
+// one of outsidePerSlot times as many places for admitted requests that
+// gave their slot back while they wait on another service (OutsideSlot),
+// and one of half the slots that requests starting new work (Initiating)
+// take first.
 type admission struct {
 	slots   chan struct{}
 	outside chan struct{}
+	starts  chan struct{}
 	wait    time.Duration
 	exempt  map[string]bool
-	shed    *prometheus.CounterVec
+	// initiating are the routes that start new work.
+	initiating map[string]bool
+	shed       *prometheus.CounterVec
 	// inFlight counts the business requests being served.
 	inFlight prometheus.Gauge
 }
 
 func newAdmission(a Admission, reg *prometheus.Registry) *admission {
 	ad := &admission{
-		wait:   a.QueueWait,
-		exempt: map[string]bool{},
+		wait:       a.QueueWait,
+		exempt:     map[string]bool{},
+		initiating: map[string]bool{},
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_shed_total",
 			Help: "Business requests answered 503 OVERLOADED at admission, by method and route.",
@@ -92,6 +113,7 @@ func newAdmission(a Admission, reg *prometheus.Registry) *admission {
 	if a.MaxInFlight > 0 {
 		ad.slots = make(chan struct{}, a.MaxInFlight)
 		ad.outside = make(chan struct{}, outsidePerSlot*a.MaxInFlight)
+		ad.starts = make(chan struct{}, max(1, a.MaxInFlight/2))
 	}
 	if reg != nil {
 		reg.MustRegister(ad.shed, ad.inFlight)
@@ -116,15 +138,25 @@ func operational(path string) bool {
 func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		method, route := c.Request().Method, c.Path()
-		if operational(c.Request().URL.Path) || a.exempt[routeKey(method, route)] {
+		key := routeKey(method, route)
+		if operational(c.Request().URL.Path) || a.exempt[key] {
 			return next(c)
 		}
 		if a.slots != nil {
-			if !a.acquire(a.slots) {
+			deadline := time.Now().Add(a.wait)
+			start := a.initiating[key]
+			if start && !a.acquire(a.starts, deadline) {
 				a.shed.WithLabelValues(method, route).Inc()
 				return overloaded()
 			}
-			t := &ticket{a: a, method: method, route: route, held: true}
+			if !a.acquire(a.slots, deadline) {
+				if start {
+					<-a.starts
+				}
+				a.shed.WithLabelValues(method, route).Inc()
+				return overloaded()
+			}
+			t := &ticket{a: a, method: method, route: route, held: true, start: start}
 			req := c.Request()
 			c.SetRequest(req.WithContext(context.WithValue(req.Context(), ticketKey{}, t)))
 			defer t.done()
@@ -141,17 +173,18 @@ func overloaded() *Error {
 		Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
 }
 
-// acquire takes a place of sem, waiting up to the queue wait for one.
-func (a *admission) acquire(sem chan struct{}) bool {
+// acquire takes a place of sem, waiting until deadline for one.
+func (a *admission) acquire(sem chan struct{}, deadline time.Time) bool {
 	select {
 	case sem <- struct{}{}:
 		return true
 	default:
 	}
-	if a.wait <= 0 {
+	wait := time.Until(deadline)
+	if wait <= 0 {
 		return false
 	}
-	timer := time.NewTimer(a.wait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case sem <- struct{}{}:
@@ -179,12 +212,17 @@ type ticket struct {
 	a             *admission
 	method, route string
 	held          bool
+	// start is a place of the starts semaphore, held to the end.
+	start bool
 }
 
 // done gives the slot back when the request ends.
 func (t *ticket) done() {
 	if t.held {
 		<-t.a.slots
+	}
+	if t.start {
+		<-t.a.starts
 	}
 }
 
@@ -207,7 +245,7 @@ func OutsideSlot(ctx context.Context, wait func() error) error {
 		return wait()
 	}
 	a := t.a
-	if !a.acquire(a.outside) {
+	if !a.acquire(a.outside, time.Now().Add(a.wait)) {
 		a.shed.WithLabelValues(t.method, t.route).Inc()
 		return overloaded()
 	}
@@ -215,7 +253,7 @@ func OutsideSlot(ctx context.Context, wait func() error) error {
 	t.held = false
 	err := wait()
 	<-a.outside
-	if !a.acquire(a.slots) {
+	if !a.acquire(a.slots, time.Now().Add(a.wait)) {
 		a.shed.WithLabelValues(t.method, t.route).Inc()
 		return overloaded()
 	}
@@ -229,6 +267,18 @@ func OutsideSlot(ctx context.Context, wait func() error) error {
 // retries, such as a payment callback. Call it before the server runs.
 func (s *Server) Exempt(method, path string) {
 	s.admission.exempt[routeKey(method, path)] = true
+}
+
+// Initiating marks the route method path (as registered, e.g. "/orders")
+// as one that starts new work, such as creating an order: its requests
+// take one of half the slots (at least one) before a slot, so the other
+// half stays for requests that continue work already begun (an order's
+// checkout, its payment's look-up). Past the capacity the server then
+// sheds new work before the next steps of work it has started: a created
+// order whose checkout or payment is shed has cost its create for
+// nothing. Call it before the server runs.
+func (s *Server) Initiating(method, path string) {
+	s.admission.initiating[routeKey(method, path)] = true
 }
 
 // retryAfterSeconds is d in whole seconds, rounded up, at least 1: the

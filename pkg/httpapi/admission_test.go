@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +33,9 @@ type saturated struct {
 }
 
 // serveAdmission serves a server admitting limit business requests, with
-// GET /slow blocking until released, GET /lookup blocking outside its slot
-// (httpapi.OutsideSlot) until answered, GET /fast, an exempt POST
+// GET /slow blocking until released, POST /start blocking alike on a route
+// that starts new work (Server.Initiating), GET /lookup blocking outside its
+// slot (httpapi.OutsideSlot) until answered, GET /fast, an exempt POST
 // /callback and an admin route behind the token "tok".
 func serveAdmission(t *testing.T, limit int) *saturated {
 	t.Helper()
@@ -48,14 +50,17 @@ func serveAdmission(t *testing.T, limit int) *saturated {
 	ok := func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"businessCode": httpapi.CodeSuccess})
 	}
-	s.Echo.GET("/slow", func(c echo.Context) error {
+	blocking := func(c echo.Context) error {
 		sat.entered <- struct{}{}
 		select {
 		case <-sat.release:
 		case <-c.Request().Context().Done():
 		}
 		return ok(c)
-	})
+	}
+	s.Echo.GET("/slow", blocking)
+	s.Echo.POST("/start", blocking)
+	s.Initiating(http.MethodPost, "/start")
 	s.Echo.GET("/lookup", func(c echo.Context) error {
 		if err := httpapi.OutsideSlot(c.Request().Context(), func() error {
 			answer := make(chan struct{})
@@ -212,6 +217,70 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 	}
 }
 
+// TestInitiatingTakesHalfTheSlots fills half of four slots with requests
+// starting new work and checks that a third such request is shed while
+// two slots are free, that those slots still admit requests continuing
+// work, and that a finished start admits a new one.
+func TestInitiatingTakesHalfTheSlots(t *testing.T) {
+	const limit = 4
+	sat := serveAdmission(t, limit)
+	answers := make(chan *http.Response, limit)
+	send := func(method, path string) {
+		go func() {
+			req, err := http.NewRequest(method, sat.url+path, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+			}
+			answers <- resp
+		}()
+		<-sat.entered
+	}
+	// A request admitted by mistake would block: the timeout fails it.
+	client := &http.Client{Timeout: 5 * time.Second}
+	status := func(method, path string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, sat.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	send(http.MethodPost, "/start")
+	send(http.MethodPost, "/start")
+	if got := status(http.MethodPost, "/start"); got != http.StatusServiceUnavailable {
+		t.Fatalf("a third start with two slots free: status %d, want 503", got)
+	}
+	send(http.MethodGet, "/slow")
+	send(http.MethodGet, "/slow")
+	if got := status(http.MethodGet, "/fast"); got != http.StatusServiceUnavailable {
+		t.Fatalf("every slot taken: status %d, want 503", got)
+	}
+	for range 3 {
+		sat.release <- struct{}{}
+		if resp := <-answers; resp != nil {
+			resp.Body.Close()
+		}
+	}
+	send(http.MethodPost, "/start")
+	close(sat.release)
+	for range 2 {
+		if resp := <-answers; resp == nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a blocked request was not served: %v", resp)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
+
 // TestOutsideSlot holds the only slot's request in a call to another
 // service and checks that the slot serves another request meanwhile; that
 // the places outside are bounded (two per slot), so a third such call is
@@ -297,6 +366,29 @@ func TestAdmissionValidate(t *testing.T) {
 				t.Fatalf("Validate: %v", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("Validate = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultMaxInFlight(t *testing.T) {
+	tests := []struct {
+		name       string
+		gomaxprocs int
+		pool       int
+		want       int
+	}{
+		{"the pool is the bound", 8, 2, 4},
+		{"the cores are the bound", 2, 20, 4},
+		{"both bound alike", 4, 4, 8},
+		{"one core, one connection", 1, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := runtime.GOMAXPROCS(tt.gomaxprocs)
+			t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+			if got := httpapi.DefaultMaxInFlight(tt.pool); got != tt.want {
+				t.Errorf("DefaultMaxInFlight(%d) with GOMAXPROCS=%d = %d, want %d", tt.pool, tt.gomaxprocs, got, tt.want)
 			}
 		})
 	}

@@ -68,7 +68,7 @@ type Config struct {
 	DB postgres.Timeouts
 	// Admission bounds the business requests served at once
 	// (HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT); a MaxInFlight of 0 is
-	// httpapi.InFlightPerConn per connection of the database pool.
+	// httpapi.DefaultMaxInFlight of the database pool.
 	Admission httpapi.Admission
 	// MemoryLimitMiB is the Go runtime's soft memory limit
 	// (MEMORY_LIMIT_MIB); 0 leaves the runtime's own, and so does a
@@ -232,7 +232,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	reg := observability.NewRegistry()
 	admission := cfg.Admission
 	if admission.MaxInFlight == 0 {
-		admission.MaxInFlight = httpapi.InFlightPerConn * cmp.Or(opts.Pool.MaxOpen, postgres.DefaultMaxOpen)
+		admission.MaxInFlight = httpapi.DefaultMaxInFlight(cmp.Or(opts.Pool.MaxOpen, postgres.DefaultMaxOpen))
 	}
 	srv := httpapi.New(httpapi.Config{
 		Addr:       cfg.HTTPAddr,

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,10 @@ const (
 	DefaultPollInterval = 50 * time.Millisecond
 	// DefaultWait bounds WaitConsumed and the waits that take no timeout.
 	DefaultWait = 30 * time.Second
+	// DefaultShedRetries is how many times a shed request is sent again:
+	// with a Retry-After of a second, a call gives up after about five
+	// seconds of a service at its capacity.
+	DefaultShedRetries = 5
 )
 
 // maxAnswer bounds how much of an answer is read: the largest the suite
@@ -64,6 +69,14 @@ type Config struct {
 	// PollInterval is how often a wait re-reads the suite; 0 means
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// ShedRetries is how many times a request answered 503 with
+	// Retry-After is sent again, after the wait the answer asks for: the
+	// suite answers so only a request of which nothing ran (shed at a
+	// service's capacity, or a payment whose order look-up failed), and
+	// the drills and tests send bursts a small admission limit sheds.
+	// 0 means DefaultShedRetries; a negative value sends every request
+	// once.
+	ShedRetries int
 }
 
 // Client speaks to one suite. It is safe for concurrent use; Close
@@ -85,6 +98,9 @@ func New(cfg Config) *Client {
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.ShedRetries == 0 {
+		cfg.ShedRetries = DefaultShedRetries
 	}
 	return &Client{cfg: cfg}
 }
@@ -132,33 +148,56 @@ func IsStatus(err error, code int) bool {
 // Raw sends a request and returns the status and body whatever the status:
 // for tests that look at an answer the suite refuses. body is sent as is
 // when it is []byte or string, as JSON otherwise; nil sends none. Admin
-// paths carry the admin token.
+// paths carry the admin token. A shed request is sent again
+// (Config.ShedRetries); the last answer is returned.
 func (c *Client) Raw(ctx context.Context, service, method, path string, header http.Header, body any) (int, []byte, error) {
 	u := c.URL(service) + path
-	var r io.Reader
+	var payload []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		r = bytes.NewReader(b)
+		payload = b
 	case string:
-		r = strings.NewReader(b)
+		payload = []byte(b)
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			return 0, nil, fmt.Errorf("encode %s %s: %w", method, u, err)
 		}
-		r = bytes.NewReader(raw)
+		payload = raw
+	}
+	for attempt := 0; ; attempt++ {
+		code, raw, retryAfter, err := c.send(ctx, method, u, path, header, body != nil, payload)
+		if err != nil || code != http.StatusServiceUnavailable || retryAfter < 0 || attempt >= c.cfg.ShedRetries {
+			return code, raw, err
+		}
+		t := time.NewTimer(retryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return code, raw, nil
+		case <-t.C:
+		}
+	}
+}
+
+// send sends a request once. retryAfter is the answer's Retry-After, or
+// -1 when it has none.
+func (c *Client) send(ctx context.Context, method, u, path string, header http.Header, hasBody bool, payload []byte) (code int, raw []byte, retryAfter time.Duration, err error) {
+	var r io.Reader
+	if hasBody {
+		r = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+		return 0, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	for k, vs := range header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.cfg.AdminToken != "" && strings.HasPrefix(path, "/admin/") {
@@ -166,14 +205,18 @@ func (c *Client) Raw(ctx context.Context, service, method, path string, header h
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+		return 0, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return resp.StatusCode, raw, fmt.Errorf("%s %s: read answer: %w", method, u, err)
+		return resp.StatusCode, raw, -1, fmt.Errorf("%s %s: read answer: %w", method, u, err)
 	}
-	return resp.StatusCode, raw, nil
+	retryAfter = -1
+	if secs, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && secs >= 0 {
+		retryAfter = time.Duration(secs) * time.Second
+	}
+	return resp.StatusCode, raw, retryAfter, nil
 }
 
 // Do sends a request and decodes a 2xx JSON answer into out (if not nil).

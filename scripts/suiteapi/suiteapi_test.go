@@ -264,3 +264,72 @@ relay_publish_seconds_count 9
 		t.Error("a value that is not a number was accepted")
 	}
 }
+
+// shedding answers 503 OVERLOADED, with retryAfter when it is not empty,
+// to its first shed requests and 200 to the rest, recording each body.
+type shedding struct {
+	shed       int
+	retryAfter string
+
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (s *shedding) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.bodies = append(s.bodies, string(raw))
+	n := len(s.bodies)
+	s.mu.Unlock()
+	if n <= s.shed {
+		if s.retryAfter != "" {
+			w.Header().Set("Retry-After", s.retryAfter)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"businessCode":"OVERLOADED","message":"at capacity"}`)
+		return
+	}
+	_, _ = io.WriteString(w, `{"businessCode":"SUCCESS"}`)
+}
+
+func TestShedRequestsAreSentAgain(t *testing.T) {
+	tests := []struct {
+		name         string
+		shed         int
+		retryAfter   string
+		retries      int
+		wantStatus   int
+		wantAttempts int
+	}{
+		{"shed twice, then served", 2, "0", 0, 200, 3},
+		{"shed more than the retries", 10, "0", 3, 503, 4},
+		{"a 503 without Retry-After is not sent again", 1, "", 0, 503, 1},
+		{"retries off", 1, "0", -1, 503, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &shedding{shed: tt.shed, retryAfter: tt.retryAfter}
+			srv := httptest.NewServer(s)
+			t.Cleanup(srv.Close)
+			c := suiteapi.New(suiteapi.Config{URLs: map[string]string{suiteapi.Order: srv.URL}, ShedRetries: tt.retries})
+			t.Cleanup(c.Close)
+			code, _, err := c.Raw(context.Background(), suiteapi.Order, http.MethodPost, "/orders", nil, map[string]string{"orderId": "O-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.wantStatus {
+				t.Errorf("status %d, want %d", code, tt.wantStatus)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if len(s.bodies) != tt.wantAttempts {
+				t.Fatalf("%d attempts, want %d", len(s.bodies), tt.wantAttempts)
+			}
+			for i, b := range s.bodies {
+				if b != `{"orderId":"O-1"}` {
+					t.Errorf("attempt %d sent %q, want the same body every time", i+1, b)
+				}
+			}
+		})
+	}
+}

@@ -84,12 +84,15 @@ const CallbackPath = "/payments/callback"
 // server's guarded /admin group). The payment callback is exempt from
 // shedding: it completes a payment already taken, the payment service's
 // relay bounds how many are in flight, and a shed one would only come back
-// later with the order's convergence delayed by the relay's backoff
-// (docs/decisions.md, Overload).
+// later with the order's convergence delayed by the relay's backoff. An
+// order's create starts new work, so it is shed before the checkouts and
+// payment look-ups of orders already created (docs/decisions.md,
+// Overload).
 func (h *Handler) Register(srv *httpapi.Server, admin *echo.Group) {
 	e := srv.Echo
 	e.Use(traceContext)
 	e.POST("/orders", h.create)
+	srv.Initiating(http.MethodPost, "/orders")
 	e.GET("/orders/:id", h.get)
 	e.POST("/orders/:id/checkout", h.checkout)
 	e.POST("/orders/:id/refunds", h.refund)
