@@ -120,6 +120,7 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 		echo "memory: $$(awk '/^MemTotal:/ { printf "%.1f GiB", $$2 / 1048576 }' /proc/meminfo 2>/dev/null)"; \
 		echo "go-version: $$($(GO) env GOVERSION) $$($(GO) env GOOS)/$$($(GO) env GOARCH)"; \
 		echo "kernel: $$(uname -srm)"; \
+		echo "commit: $$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD -- 2>/dev/null || echo ' with uncommitted changes')"; \
 		echo "modules: $(MODULES)"; \
 		echo "bench-flags: $(BENCH_FLAGS)"; \
 		echo "bench-env: $$(env | grep '^BENCH_' | grep -v '^BENCH_FLAGS=\|^BENCH_DIR=' | sort | tr '\n' ' ')"; \

@@ -187,6 +187,9 @@ func Render(docDir string, raws []Raw) string {
 		if m := machine(raw.Config); m != "" {
 			fmt.Fprintf(&b, ", %s", m)
 		}
+		if c := strings.TrimSpace(raw.Config["commit"]); c != "" {
+			fmt.Fprintf(&b, ", code at %s", c)
+		}
 		b.WriteString(":\n")
 		if flags := raw.Config["bench-flags"]; flags != "" {
 			fmt.Fprintf(&b, "`go test %s ./...` in %s", flags, raw.Config["modules"])

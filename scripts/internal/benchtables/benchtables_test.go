@@ -201,6 +201,11 @@ func TestRender(t *testing.T) {
 			},
 		},
 		{
+			name: "the commit measured, when the raw file names it",
+			raw:  header + "commit: 0123456789ab with uncommitted changes\nBenchmarkRelay-2 1 5 events/s\n",
+			want: []string{"Linux 6.1.0 x86_64, code at 0123456789ab with uncommitted changes:\n"},
+		},
+		{
 			name: "standard metrics when there is no custom one",
 			raw:  header + "pkg: github.com/reliable-orders/fulfillment/pkg/event\nBenchmarkDecode-2 1000 1234 ns/op 64 B/op 2 allocs/op\n",
 			want: []string{"| `pkg/event` | `BenchmarkDecode-2` | 1 234 ns/op, 64 B/op, 2 allocs/op |  |\n"},
