@@ -166,6 +166,10 @@ func (c *Client) Raw(ctx context.Context, service, method, path string, header h
 		}
 		payload = raw
 	}
+	// A loop of its own rather than go-retryablehttp, which would also
+	// send again after a 5xx or a broken connection: the tests must see
+	// those, and only an answer that says nothing of it ran is safe to
+	// send again whatever the request.
 	for attempt := 0; ; attempt++ {
 		code, raw, retryAfter, err := c.send(ctx, method, u, path, header, body != nil, payload)
 		if err != nil || code != http.StatusServiceUnavailable || retryAfter < 0 || attempt >= c.cfg.ShedRetries {
