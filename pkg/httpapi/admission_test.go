@@ -224,8 +224,11 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 func TestInitiatingTakesHalfTheSlots(t *testing.T) {
 	const limit = 4
 	sat := serveAdmission(t, limit)
-	answers := make(chan *http.Response, limit)
+	answers := make(chan *http.Response, limit+1)
+	// send sends a request that must be admitted, and returns once its
+	// handler runs; one answered first (shed) fails the test.
 	send := func(method, path string) {
+		t.Helper()
 		go func() {
 			req, err := http.NewRequest(method, sat.url+path, nil)
 			if err != nil {
@@ -237,7 +240,15 @@ func TestInitiatingTakesHalfTheSlots(t *testing.T) {
 			}
 			answers <- resp
 		}()
-		<-sat.entered
+		select {
+		case <-sat.entered:
+		case resp := <-answers:
+			if resp != nil {
+				resp.Body.Close()
+				t.Fatalf("%s %s answered %d, want it admitted", method, path, resp.StatusCode)
+			}
+			t.Fatalf("%s %s failed, want it admitted", method, path)
+		}
 	}
 	// A request admitted by mistake would block: the timeout fails it.
 	client := &http.Client{Timeout: 5 * time.Second}
