@@ -146,15 +146,13 @@ func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			deadline := time.Now().Add(a.wait)
 			start := a.initiating[key]
 			if start && !a.acquire(a.starts, deadline) {
-				a.shed.WithLabelValues(method, route).Inc()
-				return overloaded()
+				return a.refuse(method, route)
 			}
 			if !a.acquire(a.slots, deadline) {
 				if start {
 					<-a.starts
 				}
-				a.shed.WithLabelValues(method, route).Inc()
-				return overloaded()
+				return a.refuse(method, route)
 			}
 			t := &ticket{a: a, method: method, route: route, held: true, start: start}
 			req := c.Request()
@@ -167,8 +165,10 @@ func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// overloaded is the answer of a shed request.
-func overloaded() *Error {
+// refuse counts a request of method and route as shed and returns its
+// answer.
+func (a *admission) refuse(method, route string) *Error {
+	a.shed.WithLabelValues(method, route).Inc()
 	return &Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeOverloaded,
 		Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
 }
@@ -246,16 +246,14 @@ func OutsideSlot(ctx context.Context, wait func() error) error {
 	}
 	a := t.a
 	if !a.acquire(a.outside, time.Now().Add(a.wait)) {
-		a.shed.WithLabelValues(t.method, t.route).Inc()
-		return overloaded()
+		return a.refuse(t.method, t.route)
 	}
 	<-a.slots
 	t.held = false
 	err := wait()
 	<-a.outside
 	if !a.acquire(a.slots, time.Now().Add(a.wait)) {
-		a.shed.WithLabelValues(t.method, t.route).Inc()
-		return overloaded()
+		return a.refuse(t.method, t.route)
 	}
 	t.held = true
 	return err

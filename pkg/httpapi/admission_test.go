@@ -94,7 +94,9 @@ func serveAdmission(t *testing.T, limit int) *saturated {
 	return sat
 }
 
-// get sends method path with the admin token when auth is set.
+// get sends method path with the admin token when auth is set. A request
+// admitted where the test wants it shed would block in its handler: the
+// client's timeout fails the test instead of hanging it.
 func get(t *testing.T, method, url string, auth bool) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
@@ -104,7 +106,7 @@ func get(t *testing.T, method, url string, auth bool) *http.Response {
 	if auth {
 		req.Header.Set("Authorization", "Bearer tok")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,18 +252,9 @@ func TestInitiatingTakesHalfTheSlots(t *testing.T) {
 			t.Fatalf("%s %s failed, want it admitted", method, path)
 		}
 	}
-	// A request admitted by mistake would block: the timeout fails it.
-	client := &http.Client{Timeout: 5 * time.Second}
 	status := func(method, path string) int {
 		t.Helper()
-		req, err := http.NewRequest(method, sat.url+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
+		resp := get(t, method, sat.url+path, false)
 		resp.Body.Close()
 		return resp.StatusCode
 	}

@@ -157,9 +157,9 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 			percentile(st.converged, 50), percentile(st.converged, 90), percentile(st.converged, 99), st.converged[len(st.converged)-1],
 			percentile(st.paid, 50), percentile(st.paid, 99), convergePollEvery, st.pollErrors)
 	} else {
-		capRate, capAccepted := capacity(steps)
-		b.ReportMetric(float64(capRate), "capacity-orders/s")
-		b.ReportMetric(capAccepted, "capacity-accepted-orders/s")
+		capped := capacity(steps)
+		b.ReportMetric(float64(capped.rate), "capacity-orders/s")
+		b.ReportMetric(capped.acceptedRate(), "capacity-accepted-orders/s")
 		b.ReportMetric(peakAccepted(steps).acceptedRate(), "peak-accepted-orders/s")
 		if len(total.shedLatency) > 0 {
 			b.ReportMetric(ms(percentile(total.shedLatency, 99)), "shed-p99-ms")
@@ -300,16 +300,16 @@ func runStep(ctx context.Context, b *testing.B, gen *generator, dbs map[part]*sq
 	return r
 }
 
-// capacity is the highest swept rate whose accepted p99 is within
-// capacityP99, and the accepted orders a second at that rate; 0 when
-// none is.
-func capacity(steps []stepResult) (rate int, accepted float64) {
+// capacity is the step of the highest swept rate whose accepted p99 is
+// within capacityP99; the zero step (rate 0) when none is.
+func capacity(steps []stepResult) stepResult {
+	var best stepResult
 	for _, st := range steps {
-		if len(st.converged) > 0 && percentile(st.converged, 99) <= capacityP99 && st.rate > rate {
-			rate, accepted = st.rate, st.acceptedRate()
+		if len(st.converged) > 0 && percentile(st.converged, 99) <= capacityP99 && st.rate > best.rate {
+			best = st
 		}
 	}
-	return rate, accepted
+	return best
 }
 
 // peakAccepted is the swept rate that kept the most accepted orders a
@@ -356,10 +356,9 @@ func sweepTable(steps []stepResult) string {
 			st.failed, st.halfDone, ms(percentile(st.converged, 50)), ms(percentile(st.converged, 99)), ms(percentile(st.shedLatency, 99)))
 	}
 	_ = tw.Flush()
-	capRate, capAccepted := capacity(steps)
-	peak := peakAccepted(steps)
+	capped, peak := capacity(steps), peakAccepted(steps)
 	fmt.Fprintf(&sb, "capacity (highest rate with accepted p99 ≤ %v): %d/s asked, %.1f/s accepted there; most accepted: %.1f/s, at %d/s asked",
-		capacityP99, capRate, capAccepted, peak.acceptedRate(), peak.rate)
+		capacityP99, capped.rate, capped.acceptedRate(), peak.acceptedRate(), peak.rate)
 	if ratio, ok := p99Ratio(steps, 200, 25); ok {
 		fmt.Fprintf(&sb, "; p99@200 ÷ p99@25 = %.2f", ratio)
 	}
