@@ -340,6 +340,18 @@ func (s *Suite) StartService(name string, extra map[string]string) {
 	s.waitReady(name)
 }
 
+// StartServices starts stopped services all at once, as a deployment
+// restarts them, and waits until every one is ready.
+func (s *Suite) StartServices(names ...string) {
+	s.t.Helper()
+	for _, name := range names {
+		s.startProcess(name, nil)
+	}
+	for _, name := range names {
+		s.waitReady(name)
+	}
+}
+
 // WaitExit waits until a service's process has ended, as a fail point with
 // action "exit" ends it, and returns its exit code.
 func (s *Suite) WaitExit(name string, timeout time.Duration) int {
