@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
@@ -33,13 +34,14 @@ import (
 )
 
 const (
-	// limitSQLBatch is the largest batch a consumer applies here: its
-	// CONSUMER_BATCH_SIZE is larger, but the subscriber holds one message
-	// per partition in flight, so a batch never exceeds the partitions.
-	limitSQLBatch = 64
-	// limitSQLWorkers is a consumer's DB_MAX_CONNS: as many transactions
-	// as a consumer can have open at once.
-	limitSQLWorkers = 8
+	// limitSQLBatch is a consumer's largest batch (CONSUMER_BATCH_SIZE):
+	// with a window of several messages per partition, a draining
+	// consumer's batches come close to it (<service>-events/batch).
+	limitSQLBatch = consumer.DefaultBatchSize
+	// limitSQLWorkers is a consumer's batch workers
+	// (CONSUMER_BATCH_WORKERS): as many batch transactions as it has open
+	// at once.
+	limitSQLWorkers = consumer.DefaultBatchWorkers
 	// limitPollEvery is the resolution of the service drain clocks: a count
 	// over a growing dedup table costs milliseconds, so it is not asked
 	// more often than this.
@@ -60,8 +62,9 @@ const (
 //     subscriber (the services' Kafka settings) draining them with a no-op
 //     handler (the consumers' delivery limit);
 //   - bare-sql-events/s: the dedup row and one effect row per event written
-//     with plain SQL in transactions of 64 over 8 connections (a consumer's
-//     batch and pool), in a fresh database (the consumers' storage limit);
+//     with plain SQL in transactions of a consumer's largest batch, as
+//     many at once as it has batch workers, in a fresh database (the
+//     consumers' storage limit);
 //   - <service>-events/s: inventory, points and notification, each alone,
 //     draining the same backlog from the suite's topic; <service>-ratio is
 //     that over the slower of bare router and bare SQL (target ≥ 0.5);
@@ -105,13 +108,14 @@ func BenchmarkLimits(b *testing.B) {
 		bareProduce(b, s.Broker.Addrs(), s.Topic, recs)
 		slowest := produce
 		for _, c := range consumerServices {
-			rate, rss, cpu := serviceDrain(b, s, c, n, set.ProfileDir)
+			d := serviceDrain(b, s, c, n, set.ProfileDir)
 			s.Stop(c)
-			b.ReportMetric(rate, c+"-events/s")
-			b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
-			b.ReportMetric(cpu, c+"-cpu-us/event")
-			b.ReportMetric(rate/stage, c+"-ratio")
-			slowest = max(slowest, time.Duration(float64(n)/rate*float64(time.Second)))
+			b.ReportMetric(d.rate, c+"-events/s")
+			b.ReportMetric(d.peakRSS/(1<<20), c+"-peak-rss-MiB")
+			b.ReportMetric(d.cpuPerEvent, c+"-cpu-us/event")
+			b.ReportMetric(d.meanBatch, c+"-events/batch")
+			b.ReportMetric(d.rate/stage, c+"-ratio")
+			slowest = max(slowest, time.Duration(float64(n)/d.rate*float64(time.Second)))
 		}
 
 		// Drain: a fresh copy of the backlog (new event ids) published with
@@ -171,10 +175,10 @@ func BenchmarkPartitions(b *testing.B) {
 				}
 				bareProduce(b, s.Broker.Addrs(), s.Topic, limitRecords(b, limitBacklog(s, fmt.Sprintf("p%d-%d", p, i), set.PartitionEvents)))
 				for _, c := range consumerServices {
-					rate, rss, _ := serviceDrain(b, s, c, set.PartitionEvents, "")
+					d := serviceDrain(b, s, c, set.PartitionEvents, "")
 					s.Stop(c)
-					b.ReportMetric(rate, c+"-events/s")
-					b.ReportMetric(rss/(1<<20), c+"-peak-rss-MiB")
+					b.ReportMetric(d.rate, c+"-events/s")
+					b.ReportMetric(d.peakRSS/(1<<20), c+"-peak-rss-MiB")
 				}
 			}
 		})
@@ -364,15 +368,28 @@ func applyBare(ctx context.Context, db *sqlx.DB, batch []event.Envelope) error {
 	return tx.Commit()
 }
 
+// drained is what serviceDrain measured of one consumer's drain.
+type drained struct {
+	// rate is events per second from the first applied to the n-th, as
+	// the consumer's count of events handled (appliedCount) shows them.
+	rate float64
+	// peakRSS is the highest resident memory its process reported, in
+	// bytes.
+	peakRSS float64
+	// cpuPerEvent is the CPU time its process spent from its start to the
+	// drain's end, per event, in microseconds.
+	cpuPerEvent float64
+	// meanBatch is the events it applied per transaction: what the
+	// statements and the commit of a batch are shared by.
+	meanBatch float64
+}
+
 // serviceDrain starts service, whose backlog holds n events it has not
-// applied, and returns its events per second from the first applied to the
-// n-th, as its count of events handled (appliedCount) shows them, the highest
-// resident memory its process reported meanwhile, and the CPU time its
-// process spent per event, in microseconds, from its start to the drain.
-// With profileDir set it also keeps a CPU profile of the drain's first
-// profileSeconds there, as <service>.pprof.
-func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profileDir string) (rate, peakRSS, cpuPerEvent float64) {
+// applied, and measures its drain. With profileDir set it also keeps a CPU
+// profile of the drain's first profileSeconds there, as <service>.pprof.
+func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profileDir string) drained {
 	b.Helper()
+	var d drained
 	before := processedCount(b, s, service)
 	var extra map[string]string
 	if profileDir != "" {
@@ -388,7 +405,7 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profile
 	for {
 		select {
 		case seen := <-tick.C:
-			peakRSS = max(peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
+			d.peakRSS = max(d.peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
 			c := appliedCount(s, service)
 			if c > 0 && first.IsZero() {
 				first = seen
@@ -405,11 +422,16 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profile
 						b.Fatal(err)
 					}
 				}
-				return float64(n) / seen.Sub(first).Seconds(), peakRSS, cpu / float64(n) * 1e6
+				d.rate = float64(n) / seen.Sub(first).Seconds()
+				d.cpuPerEvent = cpu / float64(n) * 1e6
+				// The histogram counts the batches gathered, each applied
+				// in one transaction unless it failed.
+				d.meanBatch = c / s.Metric(service, "consumer_batch_size", nil)
+				return d
 			}
 		case <-deadline:
 			b.Fatalf("%s did not apply %d events in %s", service, n, limitTimeout)
-			return 0, 0, 0
+			return d
 		}
 	}
 }
