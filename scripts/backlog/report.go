@@ -211,8 +211,12 @@ func buildReport(cfg Config, t Target, tl *timeline) *Report {
 	case tl.scaleReady != nil:
 		got = "the groups did not settle with every instance owning partitions"
 	}
+	members := "members"
+	if cfg.Instances == 1 {
+		members = "member"
+	}
 	r.Checks = append(r.Checks, Check{Name: "scaled out", Pass: tl.scaleErr == nil && tl.rebalanced != nil,
-		Want: fmt.Sprintf("%d members in each scaled group, each owning partitions", cfg.Instances), Got: got})
+		Want: fmt.Sprintf("%d %s in each scaled group, each owning partitions", cfg.Instances, members), Got: got})
 	got = fmt.Sprintf("one owner per partition in all %d samples", len(tl.samples))
 	pass := true
 	for _, s := range tl.samples {
