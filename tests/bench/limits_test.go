@@ -158,10 +158,9 @@ func BenchmarkLimits(b *testing.B) {
 // BenchmarkPartitions drains the same backlog of BENCH_PARTITION_EVENTS
 // OrderPaid events (30 000) with inventory, points and notification, each
 // alone, on suites whose topics have 64, 128 and 256 partitions, and prints
-// each drain rate and each process's peak resident memory. A partition has
-// one message in flight, so the partition count bounds a consumer's batch:
-// this is the figure behind the partition count of make run
-// (docs/decisions.md, In-flight window).
+// each drain rate and each process's peak resident memory: the figure
+// behind the partition count of make run (docs/decisions.md, 64 partitions
+// kept).
 func BenchmarkPartitions(b *testing.B) {
 	set := loadSettings(b)
 	for _, p := range []int32{64, 128, 256} {
