@@ -520,8 +520,9 @@ func keepProfile(s *harness.Suite, service, dir string) error {
 // (scale-N-events/s: events over the span from the start of the produce
 // until all three groups committed every record), each consumer's own
 // (scale-N-<service>-events/s, until its group did), the CPU its instances
-// spent per event (scale-N-<service>-cpu-us/event) and this machine's busy
-// CPU share during it (scale-N-cpu). Each group has settled with its
+// spent per event (scale-N-<service>-cpu-us/event), the events they applied
+// per batch (scale-N-<service>-events/batch) and this machine's busy CPU
+// share during it (scale-N-cpu). Each group has settled with its
 // members before the backlog is published, so the figures are steady
 // state; what a rebalance in the middle of a drain costs is the backlog
 // drill's figure.
@@ -599,6 +600,7 @@ func BenchmarkScaleOut(b *testing.B) {
 			for _, c := range consumerServices {
 				b.ReportMetric(float64(n)/done[c].Seconds(), fmt.Sprintf("scale-%d-%s-events/s", k, c))
 				b.ReportMetric(cpu[c]/float64(n)*1e6, fmt.Sprintf("scale-%d-%s-cpu-us/event", k, c))
+				b.ReportMetric((after[c].applied-before[c].applied)/(after[c].batches-before[c].batches), fmt.Sprintf("scale-%d-%s-events/batch", k, c))
 			}
 			b.ReportMetric((busy1-busy0)/(total1-total0), fmt.Sprintf("scale-%d-cpu", k))
 		}
@@ -616,6 +618,8 @@ type instanceTotals struct {
 	applied float64
 	// cpuSeconds is the CPU time the instances' processes spent.
 	cpuSeconds float64
+	// batches counts the batches their batch processors gathered.
+	batches float64
 }
 
 // acrossInstances sums the counters of every running instance of
@@ -643,8 +647,13 @@ func acrossInstances(b *testing.B, s *harness.Suite, services []string) map[stri
 			if err != nil {
 				b.Fatalf("%s /metrics: %v", in.Name, err)
 			}
+			batches, err := suiteapi.SumSamples(bytes.NewReader(raw), "consumer_batch_size", nil)
+			if err != nil {
+				b.Fatalf("%s /metrics: %v", in.Name, err)
+			}
 			sum.applied += applied
 			sum.cpuSeconds += cpu
+			sum.batches += batches
 		}
 		totals[service] = sum
 	}
