@@ -3,132 +3,48 @@ package ports_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
 )
 
-const (
-	adminToken   = "test-admin-token"
-	consumerName = "inventory-service"
-)
+const consumerName = "inventory-service"
 
 type fixture struct {
-	t    *testing.T
-	db   *sqlx.DB
+	*consumertest.Fixture
 	repo *adapters.Repository
-	proc *inbox.Processor
-	dead *dlq.Store
-	url  string
 }
 
 // setup serves the inventory API with its admin group wired as run.go
 // wires it, behind an admin token, over a database with the service's
-// tables; proc applies events as the consumer does.
+// tables; its Proc applies events as the consumer does.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), dlq.Schema(),
-		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
+	db := consumertest.Database(t, postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
 	fp, err := failpoint.Parse("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := adapters.NewRepository(db)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
-	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, slog.New(slog.DiscardHandler))
+	srv := httpapi.New(httpapi.Config{AdminToken: consumertest.AdminToken, MapError: ports.MapError}, slog.New(slog.DiscardHandler))
 	ports.Register(srv.Echo, repo)
 	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))
-	ts := httptest.NewServer(srv.Echo)
-	t.Cleanup(ts.Close)
-	return &fixture{t: t, db: db, repo: repo, dead: dlq.NewStore(db), url: ts.URL,
-		proc: inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))}
-}
-
-func (f *fixture) call(body, token string) (int, string) {
-	f.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.url+"/admin/reconciliation/orders", strings.NewReader(body))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return resp.StatusCode, strings.TrimSpace(string(raw))
-}
-
-func (f *fixture) process(env event.Envelope, want versionguard.Outcome) {
-	f.t.Helper()
-	if got, err := f.proc.Process(context.Background(), env); err != nil || got != want {
-		f.t.Fatalf("process %s v%d of %s: %s, %v; want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, err, want)
-	}
-}
-
-func (f *fixture) envelope(typ event.Type, orderID string, version int64, data any) event.Envelope {
-	f.t.Helper()
-	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return env
-}
-
-func (f *fixture) deadLetter(env event.Envelope) int64 {
-	f.t.Helper()
-	id, err := f.dead.Add(context.Background(), dlq.Record{Consumer: consumerName, EventID: env.EventID, AggregateID: env.AggregateID,
-		EventType: string(env.EventType), OriginalTopic: "order-events", Value: []byte("{}"),
-		FailureReason: "WAITING_FOR_GAP: versions 3-4 missing", ErrorClass: "PERMANENT", Attempts: 1, FirstFailedAt: time.Now()})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
-}
-
-func (f *fixture) stamp(query string, args ...any) string {
-	f.t.Helper()
-	var ts time.Time
-	if err := f.db.Get(&ts, query, args...); err != nil {
-		f.t.Fatal(err)
-	}
-	return ts.UTC().Format(time.RFC3339Nano)
-}
-
-func money(s string) event.Money {
-	m, err := event.ParseMoney(s)
-	if err != nil {
-		panic(err) // only literal amounts are passed
-	}
-	return m
+	guard := versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)
+	return &fixture{Fixture: consumertest.New(t, db, consumerName, srv.Echo, guard), repo: repo}
 }
 
 func TestReconciliationViews(t *testing.T) {
@@ -140,23 +56,23 @@ func TestReconciliationViews(t *testing.T) {
 	}
 	items := []event.Item{{SKU: "SKU-1", Quantity: 2}, {SKU: "SKU-2", Quantity: 1}}
 	paid := func(orderID string, items []event.Item) event.Envelope {
-		return f.envelope(event.OrderPaid, orderID, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: money("80.00"),
+		return f.Envelope(event.OrderPaid, orderID, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: consumertest.Money("80.00"),
 			Currency: "CNY", CustomerID: "C-1", Items: items})
 	}
 	refunded := func(orderID string) event.Envelope {
 		back := []event.Item{{SKU: "SKU-1", Quantity: 1}}
-		return f.envelope(event.OrderRefunded, orderID, 5, event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1",
-			RefundedAmount: money("40.00"), TotalRefundedAmount: money("40.00"), Currency: "CNY", CustomerID: "C-1",
+		return f.Envelope(event.OrderRefunded, orderID, 5, event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1",
+			RefundedAmount: consumertest.Money("40.00"), TotalRefundedAmount: consumertest.Money("40.00"), Currency: "CNY", CustomerID: "C-1",
 			Items: back, TotalReturnedItems: back})
 	}
-	f.process(paid("O-1", items), versionguard.Applied)
-	f.process(refunded("O-1"), versionguard.Applied)
-	f.process(paid("O-2", []event.Item{{SKU: "NO-SUCH-SKU", Quantity: 1}}), versionguard.Applied)
+	f.Process(paid("O-1", items), versionguard.Applied)
+	f.Process(refunded("O-1"), versionguard.Applied)
+	f.Process(paid("O-2", []event.Item{{SKU: "NO-SUCH-SKU", Quantity: 1}}), versionguard.Applied)
 	gap := refunded("O-3")
-	f.process(gap, versionguard.WaitingForGap)
-	deadID := f.deadLetter(gap)
+	f.Process(gap, versionguard.WaitingForGap)
+	deadID := f.DeadLetter(gap)
 
-	code, raw := f.call(`{"orderIds":["O-1","O-404","O-2","O-3"]}`, adminToken)
+	code, raw := f.Call(`{"orderIds":["O-1","O-404","O-2","O-3"]}`, consumertest.AdminToken)
 	if code != 200 {
 		t.Fatalf("%d %s", code, raw)
 	}
@@ -165,18 +81,18 @@ func TestReconciliationViews(t *testing.T) {
 		map[string]any{"orderId": "O-1", "status": "PARTIALLY_RESTOCKED", "reason": "",
 			"items":     []any{map[string]any{"sku": "SKU-1", "quantity": 2.0}, map[string]any{"sku": "SKU-2", "quantity": 1.0}},
 			"restocked": []any{map[string]any{"sku": "SKU-1", "quantity": 1.0}},
-			"updatedAt": f.stamp(`SELECT updated_at FROM inventory_orders WHERE order_id = 'O-1'`),
+			"updatedAt": f.Stamp(`SELECT updated_at FROM inventory_orders WHERE order_id = 'O-1'`),
 			"consumer":  map[string]any{"version": 5.0, "state": "PARTIALLY_RESTOCKED"}, "deadLetters": []any{}},
 		map[string]any{"orderId": "O-404", "status": "NONE", "reason": "", "items": []any{}, "restocked": []any{},
 			"consumer": none, "deadLetters": []any{}},
 		map[string]any{"orderId": "O-2", "status": "REJECTED", "reason": "INSUFFICIENT_STOCK",
 			"items": []any{map[string]any{"sku": "NO-SUCH-SKU", "quantity": 1.0}}, "restocked": []any{},
-			"updatedAt": f.stamp(`SELECT updated_at FROM inventory_orders WHERE order_id = 'O-2'`),
+			"updatedAt": f.Stamp(`SELECT updated_at FROM inventory_orders WHERE order_id = 'O-2'`),
 			"consumer":  map[string]any{"version": 3.0, "state": "REJECTED"}, "deadLetters": []any{}},
 		map[string]any{"orderId": "O-3", "status": "NONE", "reason": "", "items": []any{}, "restocked": []any{},
 			"consumer": none, "deadLetters": []any{map[string]any{"id": float64(deadID), "eventId": gap.EventID,
 				"eventType": "OrderRefunded", "errorClass": "PERMANENT", "failureReason": "WAITING_FOR_GAP: versions 3-4 missing",
-				"deadLetteredAt": f.stamp(`SELECT dead_lettered_at FROM dead_letters WHERE id = $1`, deadID), "replayedBefore": false}}},
+				"deadLetteredAt": f.Stamp(`SELECT dead_lettered_at FROM dead_letters WHERE id = $1`, deadID), "replayedBefore": false}}},
 	}}
 	var got any
 	if err := json.Unmarshal([]byte(raw), &got); err != nil {
@@ -195,7 +111,7 @@ func TestReconciliationRefusesBadRequests(t *testing.T) {
 		`{"orderIds":["O-1","O 2"]}`: "orderIds[1] must be",
 		`{"orderIds":`:               "malformed JSON",
 	} {
-		code, raw := f.call(body, adminToken)
+		code, raw := f.Call(body, consumertest.AdminToken)
 		var e httpapi.ErrorBody
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			t.Fatal(err)
@@ -204,10 +120,10 @@ func TestReconciliationRefusesBadRequests(t *testing.T) {
 			t.Fatalf("%s: %d %s, want 400 naming %s", body, code, raw, field)
 		}
 	}
-	if code, raw := f.call(`{"orderIds":["O-1"]}`, ""); code != 401 {
+	if code, raw := f.Call(`{"orderIds":["O-1"]}`, ""); code != 401 {
 		t.Fatalf("without the token: %d %s", code, raw)
 	}
-	if code, raw := f.call(`{"orderIds":["O-1"]}`, "wrong"); code != 401 {
+	if code, raw := f.Call(`{"orderIds":["O-1"]}`, "wrong"); code != 401 {
 		t.Fatalf("with a wrong token: %d %s", code, raw)
 	}
 }

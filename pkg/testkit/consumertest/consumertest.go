@@ -1,0 +1,131 @@
+// Package consumertest holds what the tests of a consumer service's
+// reconciliation endpoint share: a database with the consumer's tables,
+// the service's HTTP server behind an admin token, its events applied as
+// the consumer applies them, and dead letters written as the router writes
+// them.
+package consumertest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+)
+
+// AdminToken is the admin token the served admin group asks for.
+const AdminToken = "test-admin-token"
+
+// Database creates a database with a consumer's shared tables (dedup rows,
+// versions, dead letters) and the service's own migrations.
+func Database(t *testing.T, service postgres.MigrationSet) *sqlx.DB {
+	t.Helper()
+	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), dlq.Schema(), service)
+	return db
+}
+
+// Fixture is a consumer service served over its database.
+type Fixture struct {
+	T        *testing.T
+	DB       *sqlx.DB
+	Consumer string
+	// Proc applies events as the consumer does.
+	Proc *inbox.Processor
+	Dead *dlq.Store
+	URL  string
+}
+
+// New serves handler, the service's routes with its admin group, for the
+// test's duration, and applies events through guard as consumer.
+func New(t *testing.T, db *sqlx.DB, consumer string, handler http.Handler, guard *versionguard.Guard) *Fixture {
+	t.Helper()
+	ts := httptest.NewServer(handler)
+	t.Cleanup(ts.Close)
+	return &Fixture{T: t, DB: db, Consumer: consumer, URL: ts.URL,
+		Proc: inbox.NewProcessor(db, consumer, guard), Dead: dlq.NewStore(db)}
+}
+
+// Call posts body to the reconciliation endpoint with token as the bearer
+// (none when empty) and returns the status and the trimmed answer.
+func (f *Fixture) Call(body, token string) (int, string) {
+	f.T.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.URL+"/admin/reconciliation/orders", strings.NewReader(body))
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(raw))
+}
+
+// Process applies env and fails the test unless its outcome is want.
+func (f *Fixture) Process(env event.Envelope, want versionguard.Outcome) {
+	f.T.Helper()
+	if got, err := f.Proc.Process(context.Background(), env); err != nil || got != want {
+		f.T.Fatalf("process %s v%d of %s: %s, %v; want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, err, want)
+	}
+}
+
+// Envelope is an event of the order service about orderID at version.
+func (f *Fixture) Envelope(typ event.Type, orderID string, version int64, data any) event.Envelope {
+	f.T.Helper()
+	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return env
+}
+
+// DeadLetter records env as dead-lettered while it waited for a gap, and
+// returns the record's id.
+func (f *Fixture) DeadLetter(env event.Envelope) int64 {
+	f.T.Helper()
+	id, err := f.Dead.Add(context.Background(), dlq.Record{Consumer: f.Consumer, EventID: env.EventID, AggregateID: env.AggregateID,
+		EventType: string(env.EventType), OriginalTopic: "order-events", Value: []byte("{}"),
+		FailureReason: "WAITING_FOR_GAP: versions 3-4 missing", ErrorClass: "PERMANENT", Attempts: 1, FirstFailedAt: time.Now()})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return id
+}
+
+// Stamp is the time query reads, as the endpoint writes times.
+func (f *Fixture) Stamp(query string, args ...any) string {
+	f.T.Helper()
+	var ts time.Time
+	if err := f.DB.Get(&ts, query, args...); err != nil {
+		f.T.Fatal(err)
+	}
+	return ts.UTC().Format(time.RFC3339Nano)
+}
+
+// Money parses a literal amount.
+func Money(s string) event.Money {
+	m, err := event.ParseMoney(s)
+	if err != nil {
+		panic(err) // only literal amounts are passed
+	}
+	return m
+}
