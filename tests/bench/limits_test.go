@@ -389,55 +389,37 @@ type drained struct {
 func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profileDir string) drained {
 	b.Helper()
 	var d drained
-	before := processedCount(b, s, service)
+	before := map[string]int{service: processedCount(b, s, service)}
 	var extra map[string]string
 	if profileDir != "" {
 		extra = map[string]string{"PPROF_ENABLED": "true"}
 	}
 	s.StartService(service, extra)
 	cpu0 := s.Metric(service, "process_cpu_seconds_total", nil)
-	var first time.Time
 	profiled := make(chan error, 1)
-	tick := time.NewTicker(limitPollEvery)
-	defer tick.Stop()
-	deadline := time.After(limitTimeout)
-	for {
-		select {
-		case seen := <-tick.C:
-			d.peakRSS = max(d.peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
-			c := appliedCount(s, service)
-			if c > 0 && first.IsZero() {
-				first = seen
-				if profileDir != "" {
-					go func() { profiled <- keepProfile(s, service, profileDir) }()
-				}
-			}
-			// The count may hold a redelivery; the dedup rows, counted
-			// once, say every event was applied.
-			if c >= float64(n) && processedCount(b, s, service) >= before+n {
-				cpu := s.Metric(service, "process_cpu_seconds_total", nil) - cpu0
-				if profileDir != "" {
-					if err := <-profiled; err != nil {
-						b.Fatal(err)
-					}
-				}
-				d.rate = float64(n) / seen.Sub(first).Seconds()
-				d.cpuPerEvent = cpu / float64(n) * 1e6
-				// The histogram counts the batches gathered, each applied
-				// in one transaction unless it failed.
-				d.meanBatch = c / s.Metric(service, "consumer_batch_size", nil)
-				return d
-			}
-		case <-deadline:
-			b.Fatalf("%s did not apply %d events in %s", service, n, limitTimeout)
-			return d
+	first, last := drainClock(b, s, []string{service}, n, before, func(started bool) {
+		d.peakRSS = max(d.peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
+		if started && profileDir != "" {
+			go func() { profiled <- keepProfile(s, service, profileDir) }()
+		}
+	})
+	cpu := s.Metric(service, "process_cpu_seconds_total", nil) - cpu0
+	if profileDir != "" {
+		if err := <-profiled; err != nil {
+			b.Fatal(err)
 		}
 	}
+	d.rate = float64(n) / last.Sub(first).Seconds()
+	d.cpuPerEvent = cpu / float64(n) * 1e6
+	// The histogram counts the batches gathered, each applied in one
+	// transaction unless it failed.
+	d.meanBatch = appliedCount(s, service) / s.Metric(service, "consumer_batch_size", nil)
+	return d
 }
 
 // groupDrain starts services at once, whose backlog holds n events none of
 // them has applied, and returns the span from the first event any of them
-// applied until every one has applied all n, as serviceDrain times one.
+// applied until every one has applied all n.
 func groupDrain(b *testing.B, s *harness.Suite, services []string, n int) time.Duration {
 	b.Helper()
 	before := map[string]int{}
@@ -445,37 +427,48 @@ func groupDrain(b *testing.B, s *harness.Suite, services []string, n int) time.D
 		before[c] = processedCount(b, s, c)
 	}
 	s.StartServices(services...)
-	var first time.Time
+	first, last := drainClock(b, s, services, n, before, nil)
+	return last.Sub(first)
+}
+
+// drainClock polls services every limitPollEvery until each has applied n
+// events beyond the before dedup rows it had, and returns the poll that
+// first saw any of them apply an event and the poll that saw them all
+// done. A service is done when its count of events handled (appliedCount)
+// reaches n and then its dedup rows, counted once, say so: the count may
+// hold a redelivery. sample, when not nil, runs at every poll, told
+// whether this poll is the first to see an event applied.
+func drainClock(b *testing.B, s *harness.Suite, services []string, n int, before map[string]int, sample func(started bool)) (first, last time.Time) {
+	b.Helper()
 	tick := time.NewTicker(limitPollEvery)
 	defer tick.Stop()
 	deadline := time.After(limitTimeout)
 	for {
 		select {
 		case seen := <-tick.C:
-			done := true
+			started, done := false, true
 			for _, c := range services {
 				applied := appliedCount(s, c)
 				if applied > 0 && first.IsZero() {
-					first = seen
+					first, started = seen, true
 				}
 				done = done && applied >= float64(n)
+			}
+			if sample != nil {
+				sample(started)
 			}
 			if !done {
 				continue
 			}
-			// The counts may hold redeliveries; the dedup rows, counted
-			// once, say every event was applied by every consumer.
 			for _, c := range services {
-				if processedCount(b, s, c) < before[c]+n {
-					done = false
-				}
+				done = done && processedCount(b, s, c) >= before[c]+n
 			}
 			if done {
-				return seen.Sub(first)
+				return first, seen
 			}
 		case <-deadline:
 			b.Fatalf("%v did not all apply %d events in %s", services, n, limitTimeout)
-			return 0
+			return first, first
 		}
 	}
 }

@@ -263,11 +263,8 @@ func Start(t testing.TB, opts Options) *Suite {
 		}
 		s.env[name] = vars
 		s.dbByService[name] = db
-		s.startProcess(name, nil)
 	}
-	for _, name := range Services {
-		s.waitReady(name)
-	}
+	s.StartServices(Services...)
 	return s
 }
 
