@@ -43,6 +43,9 @@ type OrderRefundRequestedData struct {
 	PaymentID string `json:"paymentId"`
 	Amount    Money  `json:"amount"`
 	Currency  string `json:"currency"`
+	// Reason is why the order asks for the refund when the customer did
+	// not (ReasonOutOfStock); empty for a customer's refund.
+	Reason string `json:"reason,omitempty"`
 }
 
 // OrderRefundedData is the payload of OrderRefunded v2: one refund of
@@ -59,6 +62,10 @@ type OrderRefundedData struct {
 	CustomerID          string `json:"customerId"`
 	Items               []Item `json:"items"`
 	TotalReturnedItems  []Item `json:"totalReturnedItems"`
+	// Reason is the refund's when the order asked for it itself
+	// (ReasonOutOfStock: the order is cancelled, the customer is told
+	// why); empty for a customer's refund.
+	Reason string `json:"reason,omitempty"`
 }
 
 // OrderRefundedV1Data is the payload of OrderRefunded v1, from the release

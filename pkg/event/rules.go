@@ -225,3 +225,17 @@ func ReturnRefundID(paymentID string) string {
 	namespace := uuid.MustParse("8d1f6f64-6a0e-4f0e-9c53-4d6f1b2e7a10")
 	return "R-" + uuid.NewSHA1(namespace, []byte(paymentID)).String()
 }
+
+// ReasonOutOfStock is why an order whose goods the stock could not cover
+// was refunded in full and cancelled: the reason of its last
+// OrderRefundRequested and OrderRefunded, and of the order itself.
+const ReasonOutOfStock = "OUT_OF_STOCK"
+
+// ShortageRefundID is the refund id under which a paid order the stock
+// could not cover gets its money back: a function of the order, so however
+// often the shortage is reported the order asks for one refund, and the
+// payment service, which makes a refund once per id, makes it once.
+func ShortageRefundID(orderID string) string {
+	namespace := uuid.MustParse("3b0c2a57-9f4e-4c1d-8e7a-5a2f6d9b1c34")
+	return "R-" + uuid.NewSHA1(namespace, []byte(orderID)).String()
+}

@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
+	"strings"
+	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
@@ -11,15 +16,23 @@ import (
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
 )
 
-// run wires the service and serves until ctx ends. It returns nil on a
-// clean shutdown.
+// stockCallbackPath is where the order service receives the inventory
+// service's callbacks, relative to ORDER_URL.
+const stockCallbackPath = "/inventory/callback"
+
+// orderServiceTimeout bounds one callback to the order service.
+const orderServiceTimeout = 5 * time.Second
+
+// run wires the service and serves until ctx ends: the consumer that moves
+// stock with its HTTP API, plus the relay of its callbacks. It returns nil
+// on a clean shutdown.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
-	svc, err := service.NewConsumer(ctx, cfg, stdout, service.Options{
-		Migrations: []postgres.MigrationSet{postgres.EmbeddedSet("inventory", migrations)},
+	svc, err := service.NewConsumer(ctx, cfg.ConsumerConfig, stdout, service.Options{
+		Migrations: []postgres.MigrationSet{outbox.Schema(), postgres.EmbeddedSet("inventory", migrations)},
 		MapError:   ports.MapError,
 	})
 	if err != nil {
@@ -27,6 +40,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
+	client := &http.Client{Timeout: orderServiceTimeout, Transport: httpapi.ClientTransport(outbox.DefaultHTTPSinkParallel)}
+	sink := outbox.NewHTTPSink(client, strings.TrimRight(cfg.OrderURL, "/")+stockCallbackPath, []byte(cfg.Callbacks.Secret))
+	if _, err := svc.AddRelay(cfg.Relay, sink); err != nil {
+		return err
+	}
 	repo := adapters.NewRepository(svc.DB)
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,66 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	}
 	if n := s.DLQCount("O-C1"); n != 0 {
 		t.Fatalf("%d dead letters", n)
+	}
+}
+
+// Two customers race for the last unit, and both pay. Inventory deducts it
+// for one and rejects the other (INSUFFICIENT_STOCK); it tells the order
+// service, which gives the other customer's money back in full and
+// cancels that order with OUT_OF_STOCK, with no person involved: points
+// net zero, and the customer is told why. Both orders converge, and a
+// reconciliation run over them finds nothing.
+func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-L", 1)
+	ids := []string{"O-L1", "O-L2"}
+	for _, id := range ids {
+		amount := s.CreateOrder(harness.Order{ID: id, Customer: "C-" + id, Currency: "CNY",
+			Items: []harness.Item{{SKU: "SKU-L", Quantity: 1, UnitPrice: "50.00"}}})
+		if code, out := s.Pay(id, amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+			t.Fatalf("pay %s: %d %v", id, code, out)
+		}
+	}
+	cancelled := harness.Snapshot{Order: "CANCELLED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "REJECTED",
+		PointsLedger: 2, Notifications: 2}
+	var winner, loser string
+	s.WaitUntil(30*time.Second, "one order kept the unit and the other was refunded", func() bool {
+		a, b := s.Snapshot(ids[0]), s.Snapshot(ids[1])
+		switch {
+		case a == paidSnapshot() && b == cancelled:
+			winner, loser = ids[0], ids[1]
+		case b == paidSnapshot() && a == cancelled:
+			winner, loser = ids[1], ids[0]
+		}
+		return winner != ""
+	})
+	if st := s.Inventory("SKU-L"); st.Available != 0 || st.Deducted != 1 {
+		t.Fatalf("stock %+v, want the one unit deducted", st)
+	}
+	order := s.JSON("order", "GET", "/orders/"+loser, nil, 200)
+	payment := s.JSON("payment", "GET", "/payments/orders/"+loser, nil, 200)
+	if order["reason"] != "OUT_OF_STOCK" || order["refundedAmount"] != "50.00" || payment["refunded"] != "50.00" {
+		t.Fatalf("order %v, payment %v: want cancelled OUT_OF_STOCK with 50.00 back", order, payment)
+	}
+	ledger := s.JSON("points", "GET", "/points/orders/"+loser, nil, 200)
+	sum := 0.0
+	for _, e := range ledger["entries"].([]any) {
+		sum += e.(map[string]any)["points"].(float64)
+	}
+	if sum != 0 {
+		t.Fatalf("the refunded order is worth %v points, want 0", sum)
+	}
+	items := s.JSON("notification", "GET", "/notifications?orderId="+loser, nil, 200)["items"].([]any)
+	last := items[len(items)-1].(map[string]any)
+	if body, _ := last["body"].(string); last["kind"] != "ORDER_REFUNDED" || !strings.Contains(body, "out of stock") {
+		t.Fatalf("last notification %v, want the refund told as out of stock", last)
+	}
+	for _, id := range []string{winner, loser} {
+		if !s.Converged(id) {
+			t.Fatalf("%s is not converged", id)
+		}
+	}
+	if run := s.Reconcile(winner, loser); len(run.Findings) != 0 {
+		t.Fatalf("reconciliation found %+v", run.Findings)
 	}
 }

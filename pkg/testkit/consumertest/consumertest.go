@@ -28,10 +28,11 @@ import (
 const AdminToken = "test-admin-token"
 
 // Database creates a database with a consumer's shared tables (dedup rows,
-// versions, dead letters) and the service's own migrations.
-func Database(t *testing.T, service postgres.MigrationSet) *sqlx.DB {
+// versions, dead letters) and the service's own migrations (an outbox's
+// first, when it has one).
+func Database(t *testing.T, service ...postgres.MigrationSet) *sqlx.DB {
 	t.Helper()
-	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), dlq.Schema(), service)
+	db, _ := postgrestest.NewDatabase(t, append([]postgres.MigrationSet{inbox.Schema(), versionguard.Schema(), dlq.Schema()}, service...)...)
 	return db
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
 
@@ -170,6 +172,21 @@ func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []invento
 		return err
 	}
 	return saveOrders(ctx, tx, changes)
+}
+
+// AddCallbacks writes each callback to the order service into the outbox
+// in tx; the relay delivers them once tx commits.
+func (r *Repository) AddCallbacks(ctx context.Context, tx *sqlx.Tx, callbacks []event.Callback) error {
+	for _, cb := range callbacks {
+		msg, err := outbox.CallbackMessage(cb, 0)
+		if err != nil {
+			return err
+		}
+		if err := outbox.Add(ctx, tx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MoveStock moves the stock rows by the sum of each SKU's deltas in

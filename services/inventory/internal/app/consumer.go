@@ -32,6 +32,9 @@ type Store interface {
 	ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
 	LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
 	SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error
+	// AddCallbacks writes callbacks to the order service into the
+	// transaction's outbox, so they are sent once it commits.
+	AddCallbacks(ctx context.Context, tx *sqlx.Tx, callbacks []event.Callback) error
 	// MoveStock moves the stock by the changes' deltas if it still covers
 	// them, and returns false otherwise.
 	MoveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) (bool, error)
@@ -78,13 +81,14 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
 	ids := make([]string, len(batch))
 	lines := make([][]inventory.Line, len(batch))
+	paid := make([]event.OrderPaidData, len(batch))
 	var skus []string
 	for i, p := range batch {
 		if err := c.fp.Inject(FailPoint); err != nil {
 			return nil, err
 		}
 		ids[i] = p.Env.AggregateID
-		items, err := eventItems(p.Env)
+		items, err := eventItems(p.Env, &paid[i])
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +124,9 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	if err := c.store.SaveAll(ctx, tx, changes); err != nil {
 		return nil, err
 	}
+	if err := c.store.AddCallbacks(ctx, tx, shortages(changes, paid)); err != nil {
+		return nil, err
+	}
 	states := make([]string, len(changes))
 	for i, ch := range changes {
 		states[i] = string(ch.Change.Order.Status)
@@ -149,16 +156,34 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	return states, inbox.BeforeCommit(ctx, tx, move)
 }
 
+// shortages are the callbacks that tell the order service of the paid
+// orders of changes the stock could not cover; paid holds each change's
+// OrderPaid. The order then gives the customer's money back, so nobody
+// pays for goods that never ship (docs/decisions.md, A shortage is
+// compensated).
+func shortages(changes []inventory.EventChange, paid []event.OrderPaidData) []event.Callback {
+	var out []event.Callback
+	for i, ch := range changes {
+		if len(ch.Change.Shortages) == 0 {
+			continue
+		}
+		p := paid[i]
+		out = append(out, event.Callback{CallbackID: event.NewEventID(), Type: event.CallbackStockRejected,
+			OrderID: ch.Change.Order.ID, PaymentID: p.PaymentID, Amount: p.PaidAmount, Currency: p.Currency,
+			Reason: ch.Change.Order.Reason})
+	}
+	return out
+}
+
 // eventItems are the lines an event moves: what was paid, or what was
-// returned.
-func eventItems(env event.Envelope) ([]event.Item, error) {
+// returned. An OrderPaid's payload is also decoded into paid.
+func eventItems(env event.Envelope, paid *event.OrderPaidData) ([]event.Item, error) {
 	switch env.EventType {
 	case event.OrderPaid:
-		var data event.OrderPaidData
-		if err := env.DecodeData(&data); err != nil {
+		if err := env.DecodeData(paid); err != nil {
 			return nil, err
 		}
-		return data.Items, nil
+		return paid.Items, nil
 	case event.OrderRefunded:
 		data, err := env.RefundedData()
 		if err != nil {

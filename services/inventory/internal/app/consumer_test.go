@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -35,7 +37,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
+	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), outbox.Schema(),
 		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
 	fp, err := failpoint.Parse("")
 	if err != nil {
@@ -167,6 +169,26 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	o, err := f.repo.Order(context.Background(), "O-1")
 	if err != nil || o.Reason != inventory.ReasonInsufficientStock {
 		t.Fatalf("reason = %q (%v), want %s", o.Reason, err, inventory.ReasonInsufficientStock)
+	}
+	// The order service is told, in the same transaction, so it gives the
+	// money back: one STOCK_REJECTED callback of the paid order's payment.
+	var callbacks []struct {
+		Type    string `db:"event_type"`
+		Payload []byte `db:"payload"`
+	}
+	if err := f.db.Select(&callbacks, `SELECT event_type, payload FROM outbox_events WHERE aggregate_id = 'O-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if len(callbacks) != 1 || callbacks[0].Type != string(event.CallbackStockRejected) {
+		t.Fatalf("%d callbacks, want one STOCK_REJECTED", len(callbacks))
+	}
+	var cb event.Callback
+	if err := json.Unmarshal(callbacks[0].Payload, &cb); err != nil {
+		t.Fatal(err)
+	}
+	if cb.Type != event.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-O-1" || cb.Amount.String() != "80.00" ||
+		cb.Currency != "CNY" || cb.Reason != inventory.ReasonInsufficientStock {
+		t.Fatalf("callback %+v", cb)
 	}
 	// A refund of a rejected order has nothing to give back.
 	f.process(t, refunded(t, "O-1", items("A", 2, "B", 1)))

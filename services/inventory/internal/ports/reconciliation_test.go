@@ -13,6 +13,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -33,7 +34,7 @@ type fixture struct {
 // tables; its Proc applies events as the consumer does.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db := consumertest.Database(t, postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
+	db := consumertest.Database(t, outbox.Schema(), postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
 	fp, err := failpoint.Parse("")
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,7 @@ func factsOf(env event.Envelope) (notification.Facts, error) {
 			return f, err
 		}
 		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.RefundedAmount.String(), d.Currency
+		f.OutOfStock = d.Reason == event.ReasonOutOfStock
 	case event.OrderPaymentReturned:
 		var d event.OrderPaymentReturnedData
 		if err := env.DecodeData(&d); err != nil {

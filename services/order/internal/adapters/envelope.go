@@ -26,11 +26,12 @@ func Envelope(o *order.Order, e order.Event, traceID string) (event.Envelope, er
 		data = event.OrderPaidData{PaymentID: o.PaymentID, PaidAmount: event.NewMoney(o.Amount), Currency: o.Currency,
 			CustomerID: o.CustomerID, Items: eventItems(o)}
 	case order.EventRefundRequested:
-		data = event.OrderRefundRequestedData{RefundID: e.RefundID, PaymentID: o.PaymentID, Amount: event.NewMoney(e.Amount), Currency: o.Currency}
+		data = event.OrderRefundRequestedData{RefundID: e.RefundID, PaymentID: o.PaymentID, Amount: event.NewMoney(e.Amount),
+			Currency: o.Currency, Reason: e.Reason}
 	case order.EventRefunded:
 		data = event.OrderRefundedData{RefundID: e.RefundID, PaymentID: o.PaymentID, RefundedAmount: event.NewMoney(e.Amount),
 			TotalRefundedAmount: event.NewMoney(o.RefundedAmount()), Currency: o.Currency, CustomerID: o.CustomerID,
-			Items: lines(e.Items), TotalReturnedItems: lines(o.ReturnedItems())}
+			Items: lines(e.Items), TotalReturnedItems: lines(o.ReturnedItems()), Reason: e.Reason}
 	case order.EventPaymentRejected:
 		data = event.OrderPaymentRejectedData{PaymentID: e.PaymentID, RefundID: e.RefundID, Amount: event.NewMoney(e.Amount),
 			Currency: e.Currency, CustomerID: o.CustomerID, Reason: e.Reason}

@@ -161,9 +161,9 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE orders
-			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refunded_amount = $6, updated_at = now()
+			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refunded_amount = $6, reason = $7, updated_at = now()
 			WHERE order_id = $1 AND version = $2`,
-			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundedAmount())
+			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundedAmount(), work.Reason)
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", id, err)
 		}
@@ -261,7 +261,7 @@ type ChangedPage struct {
 }
 
 const selectRecords = `
-	SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, created_at, updated_at
+	SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, reason, created_at, updated_at
 	FROM orders`
 
 // Records returns the stored orders among ids, by id, read with three
@@ -360,6 +360,7 @@ type orderRow struct {
 	Version    int64           `db:"version"`
 	Items      []byte          `db:"items"`
 	PaymentID  sql.NullString  `db:"payment_id"`
+	Reason     string          `db:"reason"`
 	CreatedAt  time.Time       `db:"created_at"`
 	UpdatedAt  time.Time       `db:"updated_at"`
 }
@@ -391,7 +392,7 @@ type itemJSON struct {
 
 func get(ctx context.Context, q sqlx.QueryerContext, id string, forUpdate bool) (*order.Order, error) {
 	query := `
-		SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, updated_at
+		SELECT order_id, customer_id, currency, amount, status, version, items, payment_id, reason, updated_at
 		FROM orders WHERE order_id = $1`
 	if forUpdate {
 		query += ` FOR UPDATE`
@@ -435,6 +436,7 @@ func (row orderRow) order() (*order.Order, error) {
 		Status:     order.Status(row.Status),
 		Version:    row.Version,
 		PaymentID:  row.PaymentID.String,
+		Reason:     row.Reason,
 		Items:      make([]order.Item, len(items)),
 		Refunds:    []order.Refund{},
 	}

@@ -25,6 +25,10 @@ const (
 	CodeOrderMismatch      = "ORDER_MISMATCH"
 	CodeBusinessRejection  = "BUSINESS_REJECTION"
 	CodeRefundExceedsOrder = "REFUND_EXCEEDS_ORDER"
+	// CodeRefundInFlight answers a shortage reported while a refund of the
+	// order is in flight: a conflict (409), so the inventory service's
+	// relay delivers it again once that refund is settled.
+	CodeRefundInFlight = "REFUND_IN_FLIGHT"
 	// CodePaymentRejected answers a payment the order could not take: it
 	// is recorded (OrderPaymentRejected) and returned to the customer.
 	CodePaymentRejected = "PAYMENT_REJECTED"
@@ -90,6 +94,8 @@ func MapError(err error) *httpapi.Error {
 		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeOrderExists, Message: err.Error()}
 	case errors.Is(err, order.ErrConcurrentUpdate):
 		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeConcurrentUpdate, Message: err.Error()}
+	case errors.Is(err, order.ErrRefundInFlight):
+		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeRefundInFlight, Message: err.Error()}
 	}
 	if code, ok := rejectionCode(err); ok {
 		return &httpapi.Error{Status: http.StatusOK, BusinessCode: code, Message: err.Error()}

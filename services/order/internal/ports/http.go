@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,18 @@ func NewHandler(orders Orders, peers Peers, keys CallbackKeys, failPoints *failp
 // CallbackPath is where the payment service's callbacks arrive.
 const CallbackPath = "/payments/callback"
 
+// StockCallbackPath is where the inventory service's callbacks arrive: a
+// paid order the stock could not cover (docs/decisions.md, A shortage is
+// compensated). They are signed with the same CALLBACK_SECRET.
+const StockCallbackPath = "/inventory/callback"
+
+// callbackTypes are the callbacks each sender may send: a payment service
+// cannot report a shortage, nor the inventory service a payment.
+var callbackTypes = map[string][]event.CallbackType{
+	CallbackPath:      {event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected},
+	StockCallbackPath: {event.CallbackStockRejected},
+}
+
 // Register adds the routes to srv and the operator routes to admin (the
 // server's guarded /admin group). The payment callback is exempt from
 // shedding: it completes a payment already taken, the payment service's
@@ -99,8 +112,10 @@ func (h *Handler) Register(srv *httpapi.Server, admin *echo.Group) {
 	e.POST("/orders/:id/cancel", h.cancel)
 	e.GET("/orders/:id/snapshot", h.snapshot)
 	e.GET("/orders/:id/events", h.events)
-	e.POST(CallbackPath, h.callback)
-	srv.Exempt(http.MethodPost, CallbackPath)
+	for path := range callbackTypes {
+		e.POST(path, h.callback)
+		srv.Exempt(http.MethodPost, path)
+	}
 	admin.POST("/reconciliation/orders", h.reconcile)
 	admin.GET("/reconciliation/orders", h.changed)
 }
@@ -188,6 +203,9 @@ type orderView struct {
 	RefundedAmount event.Money  `json:"refundedAmount"`
 	ReturnedItems  []lineView   `json:"returnedItems"`
 	Refunds        []refundView `json:"refunds"`
+	// Reason says why the order ended where it is (a cancellation's
+	// reason, OUT_OF_STOCK); empty otherwise.
+	Reason string `json:"reason,omitempty"`
 }
 
 type itemView struct {
@@ -205,7 +223,7 @@ func (h *Handler) get(c echo.Context) error {
 		OrderID: o.ID, Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount),
 		Currency: o.Currency, CustomerID: o.CustomerID, Items: make([]itemView, len(o.Items)),
 		PaymentID: o.PaymentID, RefundedAmount: event.NewMoney(o.RefundedAmount()),
-		ReturnedItems: lineViews(o.ReturnedItems()), Refunds: refundViews(o.Refunds),
+		ReturnedItems: lineViews(o.ReturnedItems()), Refunds: refundViews(o.Refunds), Reason: o.Reason,
 	}
 	for i, it := range o.Items {
 		v.Items[i] = itemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
@@ -291,6 +309,9 @@ func (h *Handler) callback(c echo.Context) error {
 	cb, err := req.callback()
 	if err != nil {
 		return err
+	}
+	if !slices.Contains(callbackTypes[c.Path()], cb.Type) {
+		return event.Invalid("type", "%s is not a callback %s accepts", cb.Type, c.Path())
 	}
 	o, err := h.orders.ApplyCallback(c.Request().Context(), cb)
 	code, msg, err := outcome(err)

@@ -141,7 +141,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 }
 
 func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb event.Callback, orderVersion int64) error {
-	msg, err := CallbackMessage(cb, orderVersion)
+	msg, err := outbox.CallbackMessage(cb, orderVersion)
 	if err != nil {
 		return err
 	}

@@ -315,7 +315,7 @@ func TestPayTwice(t *testing.T) {
 	if err := json.Unmarshal(row.Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if row.Type != string(event.CallbackPaymentSucceeded) || row.Topic != adapters.CallbackTopic || cb.CallbackID != row.EventID ||
+	if row.Type != string(event.CallbackPaymentSucceeded) || row.Topic != outbox.CallbackTopic || cb.CallbackID != row.EventID ||
 		cb.Type != event.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
 		cb.Amount.String() != "80.00" || cb.Currency != "CNY" || cb.RefundID != "" || cb.Reason != "" {
 		t.Fatalf("callback row %s %s %s", row.Type, row.Topic, row.Payload)

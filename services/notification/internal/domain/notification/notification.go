@@ -98,6 +98,9 @@ type Facts struct {
 	Currency string
 	// Reason is the reason code of a declined refund.
 	Reason string
+	// OutOfStock: a refund the order made itself because the stock could
+	// not cover it; the order is cancelled, and the customer is told why.
+	OutOfStock bool
 }
 
 // Notification is one message to a customer.
@@ -161,6 +164,10 @@ func Body(f Facts) string {
 		return fmt.Sprintf("We received your payment of %s %s for order %s. We are preparing your items.",
 			f.Amount, f.Currency, f.OrderID)
 	case KindOrderRefunded:
+		if f.OutOfStock {
+			return fmt.Sprintf("We are sorry: the items of order %s are out of stock. The order is cancelled and %s %s has been refunded to you.",
+				f.OrderID, f.Amount, f.Currency)
+		}
 		return fmt.Sprintf("Your refund of %s %s for order %s is complete.", f.Amount, f.Currency, f.OrderID)
 	case KindRefundRejected:
 		return fmt.Sprintf("Your refund request of %s %s for order %s was declined: %s.",

@@ -18,6 +18,12 @@ var ErrExists = errors.New("order already exists with different content")
 // silently overwriting the other writer.
 var ErrConcurrentUpdate = errors.New("order was changed concurrently")
 
+// ErrRefundInFlight is returned when a shortage is reported while a refund
+// of the order waits for the payment service: the order can ask for the
+// rest of its money only once that refund is settled, so the report is
+// answered as a conflict and its sender delivers it again later.
+var ErrRefundInFlight = errors.New("a refund of the order is in flight")
+
 // Action names what was asked of an order, so a refused transition says
 // both where the order was and what could not happen from there.
 type Action string
@@ -30,6 +36,7 @@ const (
 	ActionPay            Action = "pay"
 	ActionCompleteRefund Action = "complete refund"
 	ActionRejectRefund   Action = "reject refund"
+	ActionCompensate     Action = "compensate a shortage of"
 )
 
 // TransitionError is a business rejection: the order's status does not

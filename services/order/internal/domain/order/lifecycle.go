@@ -82,6 +82,7 @@ func (o *Order) Cancel(reason string) ([]Event, error) {
 	}
 	switch o.Status {
 	case StatusCreated, StatusPendingPayment:
+		o.Reason = reason
 		return o.change(StatusCancelled, Event{Type: EventCancelled, Reason: reason}), nil
 	case StatusCancelled:
 		return nil, nil
@@ -201,22 +202,22 @@ func (cb Callback) Validate() error {
 		return err
 	}
 	switch cb.Type {
-	case event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected:
+	case event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected, event.CallbackStockRejected:
 	case "":
 		return event.Invalid("type", "is required")
 	default:
-		return event.Invalid("type", "must be %s, %s or %s, got %q",
-			event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected, cb.Type)
+		return event.Invalid("type", "must be %s, %s, %s or %s, got %q", event.CallbackPaymentSucceeded,
+			event.CallbackRefundSucceeded, event.CallbackRefundRejected, event.CallbackStockRejected, cb.Type)
 	}
 	if err := event.ValidateID("orderId", cb.OrderID); err != nil {
 		return err
 	}
-	if cb.Type == event.CallbackPaymentSucceeded || cb.PaymentID != "" {
+	if cb.Type == event.CallbackPaymentSucceeded || cb.Type == event.CallbackStockRejected || cb.PaymentID != "" {
 		if err := event.ValidateID("paymentId", cb.PaymentID); err != nil {
 			return err
 		}
 	}
-	if cb.Type != event.CallbackPaymentSucceeded {
+	if cb.Type == event.CallbackRefundSucceeded || cb.Type == event.CallbackRefundRejected {
 		if err := event.ValidateID("refundId", cb.RefundID); err != nil {
 			return err
 		}
@@ -246,9 +247,45 @@ func (o *Order) ApplyCallback(cb Callback) ([]Event, error) {
 		return o.pay(cb)
 	case event.CallbackRefundSucceeded:
 		return o.completeRefund(cb)
+	case event.CallbackStockRejected:
+		return o.compensateShortage(cb)
 	default:
 		return o.rejectRefund(cb)
 	}
+}
+
+// compensateShortage applies the inventory service's report that the
+// stock could not cover the paid order (docs/decisions.md, A shortage is
+// compensated): the order asks the payment service for all of the money
+// still held, under a refund id that is a function of the order, and
+// is CANCELLED with event.ReasonOutOfStock once the refund succeeds. No
+// goods come back with it, since none were deducted. A report of an order
+// already compensating is a repeat; one that arrives while another refund
+// is in flight is answered ErrRefundInFlight, so it comes again once that
+// refund is settled; an order refunded in full already has nothing left
+// to give back.
+func (o *Order) compensateShortage(cb Callback) ([]Event, error) {
+	if o.Reason == event.ReasonOutOfStock {
+		return nil, nil
+	}
+	switch o.Status {
+	case StatusPaid, StatusPartiallyRefunded:
+	case StatusRefunding:
+		return nil, ErrRefundInFlight
+	case StatusRefunded:
+		return nil, nil
+	default:
+		return nil, &TransitionError{From: o.Status, Action: ActionCompensate}
+	}
+	if cb.PaymentID != o.PaymentID {
+		return nil, &MismatchError{Field: "paymentId", Want: o.PaymentID, Got: cb.PaymentID}
+	}
+	rest := o.Amount.Sub(o.RefundedAmount())
+	o.Reason = event.ReasonOutOfStock
+	o.Refunds = append(o.Refunds, Refund{ID: event.ShortageRefundID(o.ID), Kind: KindRefund, PaymentID: o.PaymentID,
+		Amount: rest, Currency: o.Currency, Items: []Line{}, Status: RefundRequested, Reason: event.ReasonOutOfStock})
+	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: event.ShortageRefundID(o.ID),
+		Amount: rest, Items: []Line{}, Reason: event.ReasonOutOfStock}), nil
 }
 
 // Reasons a payment is returned (OrderPaymentRejected).
@@ -318,10 +355,14 @@ func (o *Order) completeRefund(cb Callback) ([]Event, error) {
 	// amount is the one it reports.
 	r.Status, r.Amount = RefundSucceeded, cb.Amount
 	to := StatusPartiallyRefunded
-	if o.RefundedAmount().GreaterThanOrEqual(o.Amount) {
+	switch {
+	case r.Reason == event.ReasonOutOfStock:
+		// The compensation of a shortage gave back all that was left.
+		to = StatusCancelled
+	case o.RefundedAmount().GreaterThanOrEqual(o.Amount):
 		to = StatusRefunded
 	}
-	return o.change(to, Event{Type: EventRefunded, RefundID: r.ID, Amount: r.Amount, Items: r.Items}), nil
+	return o.change(to, Event{Type: EventRefunded, RefundID: r.ID, Amount: r.Amount, Items: r.Items, Reason: r.Reason}), nil
 }
 
 // rejectRefund applies a refund the payment service refused: the order goes

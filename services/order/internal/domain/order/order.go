@@ -57,6 +57,10 @@ type Order struct {
 	// Refunds are the order's refunds and returned payments, oldest
 	// first; at most one of each kind is REQUESTED at a time.
 	Refunds []Refund
+	// Reason says why the order ended where it is: the cancel request's
+	// reason, or event.ReasonOutOfStock once a shortage was reported
+	// (from then on the order gives the money back and is cancelled).
+	Reason string
 }
 
 // RefundKind says what a refund gives back.

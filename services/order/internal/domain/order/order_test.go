@@ -262,6 +262,13 @@ func TestRequestRefundRecordsTheRefund(t *testing.T) {
 	}
 }
 
+// shortage is the inventory service's report that the stock could not
+// cover the order paid by paymentID.
+func shortage(paymentID string) order.Callback {
+	return order.Callback{ID: "E-S", Type: event.CallbackStockRejected, OrderID: "O-1", PaymentID: paymentID,
+		Amount: dec("80.00"), Currency: "CNY", Reason: "INSUFFICIENT_STOCK"}
+}
+
 func TestApplyCallback(t *testing.T) {
 	paid := func(amount, currency string) order.Callback {
 		return order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
@@ -311,6 +318,13 @@ func TestApplyCallback(t *testing.T) {
 		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
 		{"refund without refund id", order.StatusRefunding, refunded(""), validation, order.StatusRefunding, ""},
 		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
+		{"shortage of a paid order", order.StatusPaid, shortage("P-1"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"shortage of a partly refunded order", order.StatusPartiallyRefunded, shortage("P-1"), applied, order.StatusRefunding, order.EventRefundRequested},
+		{"shortage of an order refunded in full", order.StatusRefunded, shortage("P-1"), repeat, order.StatusRefunded, ""},
+		{"shortage of another payment", order.StatusPaid, shortage("P-2"), mismatch, order.StatusPaid, ""},
+		{"shortage of an unpaid order", order.StatusPendingPayment, shortage("P-1"), transition, order.StatusPendingPayment, ""},
+		{"shortage of a cancelled order", order.StatusCancelled, shortage("P-1"), transition, order.StatusCancelled, ""},
+		{"shortage without payment id", order.StatusPaid, shortage(""), validation, order.StatusPaid, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -410,6 +424,57 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	}
 	if o.Status != order.StatusCancelled || !o.RefundedAmount().IsZero() || o.Refund(e.RefundID).Status != order.RefundSucceeded {
 		t.Fatalf("order %s refunded %s, return %+v", o.Status, o.RefundedAmount(), o.Refund(e.RefundID))
+	}
+}
+
+// TestShortageGivesTheRestBackAndCancels: the stock could not cover a
+// paid order. The order asks for all the money it still holds (here after
+// a partial refund of 30.00: 50.00), under the refund id of the shortage,
+// with no goods, and is CANCELLED with OUT_OF_STOCK once the refund
+// succeeds. Told again, at any point, the shortage changes nothing.
+func TestShortageGivesTheRestBackAndCancels(t *testing.T) {
+	o := at(t, order.StatusPartiallyRefunded)
+	events, err := o.ApplyCallback(shortage("P-1"))
+	if err != nil || len(events) != 1 {
+		t.Fatalf("%+v %v", events, err)
+	}
+	e := events[0]
+	if e.Type != order.EventRefundRequested || e.RefundID != event.ShortageRefundID("O-1") || !e.Amount.Equal(dec("50")) ||
+		len(e.Items) != 0 || e.Reason != event.ReasonOutOfStock {
+		t.Fatalf("event %+v", e)
+	}
+	if o.Status != order.StatusRefunding || o.Reason != event.ReasonOutOfStock {
+		t.Fatalf("order %s reason %q", o.Status, o.Reason)
+	}
+	again := shortage("P-1")
+	again.ID = "E-S2"
+	if events, err := o.ApplyCallback(again); err != nil || len(events) != 0 {
+		t.Fatalf("told again while refunding: %+v %v", events, err)
+	}
+	events, err = o.ApplyCallback(order.Callback{ID: "E-R", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+		RefundID: e.RefundID, Amount: dec("50"), Currency: "CNY"})
+	if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Reason != event.ReasonOutOfStock {
+		t.Fatalf("refunded: %+v %v", events, err)
+	}
+	if o.Status != order.StatusCancelled || !o.RefundedAmount().Equal(o.Amount) || len(o.ReturnedItems()) != 0 {
+		t.Fatalf("order %s refunded %s of %s, returned %v", o.Status, o.RefundedAmount(), o.Amount, o.ReturnedItems())
+	}
+	if events, err := o.ApplyCallback(again); err != nil || len(events) != 0 {
+		t.Fatalf("told again once cancelled: %+v %v", events, err)
+	}
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-9", Amount: dec("1")}); err == nil {
+		t.Fatal("an order cancelled for a shortage took a refund")
+	}
+}
+
+// TestShortageWaitsForARefundInFlight: a shortage reported while a
+// customer's refund waits for the payment service is refused with
+// ErrRefundInFlight (its sender delivers it again), and nothing changes.
+func TestShortageWaitsForARefundInFlight(t *testing.T) {
+	o := at(t, order.StatusRefunding)
+	events, err := o.ApplyCallback(shortage("P-1"))
+	if !errors.Is(err, order.ErrRefundInFlight) || len(events) != 0 || o.Reason != "" || o.Version != 4 {
+		t.Fatalf("%+v %v, order %s v%d reason %q", events, err, o.Status, o.Version, o.Reason)
 	}
 }
 

@@ -33,8 +33,9 @@ const (
 	// the convergence deadline.
 	StuckInOutbox Kind = "STUCK_IN_OUTBOX"
 	// BusinessRejection: a service refused the order for a business reason
-	// (the stock was not there): the chain has finished, but the customer
-	// paid for goods that were not reserved, which a person must settle.
+	// (the stock was not there) and the order has not given the customer's
+	// money back: the compensation (docs/decisions.md, A shortage is
+	// compensated) did not happen within the deadline.
 	BusinessRejection Kind = "BUSINESS_REJECTION"
 )
 
@@ -89,15 +90,10 @@ type Finding struct {
 
 // Converged reports whether findings leave nothing to converge: every
 // service has reached what the order's state requires. A business
-// rejection is a final, agreed state of the chain (it is still a finding,
-// for a person).
+// rejection is not convergence: the order is converged once its shortage
+// is compensated, its money back and the order cancelled.
 func Converged(findings []Finding) bool {
-	for _, f := range findings {
-		if f.Kind != BusinessRejection {
-			return false
-		}
-	}
-	return true
+	return len(findings) == 0
 }
 
 // Compare checks what every service knows about the order against what the
@@ -309,8 +305,14 @@ func (c *comparison) inventory() {
 		}
 		return
 	case InventoryRejected:
-		c.add(BusinessRejection, ServiceInventory, want, fmt.Sprintf("REJECTED (%s)", inv.Reason),
-			manual("paid but not reserved: restock the SKUs and replay, or refund the order"))
+		if o.RefundedAmount.GreaterThanOrEqual(o.Amount) {
+			return // nothing was deducted, and the money is back: compensated
+		}
+		c.add(BusinessRejection, ServiceInventory,
+			fmt.Sprintf("%s, or the order cancelled with its %s %s refunded", want, money(o.Amount), o.Currency),
+			fmt.Sprintf("REJECTED (%s), order %s, refunded %s", inv.Reason, o.Status, money(o.RefundedAmount)),
+			manual("the stock could not cover the paid order and the order has not given the money back: "+
+				"see the inventory service's STOCK_REJECTED callback in its outbox and the order's refunds"))
 		return
 	}
 	if d := diff(orderLines(o.Items), inv.Items); d != "" {

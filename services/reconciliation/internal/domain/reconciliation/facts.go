@@ -104,11 +104,15 @@ const (
 	StatusCancelled         = "CANCELLED"
 )
 
-// Paid reports whether the order took a payment: every status from PAID on.
+// Paid reports whether the order took a payment: every status from PAID
+// on, and an order cancelled after it was paid (the stock could not cover
+// it, so its money went back).
 func (o Order) Paid() bool {
 	switch o.Status {
 	case StatusPaid, StatusRefunding, StatusPartiallyRefunded, StatusRefunded:
 		return true
+	case StatusCancelled:
+		return o.PaymentID != ""
 	}
 	return false
 }
