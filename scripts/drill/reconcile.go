@@ -13,6 +13,7 @@ import (
 	// The Postgres driver, for the one case that plays a restored backup.
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -27,6 +28,8 @@ func reconcileCases() []Case {
 			"what the order service accepts, every service applies: values no consumer could apply are refused with 400 where they enter; an order on the rules' limits converges", false, reconcileRules),
 		newCase("reconcile", "partial-refund",
 			"0.01 back of a 2-unit 20.00 order: order and payment PARTIALLY_REFUNDED 0.01, nothing restocked, 19 points, 2 notifications; then a unit back; reconciliation agrees", false, reconcilePartialRefund),
+		newCase("reconcile", "last-unit-race",
+			"two customers race for the last unit and both pay: one keeps it; the other's money comes back in full on the normal path (CANCELLED OUT_OF_STOCK, points net zero, told why), with no person; a run finds nothing", false, reconcileLastUnitRace),
 		newCase("reconcile", "payment-returned",
 			"a payment that reaches an order cancelled after the payment's check is returned on the normal path: OrderPaymentRejected, the payment service's refund, OrderPaymentReturned, the customer told", false, reconcilePaymentReturned),
 		newCase("reconcile", "payment-for-unpayable-order",
@@ -253,6 +256,86 @@ func reconcilePartialRefund(s *session) (string, error) {
 		return "", err
 	}
 	return strings.Join(seen, "; then ") + "; " + run.String(), nil
+}
+
+func reconcileLastUnitRace(s *session) (string, error) {
+	sku := s.sku("")
+	ids := []string{s.orderID("-a"), s.orderID("-b")}
+	if err := s.api.SetStock(s.ctx, sku, 1); err != nil {
+		return "", err
+	}
+	amounts := make([]string, len(ids))
+	for i, id := range ids {
+		amount, err := s.placeOrder(id, sku, 1, "50.00")
+		if err != nil {
+			return "", err
+		}
+		amounts[i] = amount
+	}
+	start := time.Now()
+	for i, id := range ids {
+		if err := s.pay(id, amounts[i]); err != nil {
+			return "", err
+		}
+	}
+	var kept, refunded string
+	var seen []string
+	if _, err := s.waitUntil("one order kept the unit and the other was cancelled OUT_OF_STOCK", func() (bool, error) {
+		seen = seen[:0]
+		kept, refunded = "", ""
+		for _, id := range ids {
+			o, err := s.api.Order(s.ctx, id)
+			if err != nil {
+				return false, err
+			}
+			seen = append(seen, fmt.Sprintf("%s %s %s", id, o.Status, o.Reason))
+			switch {
+			case o.Status == "PAID":
+				kept = id
+			case o.Status == "CANCELLED" && o.Reason == event.ReasonOutOfStock:
+				refunded = id
+			}
+		}
+		return kept != "" && refunded != "", nil
+	}); err != nil {
+		return "", fmt.Errorf("%w; %s", err, strings.Join(seen, ", "))
+	}
+	for _, id := range ids {
+		if _, err := s.waitConverged(id); err != nil {
+			return "", err
+		}
+	}
+	s.converged = time.Since(start)
+	status, back, err := s.payment(refunded)
+	if err != nil {
+		return "", err
+	}
+	eff, err := s.effects(refunded)
+	if err != nil {
+		return "", err
+	}
+	var points int64
+	for _, e := range eff.Ledger {
+		points += e.Points
+	}
+	told := len(eff.Notifications) > 0 && strings.Contains(eff.Notifications[len(eff.Notifications)-1].Body, "out of stock")
+	st, err := s.api.Stock(s.ctx, sku)
+	if err != nil {
+		return "", err
+	}
+	if status != "REFUNDED" || back != "50.00" || eff.Inventory != "REJECTED" || points != 0 || !told || st.Available != 0 || st.Deducted != 1 {
+		return "", fmt.Errorf("%s: payment %s refunded %s, %s, %d points, told out of stock %v, stock %d/%d; want REFUNDED 50.00, REJECTED, 0, true, 0/1",
+			refunded, status, back, eff, points, told, st.Available, st.Deducted)
+	}
+	run, _, err := s.reconcile(ids...)
+	if err != nil {
+		return "", err
+	}
+	if err := expectFindings(run); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s kept the unit (stock 0/1); %s: inventory REJECTED, payment REFUNDED %s, order CANCELLED %s, %d points, told out of stock; both converged; %s",
+		kept, refunded, back, event.ReasonOutOfStock, points, run), nil
 }
 
 // holdCallbacks stops the payment service's relay from delivering

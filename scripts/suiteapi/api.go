@@ -53,6 +53,8 @@ type OrderView struct {
 	Status  string `json:"status"`
 	Version int64  `json:"version"`
 	Amount  string `json:"amount"`
+	// Reason says why the order ended where it is (OUT_OF_STOCK).
+	Reason string `json:"reason,omitempty"`
 }
 
 // OrderEvent is one of an order's outbox events (GET /orders/{id}/events).
@@ -219,6 +221,7 @@ func (c *Client) PointsLedger(ctx context.Context, orderID string) ([]PointsEntr
 type Notice struct {
 	EventID string `json:"eventId"`
 	Kind    string `json:"kind"`
+	Body    string `json:"body"`
 }
 
 // Notifications reads the notifications sent for an order.
