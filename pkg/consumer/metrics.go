@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"consumer"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_event_outcomes_total",
-			Help: "Events handled, by what the inbox did with them (APPLIED, DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, NOT_HANDLED).",
+			Help: "Events handled, by what the inbox did with them (APPLIED, APPLIED_LATE_FACT, DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, NOT_HANDLED).",
 		}, []string{"consumer", "outcome"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "consumer_parked_events", Help: "Events parked waiting for a predecessor (WAITING_FOR_GAP), as of the last gap sweep.",

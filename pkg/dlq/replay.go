@@ -206,6 +206,9 @@ func replayOutcome(inbox string) string {
 	switch inbox {
 	case "IGNORED_STALE_EVENT":
 		return OutcomeIgnoredStale
+	case "APPLIED_LATE_FACT":
+		// A late fact (a refund's message) was applied; the state stood.
+		return OutcomeApplied
 	case "WAITING_FOR_GAP":
 		return OutcomeParked
 	}

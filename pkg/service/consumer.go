@@ -58,6 +58,10 @@ type Events struct {
 	// ApplyBatch applies the events of distinct orders at once, in the
 	// transaction of their dedup rows.
 	ApplyBatch versionguard.BatchApplyFunc
+	// LateFacts, when set, applies the per-fact effect of an event older
+	// than the consumer's version instead of ignoring it (a refund told
+	// to the customer after a later one was).
+	LateFacts versionguard.LateFacts
 }
 
 func (e Events) validate() error {
@@ -133,6 +137,7 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 	if events.ApplyBatch != nil {
 		guard = versionguard.NewBatch(c.Group, events.Transitions, events.ApplyBatch)
 	}
+	guard.WithLateFacts(events.LateFacts)
 	proc := inbox.NewProcessor(c.DB, c.Group, guard)
 	batcher := inbox.NewBatchProcessor(proc, inbox.BatchConfig{
 		MaxBatch: c.env.BatchSize, Linger: c.env.BatchLinger, Workers: c.env.BatchWorkers,

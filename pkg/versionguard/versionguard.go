@@ -6,7 +6,9 @@
 // the consumer's own small state. An event at or below that version is
 // IGNORED_STALE_EVENT; an event whose type is legal from the current state is
 // APPLIED; any other newer event is WAITING_FOR_GAP: parked, and applied as
-// soon as the predecessor it needs has been applied.
+// soon as the predecessor it needs has been applied. An old event whose type
+// carries a fact of its own (LateFacts) is APPLIED_LATE_FACT: its per-fact
+// effect is applied and the state stays where it is.
 package versionguard
 
 import (
@@ -39,6 +41,10 @@ const (
 	Applied       Outcome = "APPLIED"
 	IgnoredStale  Outcome = "IGNORED_STALE_EVENT"
 	WaitingForGap Outcome = "WAITING_FOR_GAP"
+	// AppliedLateFact: an event at or below the consumer's version whose
+	// type carries a fact of its own (LateFacts) had its per-fact effect
+	// applied; the consumer's state and version stay where they are.
+	AppliedLateFact Outcome = "APPLIED_LATE_FACT"
 )
 
 // InitialState is a consumer's state for an aggregate it has never seen.
@@ -103,11 +109,31 @@ type Pending struct {
 // one after the other.
 type BatchApplyFunc func(ctx context.Context, tx *sqlx.Tx, batch []Pending) ([]string, error)
 
+// FactFunc performs the per-fact effect of env inside tx without changing
+// the consumer's state for its aggregate.
+type FactFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error
+
+// LateFacts are the event types that carry a fact of their own (a refund,
+// a returned payment) where a consumer's effect is one per fact (a message
+// to the customer), not a state a newer event replaces. Such an event that
+// arrives after a newer one (dead-lettered and replayed, say) would be
+// ignored as stale and its fact lost; the guard applies it with Apply
+// instead, and the consumer's state and version stay where they are.
+type LateFacts struct {
+	Types []event.Type
+	Apply FactFunc
+}
+
+func (l LateFacts) applies(et event.Type) bool {
+	return l.Apply != nil && slices.Contains(l.Types, et)
+}
+
 // Guard decides and applies events for one consumer.
 type Guard struct {
 	consumer    string
 	transitions Transitions
 	apply       BatchApplyFunc
+	late        LateFacts
 }
 
 // New returns a guard for consumer that applies one event at a time.
@@ -131,8 +157,27 @@ func NewBatch(consumer string, transitions Transitions, apply BatchApplyFunc) *G
 	return &Guard{consumer: consumer, transitions: transitions, apply: apply}
 }
 
+// WithLateFacts makes g apply late the facts of late's types instead of
+// ignoring them as stale, and returns g.
+func (g *Guard) WithLateFacts(late LateFacts) *Guard {
+	g.late = late
+	return g
+}
+
 // Transitions returns the guard's transition table.
 func (g *Guard) Transitions() Transitions { return g.transitions }
+
+// stale handles an event at or below the consumer's version: a late fact
+// is applied, anything else ignored.
+func (g *Guard) stale(ctx context.Context, tx *sqlx.Tx, env event.Envelope) (Outcome, error) {
+	if !g.late.applies(env.EventType) {
+		return IgnoredStale, nil
+	}
+	if err := g.late.Apply(ctx, tx, env); err != nil {
+		return "", err
+	}
+	return AppliedLateFact, nil
+}
 
 type aggregateRow struct {
 	Version int64  `db:"version"`
@@ -209,7 +254,11 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		row := cur[env.AggregateID]
 		switch g.transitions.Decide(Position(row), env) {
 		case IgnoredStale:
-			outcomes[i] = IgnoredStale
+			out, err := g.stale(ctx, tx, env)
+			if err != nil {
+				return nil, err
+			}
+			outcomes[i] = out
 			continue
 		case WaitingForGap:
 			if err := g.park(ctx, tx, env); err != nil {
@@ -328,6 +377,9 @@ func (g *Guard) drainParked(ctx context.Context, tx *sqlx.Tx, aggregateID string
 		}
 		switch g.transitions.Decide(Position(cur), env) {
 		case IgnoredStale:
+			if _, err := g.stale(ctx, tx, env); err != nil {
+				return cur, err
+			}
 		case Applied:
 			next, err := g.applyOne(ctx, tx, env, cur.State)
 			if err != nil {

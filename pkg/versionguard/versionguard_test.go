@@ -194,3 +194,71 @@ func TestHandleBatchRejectsAShortAnswer(t *testing.T) {
 		t.Fatalf("state of A = %q after a failed batch, want %s", state, versionguard.InitialState)
 	}
 }
+
+// TestLateFactsAreAppliedNotIgnored: a consumer whose effect is one per
+// refund (a message to the customer). Refund v5 is dead-lettered, refund v7
+// applied; v5 replayed then would be stale. As a late fact it has its
+// effect applied, and the state and version stay at v7; a stale event of
+// another type is still ignored, and without LateFacts v5 is ignored too.
+func TestLateFactsAreAppliedNotIgnored(t *testing.T) {
+	refunds := versionguard.Transitions{
+		event.OrderPaid:     {versionguard.InitialState},
+		event.OrderRefunded: {"PAID", "REFUNDED"},
+	}
+	step := func(typ event.Type, v int64) event.Envelope {
+		return event.Envelope{EventID: "E-" + string(typ) + "-" + string(rune('0'+v)), EventType: typ, AggregateID: "O-1", AggregateVersion: v}
+	}
+	tests := []struct {
+		name      string
+		late      bool
+		events    []event.Envelope
+		want      []versionguard.Outcome
+		wantFacts []int64
+	}{
+		{"a refund replayed after a later one is told", true,
+			[]event.Envelope{step(event.OrderPaid, 3), step(event.OrderRefunded, 7), step(event.OrderRefunded, 5), step(event.OrderPaid, 3)},
+			[]versionguard.Outcome{versionguard.Applied, versionguard.Applied, versionguard.AppliedLateFact, versionguard.IgnoredStale}, []int64{5}},
+		{"without late facts it is lost", false,
+			[]event.Envelope{step(event.OrderPaid, 3), step(event.OrderRefunded, 7), step(event.OrderRefunded, 5)},
+			[]versionguard.Outcome{versionguard.Applied, versionguard.Applied, versionguard.IgnoredStale}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
+			var facts []int64
+			g := versionguard.New("c", refunds, func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+				return map[event.Type]string{event.OrderPaid: "PAID", event.OrderRefunded: "REFUNDED"}[env.EventType], nil
+			})
+			if tt.late {
+				g.WithLateFacts(versionguard.LateFacts{Types: []event.Type{event.OrderRefunded},
+					Apply: func(_ context.Context, _ *sqlx.Tx, env event.Envelope) error {
+						facts = append(facts, env.AggregateVersion)
+						return nil
+					}})
+			}
+			for i, env := range tt.events {
+				var got versionguard.Outcome
+				if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+					var err error
+					got, err = g.Handle(context.Background(), tx, env)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want[i] {
+					t.Fatalf("event %d (%s v%d): %s, want %s", i, env.EventType, env.AggregateVersion, got, tt.want[i])
+				}
+			}
+			if !slices.Equal(facts, tt.wantFacts) {
+				t.Fatalf("late facts applied %v, want %v", facts, tt.wantFacts)
+			}
+			state, version, err := versionguard.State(context.Background(), db, "c", "O-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state != "REFUNDED" || version != 7 {
+				t.Fatalf("state %s v%d after %v", state, version, tt.want)
+			}
+		})
+	}
+}

@@ -32,5 +32,5 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Notifications are recorded in the consumer's transaction: the
 	// suite simulates the provider (app.DBSink).
 	notices := app.NewConsumer(app.DBSink(repo, svc.Logger), svc.FailPoints, svc.Logger)
-	return svc.Run(ctx, service.Events{Transitions: notices.Transitions(), ApplyBatch: notices.Apply})
+	return svc.Run(ctx, service.Events{Transitions: notices.Transitions(), ApplyBatch: notices.Apply, LateFacts: notices.LateFacts()})
 }

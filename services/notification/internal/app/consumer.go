@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -80,6 +81,31 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		return nil, err
 	}
 	return states, nil
+}
+
+// LateFacts tells the customer of a refund, a declined refund or a returned
+// payment whose event arrives after a newer one of the order was applied
+// (docs/decisions.md, Late facts are told): the version guard would ignore
+// it as stale, and the customer would never hear of it.
+func (c *Consumer) LateFacts() versionguard.LateFacts {
+	var types []event.Type
+	for et, kind := range kinds() {
+		if slices.Contains(notification.PerFact(), kind) {
+			types = append(types, et)
+		}
+	}
+	slices.Sort(types)
+	return versionguard.LateFacts{Types: types, Apply: func(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error {
+		facts, err := factsOf(env)
+		if err != nil {
+			return err
+		}
+		n, err := notification.Order{ID: env.AggregateID}.Late(facts)
+		if err != nil {
+			return err
+		}
+		return c.senders(tx).Send(ctx, []notification.Notification{n})
+	}}
 }
 
 // factsOf reads what the customer is told from the event's payload.

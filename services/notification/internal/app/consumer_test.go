@@ -43,7 +43,7 @@ func newFixture(t *testing.T) fixture {
 // processor returns a processor sending through senders.
 func (f fixture) processor(senders app.SenderFactory) *inbox.Processor {
 	c := app.NewConsumer(senders, f.fp, slog.New(slog.DiscardHandler))
-	return inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
+	return inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply).WithLateFacts(c.LateFacts()))
 }
 
 func (f fixture) dbProcessor() *inbox.Processor {
@@ -155,6 +155,23 @@ func TestApply(t *testing.T) {
 			name:      "a payment that reached a cancelled order is told once it is returned",
 			steps:     []step{{event.OrderCancelled, 2}, {event.OrderPaymentRejected, 3}, {event.OrderPaymentReturned, 4}},
 			wantState: "RETURN_NOTIFIED", want: []string{"PAYMENT_RETURNED"},
+		},
+		{
+			// Refund v5 was dead-lettered and is replayed after refund v7:
+			// the customer still hears of both, and the state stays.
+			name:      "a refund replayed after a later one is told",
+			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefunded, 7}, {event.OrderRefunded, 5}},
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "ORDER_REFUNDED"},
+		},
+		{
+			name:      "a declined refund replayed after a later refund is told",
+			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefunded, 7}, {event.OrderRefundRejected, 5}},
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "REFUND_REJECTED"},
+		},
+		{
+			name:      "a late refund delivered twice is told once",
+			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefunded, 7}, {event.OrderRefunded, 5}}, repeat: true,
+			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "ORDER_REFUNDED"},
 		},
 		{
 			name:      "events the customer does not hear about",

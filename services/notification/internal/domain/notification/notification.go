@@ -156,6 +156,23 @@ func (o Order) Notify(f Facts) (Change, error) {
 	}}, nil
 }
 
+// PerFact lists the kinds that tell of a fact of their own (a refund, a
+// declined refund, a returned payment): each is told once whenever its
+// event arrives, even after a newer event of the order.
+func PerFact() []Kind { return []Kind{KindOrderRefunded, KindRefundRejected, KindPaymentReturned} }
+
+// Late is the message for f when its event arrives after a newer event of
+// the order was told (dead-lettered and replayed, say): a per-fact kind is
+// told and the order's state stays where the newer event left it; any other
+// kind is ErrIllegalTransition, since a newer event replaced what it says.
+func (o Order) Late(f Facts) (Notification, error) {
+	if !slices.Contains(PerFact(), f.Kind) {
+		return Notification{}, fmt.Errorf("%w: %s told after a newer event", ErrIllegalTransition, f.Kind)
+	}
+	return Notification{OrderID: o.ID, CustomerID: f.CustomerID, EventID: f.EventID, Kind: f.Kind,
+		Channel: ChannelInApp, Body: Body(f)}, nil
+}
+
 // Body is the text the customer reads. It names the order and the amount,
 // and explains a declined refund in words rather than codes.
 func Body(f Facts) string {
