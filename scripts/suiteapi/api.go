@@ -365,6 +365,43 @@ func requestedByHeader(who string) http.Header {
 	return http.Header{"X-Requested-By": {who}}
 }
 
+// OperatorRefund is an operator's refund (POST
+// /admin/payments/orders/{id}/refunds): an amount, goods returned, or
+// both, and why.
+type OperatorRefund struct {
+	RefundID string `json:"refundId,omitempty"`
+	Amount   string `json:"amount,omitempty"`
+	Items    []Line `json:"items,omitempty"`
+	Reason   string `json:"reason"`
+}
+
+// Line is a quantity of one SKU.
+type Line struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+// OperatorRefundAnswer is the payment service's answer: REQUESTED when the
+// order service recorded it (the order holds the payment), SUCCEEDED or
+// REJECTED when made at once.
+type OperatorRefundAnswer struct {
+	BusinessCode string `json:"businessCode"`
+	RefundID     string `json:"refundId"`
+	Status       string `json:"status"`
+	Reason       string `json:"reason"`
+	Message      string `json:"message"`
+	OrderStatus  string `json:"orderStatus"`
+}
+
+// OperatorRefund sends r for orderID in the name of operator (X-Operator,
+// which the refund's audit records).
+func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r OperatorRefund) (OperatorRefundAnswer, error) {
+	var out OperatorRefundAnswer
+	_, err := c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
+		http.Header{"X-Operator": {operator}}, r, &out)
+	return out, err
+}
+
 // ArmFailPoint arms a fail point of a service at run time; times 0 fires
 // every time, action "off" disarms it.
 func (c *Client) ArmFailPoint(ctx context.Context, service, name, action string, times int) error {

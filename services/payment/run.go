@@ -28,7 +28,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
-	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.Callbacks.Secret))
+	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.Callbacks.Secret), cfg.AdminToken)
 	relay, err := svc.AddRelay(cfg.Relay, orders.Callbacks)
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	repo := adapters.NewRepository(svc.DB, relay)
 	ports.NewHandler(orders.Orders, repo).Register(svc.HTTP.Echo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
-	ports.RegisterRefunds(svc.Admin, repo)
+	ports.RegisterRefunds(svc.Admin, repo, orders.Orders)
 	refunds := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: refunds.Transitions(), Apply: refunds.Apply})
 }

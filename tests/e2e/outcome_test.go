@@ -1,11 +1,13 @@
 package e2e_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -172,6 +174,49 @@ func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
 		}
 	}
 	if run := s.Reconcile(winner, loser); len(run.Findings) != 0 {
+		t.Fatalf("reconciliation found %+v", run.Findings)
+	}
+}
+
+// An operator refunds part of a paid order through the payment service's
+// operator route, with a unit returned. The order holds the payment, so
+// the order records the refund (who asked, why) as it records a
+// customer's: the payment refunds it, inventory restocks the unit, points
+// are reversed, the customer is told, and reconciliation finds nothing.
+// Without X-Operator nothing happens.
+func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-OP", 10)
+	amount := s.CreateOrder(harness.Order{ID: "O-OP1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-OP", Quantity: 2, UnitPrice: "40.00"}}})
+	if code, out := s.Pay("O-OP1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	s.WaitSnapshot("O-OP1", paidSnapshot(), 30*time.Second)
+
+	if code, raw := s.Call("payment", "POST", "/admin/payments/orders/O-OP1/refunds",
+		map[string]any{"refundId": "R-OP-0", "amount": "10.00", "reason": "no operator"}); code != 400 {
+		t.Fatalf("without X-Operator: %d %s", code, raw)
+	}
+	a, err := s.API().OperatorRefund(context.Background(), "O-OP1", "alice@ops", suiteapi.OperatorRefund{RefundID: "R-OP-1",
+		Amount: "10.00", Items: []suiteapi.Line{{SKU: "SKU-OP", Quantity: 1}}, Reason: "damaged in transit"})
+	if err != nil || a.BusinessCode != "SUCCESS" || a.Status != "REQUESTED" || a.RefundID != "R-OP-1" {
+		t.Fatalf("operator refund: %+v %v", a, err)
+	}
+	s.WaitSnapshot("O-OP1", harness.Snapshot{Order: "PARTIALLY_REFUNDED", OrderVersion: 5, Payment: "PARTIALLY_REFUNDED",
+		Inventory: "PARTIALLY_RESTOCKED", PointsLedger: 2, Notifications: 2}, 30*time.Second)
+	order := s.JSON("order", "GET", "/orders/O-OP1", nil, 200)
+	payment := s.JSON("payment", "GET", "/payments/orders/O-OP1", nil, 200)
+	refunds := order["refunds"].([]any)
+	r := refunds[0].(map[string]any)
+	if order["refundedAmount"] != "10.00" || payment["refunded"] != "10.00" || len(refunds) != 1 ||
+		r["requestedBy"] != "alice@ops" || r["reason"] != "damaged in transit" || r["status"] != "SUCCEEDED" {
+		t.Fatalf("order %v, payment %v", order, payment)
+	}
+	if st := s.Inventory("SKU-OP"); st.Available != 9 || st.Deducted != 1 {
+		t.Fatalf("stock %+v, want the returned unit back", st)
+	}
+	if run := s.Reconcile("O-OP1"); len(run.Findings) != 0 {
 		t.Fatalf("reconciliation found %+v", run.Findings)
 	}
 }

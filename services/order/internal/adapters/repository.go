@@ -332,7 +332,7 @@ func records(ctx context.Context, tx *sqlx.Tx, rows []orderRow) ([]OrderRecord, 
 	}
 	var refunds []refundRow
 	if err := tx.SelectContext(ctx, &refunds, `
-		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason
+		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason, requested_by
 		FROM order_refunds WHERE order_id = ANY($1) ORDER BY order_id, requested_at, refund_id`, pq.Array(ids)); err != nil {
 		return nil, fmt.Errorf("load refunds of %d orders: %w", len(ids), err)
 	}
@@ -375,6 +375,8 @@ type refundRow struct {
 	Items     []byte          `db:"items"`
 	Status    string          `db:"status"`
 	Reason    string          `db:"reason"`
+	// RequestedBy is the operator who asked; empty for the customer.
+	RequestedBy string `db:"requested_by"`
 }
 
 // lineJSON is the stored form of goods a refund returns.
@@ -411,7 +413,7 @@ func get(ctx context.Context, q sqlx.QueryerContext, id string, forUpdate bool) 
 	}
 	var refunds []refundRow
 	if err := sqlx.SelectContext(ctx, q, &refunds, `
-		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason
+		SELECT refund_id, order_id, kind, payment_id, amount, currency, items, status, reason, requested_by
 		FROM order_refunds WHERE order_id = $1 ORDER BY requested_at, refund_id`, id); err != nil {
 		return nil, fmt.Errorf("load refunds of order %s: %w", id, err)
 	}
@@ -452,7 +454,8 @@ func (r refundRow) addTo(o *order.Order) error {
 		return fmt.Errorf("decode items of refund %s: %w", r.RefundID, err)
 	}
 	ref := order.Refund{ID: r.RefundID, Kind: order.RefundKind(r.Kind), PaymentID: r.PaymentID, Amount: r.Amount,
-		Currency: r.Currency, Items: make([]order.Line, len(lines)), Status: order.RefundStatus(r.Status), Reason: r.Reason}
+		Currency: r.Currency, Items: make([]order.Line, len(lines)), Status: order.RefundStatus(r.Status), Reason: r.Reason,
+		RequestedBy: r.RequestedBy}
 	for i, l := range lines {
 		ref.Items[i] = order.Line{SKU: l.SKU, Quantity: l.Quantity}
 	}
@@ -466,7 +469,7 @@ func saveRefunds(ctx context.Context, tx *sqlx.Tx, o *order.Order) error {
 	if len(o.Refunds) == 0 {
 		return nil
 	}
-	var ids, kinds, payments, amounts, currencies, items, statuses, reasons []string
+	var ids, kinds, payments, amounts, currencies, items, statuses, reasons, operators []string
 	for _, r := range o.Refunds {
 		lines := make([]lineJSON, len(r.Items))
 		for i, l := range r.Items {
@@ -484,17 +487,18 @@ func saveRefunds(ctx context.Context, tx *sqlx.Tx, o *order.Order) error {
 		items = append(items, string(raw))
 		statuses = append(statuses, string(r.Status))
 		reasons = append(reasons, r.Reason)
+		operators = append(operators, r.RequestedBy)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO order_refunds (refund_id, order_id, kind, payment_id, amount, currency, items, status, reason)
-		SELECT r.id, $1, r.kind, r.payment, r.amount, r.currency, r.items, r.status, r.reason
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::numeric[], $6::text[], $7::jsonb[], $8::text[], $9::text[])
-		     AS r(id, kind, payment, amount, currency, items, status, reason)
+		INSERT INTO order_refunds (refund_id, order_id, kind, payment_id, amount, currency, items, status, reason, requested_by)
+		SELECT r.id, $1, r.kind, r.payment, r.amount, r.currency, r.items, r.status, r.reason, r.operator
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::numeric[], $6::text[], $7::jsonb[], $8::text[], $9::text[], $10::text[])
+		     AS r(id, kind, payment, amount, currency, items, status, reason, operator)
 		ON CONFLICT (refund_id) DO UPDATE
 		SET amount = EXCLUDED.amount, status = EXCLUDED.status, reason = EXCLUDED.reason,
 		    settled_at = CASE WHEN EXCLUDED.status <> order_refunds.status THEN now() ELSE order_refunds.settled_at END`,
 		o.ID, pq.Array(ids), pq.Array(kinds), pq.Array(payments), pq.Array(amounts), pq.Array(currencies),
-		pq.Array(items), pq.Array(statuses), pq.Array(reasons)); err != nil {
+		pq.Array(items), pq.Array(statuses), pq.Array(reasons), pq.Array(operators)); err != nil {
 		return fmt.Errorf("save refunds of order %s: %w", o.ID, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
@@ -101,7 +102,7 @@ var callbackTypes = map[string][]event.CallbackType{
 // order's create starts new work, so it is shed before the checkouts and
 // payment look-ups of orders already created (docs/decisions.md,
 // Overload).
-func (h *Handler) Register(srv *httpapi.Server, admin *echo.Group) {
+func (h *Handler) Register(srv *httpapi.Server, adminGroup *echo.Group) {
 	e := srv.Echo
 	e.Use(traceContext)
 	e.POST("/orders", h.create)
@@ -116,8 +117,9 @@ func (h *Handler) Register(srv *httpapi.Server, admin *echo.Group) {
 		e.POST(path, h.callback)
 		srv.Exempt(http.MethodPost, path)
 	}
-	admin.POST("/reconciliation/orders", h.reconcile)
-	admin.GET("/reconciliation/orders", h.changed)
+	adminGroup.POST("/orders/:id/refunds", h.operatorRefund)
+	adminGroup.POST("/reconciliation/orders", h.reconcile)
+	adminGroup.GET("/reconciliation/orders", h.changed)
 }
 
 // result answers the order commands: SUCCESS or a named rejection, and
@@ -156,13 +158,15 @@ type refundView struct {
 	Items     []lineView         `json:"items"`
 	Status    order.RefundStatus `json:"status"`
 	Reason    string             `json:"reason,omitempty"`
+	// RequestedBy is the operator who asked; absent for the customer.
+	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
 func refundViews(rs []order.Refund) []refundView {
 	out := make([]refundView, len(rs))
 	for i, r := range rs {
 		out[i] = refundView{RefundID: r.ID, Kind: r.Kind, PaymentID: r.PaymentID, Amount: event.NewMoney(r.Amount),
-			Currency: r.Currency, Items: lineViews(r.Items), Status: r.Status, Reason: r.Reason}
+			Currency: r.Currency, Items: lineViews(r.Items), Status: r.Status, Reason: r.Reason, RequestedBy: r.RequestedBy}
 	}
 	return out
 }
@@ -251,6 +255,37 @@ func (h *Handler) refund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return h.requestRefund(c, req)
+}
+
+// operatorRefund answers POST /admin/orders/{id}/refunds: an operator's
+// refund (one the payment service's operator route forwards, say), recorded
+// by the order under the customer's refund model, with who asked
+// (X-Operator, required) and why, so points, stock and the customer's
+// message follow as for any refund. A repeat of its refundId asks once.
+func (h *Handler) operatorRefund(c echo.Context) error {
+	operator, err := admin.Operator(c)
+	if err != nil {
+		return err
+	}
+	var body operatorRefundRequest
+	if err := httpapi.Bind(c, &body); err != nil {
+		return err
+	}
+	id := body.RefundID
+	if id == "" {
+		id = "R-" + uuid.NewString()
+	}
+	req, err := body.refund(id)
+	if err != nil {
+		return err
+	}
+	req.Reason, req.RequestedBy = body.Reason, operator
+	return h.requestRefund(c, req)
+}
+
+// requestRefund asks for req on the order and answers where it stands.
+func (h *Handler) requestRefund(c echo.Context, req order.RefundRequest) error {
 	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
 		return o.RequestRefund(req)
 	})

@@ -89,6 +89,15 @@ func (r refundRequest) refund(id string) (order.RefundRequest, error) {
 	return req, nil
 }
 
+// operatorRefundRequest is the body of POST /admin/orders/{id}/refunds: a
+// refund as the customer's, with the refund id the operator's system
+// gives it (optional: R-<uuid>) and why.
+type operatorRefundRequest struct {
+	refundRequest
+	RefundID string `json:"refundId"`
+	Reason   string `json:"reason"`
+}
+
 // cancelRequest is the optional body of POST /orders/{id}/cancel.
 type cancelRequest struct {
 	Reason string `json:"reason"`

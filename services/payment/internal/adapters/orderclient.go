@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -40,13 +42,14 @@ type OrderService struct {
 }
 
 // NewOrderService returns the order service at baseURL (ORDER_URL), whose
-// callbacks are signed with secret (CALLBACK_SECRET).
-func NewOrderService(baseURL string, secret []byte) OrderService {
+// callbacks are signed with secret (CALLBACK_SECRET) and whose admin routes
+// take adminToken (ADMIN_TOKEN).
+func NewOrderService(baseURL string, secret []byte, adminToken string) OrderService {
 	// Keep enough idle connections for the callbacks in flight (Go's
 	// default keeps two).
 	client := &http.Client{Timeout: orderServiceTimeout, Transport: httpapi.ClientTransport(2 * outbox.DefaultHTTPSinkParallel)}
 	return OrderService{
-		Orders:    NewOrderClient(client, baseURL),
+		Orders:    NewOrderClient(client, baseURL, adminToken),
 		Callbacks: outbox.NewHTTPSink(client, strings.TrimRight(baseURL, "/")+CallbackPath, secret),
 	}
 }
@@ -55,22 +58,26 @@ func NewOrderService(baseURL string, secret []byte) OrderService {
 // {ORDER_URL}/orders/{id}), which the payment service must do before it
 // accepts a payment.
 type OrderClient struct {
-	http    *http.Client
-	baseURL string
+	http       *http.Client
+	baseURL    string
+	adminToken string
 }
 
-// NewOrderClient returns a client for the order service at baseURL (ORDER_URL).
-func NewOrderClient(client *http.Client, baseURL string) *OrderClient {
-	return &OrderClient{http: client, baseURL: strings.TrimRight(baseURL, "/")}
+// NewOrderClient returns a client for the order service at baseURL
+// (ORDER_URL); adminToken (ADMIN_TOKEN, empty in development) opens its
+// admin routes.
+func NewOrderClient(client *http.Client, baseURL, adminToken string) *OrderClient {
+	return &OrderClient{http: client, baseURL: strings.TrimRight(baseURL, "/"), adminToken: adminToken}
 }
 
 // orderView is the part of GET /orders/{id} the payment service needs.
 type orderView struct {
-	OrderID  string `json:"orderId"`
-	Status   string `json:"status"`
-	Version  int64  `json:"version"`
-	Amount   string `json:"amount"`
-	Currency string `json:"currency"`
+	OrderID   string `json:"orderId"`
+	Status    string `json:"status"`
+	Version   int64  `json:"version"`
+	Amount    string `json:"amount"`
+	Currency  string `json:"currency"`
+	PaymentID string `json:"paymentId"`
 }
 
 // Order returns the order orderID, or an error wrapping
@@ -106,5 +113,73 @@ func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order,
 	if err != nil {
 		return payment.Order{}, fmt.Errorf("look up order %s: amount %q: %w", orderID, v.Amount, err)
 	}
-	return payment.Order{ID: v.OrderID, Status: v.Status, Version: v.Version, Amount: amount, Currency: v.Currency}, nil
+	return payment.Order{ID: v.OrderID, Status: v.Status, Version: v.Version, Amount: amount, Currency: v.Currency,
+		PaymentID: v.PaymentID}, nil
+}
+
+// OperatorRefund is an operator's refund of a payment the order holds, as
+// the order service records it (POST /admin/orders/{id}/refunds).
+type OperatorRefund struct {
+	RefundID string          `json:"refundId,omitempty"`
+	Amount   *string         `json:"amount,omitempty"`
+	Items    json.RawMessage `json:"items,omitempty"`
+	Reason   string          `json:"reason"`
+	// Operator is who asks (X-Operator).
+	Operator string `json:"-"`
+}
+
+// OrderAnswer is the order service's answer to an operator's refund.
+type OrderAnswer struct {
+	BusinessCode string `json:"businessCode"`
+	Message      string `json:"message"`
+	Status       string `json:"status"`
+	Version      int64  `json:"version"`
+	RefundID     string `json:"refundId"`
+	Amount       string `json:"amount"`
+}
+
+// RequestRefund asks the order service to record r on order orderID, with
+// the admin token, so the order, not the payment service alone, keeps the
+// books of every refund of the money it holds. A 400 is returned as an
+// *httpapi.Error carrying the order service's businessCode and message.
+func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r OperatorRefund) (OrderAnswer, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return OrderAnswer{}, fmt.Errorf("encode refund of order %s: %w", orderID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, orderServiceTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/admin/orders/"+url.PathEscape(orderID)+"/refunds", bytes.NewReader(body))
+	if err != nil {
+		return OrderAnswer{}, fmt.Errorf("refund request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(admin.OperatorHeader, r.Operator)
+	if c.adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.adminToken)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return OrderAnswer{}, fmt.Errorf("refund of order %s at the order service: %w", orderID, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return OrderAnswer{}, fmt.Errorf("refund of order %s: read answer: %w", orderID, err)
+	}
+	if resp.StatusCode == http.StatusBadRequest {
+		var e httpapi.ErrorBody
+		if json.Unmarshal(raw, &e) == nil && e.BusinessCode != "" {
+			return OrderAnswer{}, &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: e.BusinessCode, Message: e.Message}
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return OrderAnswer{}, fmt.Errorf("refund of order %s: order service answered %s: %s", orderID, resp.Status, bytes.TrimSpace(raw))
+	}
+	var a OrderAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return OrderAnswer{}, fmt.Errorf("refund of order %s: decode answer: %w", orderID, err)
+	}
+	return a, nil
 }

@@ -33,7 +33,7 @@ func TestOrder(t *testing.T) {
 		}
 	}))
 	defer ts.Close()
-	c := adapters.NewOrderClient(ts.Client(), ts.URL+"/")
+	c := adapters.NewOrderClient(ts.Client(), ts.URL+"/", "")
 
 	tests := []struct {
 		id         string

@@ -163,8 +163,11 @@ type RefundRequest struct {
 	// information only).
 	OrderVersion int64
 	// Reason says why an operator asked for the refund; the ledger keeps
-	// it. Empty for the refunds the order service requests.
+	// it, as it keeps the reason an order gives for its own (OUT_OF_STOCK).
 	Reason string
+	// RequestedBy names the operator (X-Operator) of a refund made at
+	// once through the operator's route; the ledger keeps it.
+	RequestedBy string
 }
 
 // RefundOutcome is what became of a refund request.
@@ -255,10 +258,10 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 	// not when there is no payment: the second insert then waits for the
 	// first and answers what it recorded.
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason, requested_reason)
-		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8)
+		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason, requested_reason, requested_by)
+		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8, $9)
 		ON CONFLICT (refund_id) DO NOTHING`,
-		req.RefundID, req.OrderID, paymentID, req.Amount, req.Currency, out.Status, out.Reason, req.Reason)
+		req.RefundID, req.OrderID, paymentID, req.Amount, req.Currency, out.Status, out.Reason, req.Reason, req.RequestedBy)
 	if err != nil {
 		return RefundOutcome{}, fmt.Errorf("record refund %s: %w", req.RefundID, err)
 	}

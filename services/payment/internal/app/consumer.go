@@ -87,6 +87,7 @@ func refundOf(env event.Envelope) (adapters.RefundRequest, error) {
 			return req, err
 		}
 		req.RefundID, req.PaymentID, req.Amount, req.Currency = d.RefundID, d.PaymentID, d.Amount.Decimal, d.Currency
+		req.Reason = d.Reason
 	case event.OrderPaymentRejected:
 		var d event.OrderPaymentRejectedData
 		if err := env.DecodeData(&d); err != nil {

@@ -30,8 +30,17 @@ func (memOrders) Order(_ context.Context, id string) (payment.Order, error) {
 			Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}, nil
 	case "O-CANCELLED":
 		return payment.Order{ID: id, Status: "CANCELLED", Version: 2, Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}, nil
+	case "O-PAID":
+		return payment.Order{ID: id, Status: "PAID", Version: 3, Amount: decimal.RequireFromString("80.00"), Currency: "CNY",
+			PaymentID: "P-1"}, nil
 	}
 	return payment.Order{}, fmt.Errorf("%w: %s", payment.ErrOrderNotFound, id)
+}
+
+// RequestRefund records an operator's refund of O-PAID as the order
+// service answers it.
+func (memOrders) RequestRefund(_ context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
+	return adapters.OrderAnswer{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
 }
 
 // memPayments holds O-PAID's payment of 80.00 CNY.
@@ -57,6 +66,14 @@ func (m *memPayments) Create(_ context.Context, p payment.Payment, _ int64) (pay
 // does, and rejects the rest.
 type memRefunds struct{ payments *memPayments }
 
+func (m memRefunds) ByOrder(_ context.Context, orderID string) (payment.Payment, error) {
+	p, ok := m.payments.byOrder[orderID]
+	if !ok {
+		return payment.Payment{}, payment.ErrPaymentNotFound
+	}
+	return p, nil
+}
+
 func (m memRefunds) RefundPayment(_ context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error) {
 	p, ok := m.payments.byOrder[req.OrderID]
 	if !ok {
@@ -74,7 +91,7 @@ func fuzzServer() http.Handler {
 		Amount: decimal.RequireFromString("80.00"), Currency: "CNY", Status: payment.StatusSucceeded, Refunded: decimal.Zero}}}
 	srv := httpapi.New(httpapi.Config{AdminToken: fuzzAdminToken, MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ports.NewHandler(memOrders{}, payments).Register(srv.Echo)
-	ports.RegisterRefunds(srv.Admin(), memRefunds{payments: payments})
+	ports.RegisterRefunds(srv.Admin(), memRefunds{payments: payments}, memOrders{})
 	return srv.Echo
 }
 
@@ -98,6 +115,7 @@ func FuzzRequests(f *testing.F) {
 		if refund {
 			target = "/admin/payments/orders/" + url.PathEscape(orderID) + "/refunds"
 			header["Authorization"] = "Bearer " + fuzzAdminToken
+			header["X-Operator"] = "fuzz"
 		}
 		httpapitest.CheckAnswer(t, httpapitest.Do(fuzzServer(), http.MethodPost, target, body, header), true)
 	})

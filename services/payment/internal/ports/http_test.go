@@ -30,10 +30,11 @@ import (
 
 // fakeOrders stands in for the order service, which runs in another process.
 type fakeOrders struct {
-	mu     sync.Mutex
-	orders map[string]payment.Order
-	err    error
-	asked  int
+	mu      sync.Mutex
+	orders  map[string]payment.Order
+	err     error
+	asked   int
+	refunds []forwarded
 }
 
 func (f *fakeOrders) Order(_ context.Context, orderID string) (payment.Order, error) {
@@ -48,6 +49,21 @@ func (f *fakeOrders) Order(_ context.Context, orderID string) (payment.Order, er
 		return payment.Order{}, fmt.Errorf("%w: %s", payment.ErrOrderNotFound, orderID)
 	}
 	return o, nil
+}
+
+// RequestRefund records an operator's refund as the order service would:
+// it answers SUCCESS and REFUNDING, and keeps what it was asked.
+func (f *fakeOrders) RequestRefund(_ context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refunds = append(f.refunds, forwarded{orderID: orderID, refund: r})
+	return adapters.OrderAnswer{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
+}
+
+// forwarded is an operator's refund the payment service forwarded.
+type forwarded struct {
+	orderID string
+	refund  adapters.OperatorRefund
 }
 
 func (f *fakeOrders) set(o payment.Order) {

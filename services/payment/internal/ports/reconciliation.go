@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
+	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
 	RefundPayment(ctx context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error)
 }
 
@@ -59,7 +62,10 @@ type ReconciledRefund struct {
 type RefundBody struct {
 	RefundID string          `json:"refundId"`
 	Amount   json.RawMessage `json:"amount"`
-	Reason   string          `json:"reason"`
+	// Items are the goods returned with a refund of a payment the order
+	// holds, as the order service's refunds take them.
+	Items  json.RawMessage `json:"items"`
+	Reason string          `json:"reason"`
 }
 
 // RefundResponse answers an operator's refund: SUCCEEDED or REJECTED, and
@@ -69,6 +75,11 @@ type RefundResponse struct {
 	RefundID     string `json:"refundId"`
 	Status       string `json:"status"`
 	Reason       string `json:"reason"`
+	// Message, Amount and OrderStatus are the order service's answer to a
+	// refund it recorded (Status REQUESTED) or refused.
+	Message     string `json:"message,omitempty"`
+	Amount      string `json:"amount,omitempty"`
+	OrderStatus string `json:"orderStatus,omitempty"`
 }
 
 // RegisterReconciliation adds POST /reconciliation/orders to the admin
@@ -92,22 +103,68 @@ func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, fa
 	return v
 }
 
+// OperatorOrders is what the operator's refund route needs of the order
+// service: the order, to see whether it holds the payment, and the refund
+// recorded by it.
+type OperatorOrders interface {
+	Order(ctx context.Context, orderID string) (payment.Order, error)
+	RequestRefund(ctx context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error)
+}
+
+// StatusRequested is the status of an operator's refund the order service
+// has recorded and the refund consumer has yet to execute.
+const StatusRequested = "REQUESTED"
+
 // RegisterRefunds adds POST /payments/orders/{orderId}/refunds to the
-// admin group: reconciliation's compensation for money the customer must
-// get back, executed by the refund path the order service's refunds take
-// (refunds ledger, payment, callback in one transaction), never more than
-// is left of the payment. A refund of an order without a payment is a
-// REJECTED outcome (NO_PAYMENT), not an error; a repeat of a refund id
-// answers the recorded outcome and changes nothing.
-func RegisterRefunds(g *echo.Group, refunds Refunds) {
+// admin group: an operator's refund, X-Operator required.
+//
+// Of a payment the order holds (the order's paymentId is this payment's),
+// the refund is the order's to record: it is forwarded to the order
+// service (POST /admin/orders/{id}/refunds, with the operator, the amount,
+// optional goods and the reason), which asks for it as for a customer's
+// refund, so points, stock and the customer's message follow and one set
+// of books holds every refund; the answer is REQUESTED, and the refund
+// consumer executes it from the order's OrderRefundRequested.
+//
+// Of a payment no order holds (one reconciliation returns because its order
+// could not take it) it is executed here at once, by the refund path the
+// order service's refunds take (refunds ledger, payment, callback in one
+// transaction), never more than is left of the payment: SUCCEEDED or
+// REJECTED; an order without a payment is a REJECTED outcome (NO_PAYMENT),
+// not an error; a repeat of a refund id answers the recorded outcome and
+// changes nothing.
+func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 	g.POST("/payments/orders/:orderId/refunds", func(c echo.Context) error {
 		orderID := c.Param("orderId")
 		if err := event.ValidateID("orderId", orderID); err != nil {
 			return err
 		}
+		operator, err := admin.Operator(c)
+		if err != nil {
+			return err
+		}
 		var body RefundBody
 		if err := httpapi.Bind(c, &body); err != nil {
 			return err
+		}
+		if body.RefundID != "" {
+			if err := event.ValidateID("refundId", body.RefundID); err != nil {
+				return err
+			}
+		}
+		if err := event.ValidateReason("reason", body.Reason); err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		held, err := heldByOrder(ctx, refunds, orders, orderID)
+		if err != nil {
+			return err
+		}
+		if held {
+			return forwardRefund(c, orders, orderID, body, operator)
+		}
+		if len(body.Items) > 0 {
+			return event.Invalid("items", "can be returned only with a refund of a payment the order holds")
 		}
 		if err := event.ValidateID("refundId", body.RefundID); err != nil {
 			return err
@@ -120,11 +177,8 @@ func RegisterRefunds(g *echo.Group, refunds Refunds) {
 		if err != nil {
 			return err
 		}
-		if err := event.ValidateReason("reason", body.Reason); err != nil {
-			return err
-		}
-		out, err := refunds.RefundPayment(c.Request().Context(), adapters.RefundRequest{
-			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason,
+		out, err := refunds.RefundPayment(ctx, adapters.RefundRequest{
+			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason, RequestedBy: operator,
 		})
 		if err != nil {
 			return err
@@ -132,4 +186,46 @@ func RegisterRefunds(g *echo.Group, refunds Refunds) {
 		return c.JSON(http.StatusOK, RefundResponse{BusinessCode: httpapi.CodeSuccess, RefundID: body.RefundID,
 			Status: out.Status, Reason: out.Reason})
 	})
+}
+
+// heldByOrder reports whether the order holds the payment the service
+// holds for it.
+func heldByOrder(ctx context.Context, refunds Refunds, orders OperatorOrders, orderID string) (bool, error) {
+	p, err := refunds.ByOrder(ctx, orderID)
+	if errors.Is(err, payment.ErrPaymentNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	o, err := orders.Order(ctx, orderID)
+	if errors.Is(err, payment.ErrOrderNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return o.PaymentID == p.ID, nil
+}
+
+// forwardRefund has the order service record the operator's refund.
+func forwardRefund(c echo.Context, orders OperatorOrders, orderID string, body RefundBody, operator string) error {
+	r := adapters.OperatorRefund{RefundID: body.RefundID, Items: body.Items, Reason: body.Reason, Operator: operator}
+	if len(body.Amount) > 0 {
+		text, err := amountText(body.Amount)
+		if err != nil {
+			return err
+		}
+		r.Amount = &text
+	}
+	a, err := orders.RequestRefund(c.Request().Context(), orderID, r)
+	if err != nil {
+		return err
+	}
+	res := RefundResponse{BusinessCode: a.BusinessCode, RefundID: a.RefundID, Message: a.Message, Amount: a.Amount,
+		OrderStatus: a.Status}
+	if a.BusinessCode == httpapi.CodeSuccess {
+		res.Status = StatusRequested
+	}
+	return c.JSON(http.StatusOK, res)
 }

@@ -63,7 +63,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 	g := srv.Admin()
 	admin.RegisterOutbox(g, db)
 	ports.RegisterReconciliation(g, repo, admin.NewFactsReader(db, consumerName))
-	ports.RegisterRefunds(g, repo)
+	ports.RegisterRefunds(g, repo, orders)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &adminFixture{
@@ -86,6 +86,7 @@ func (f *adminFixture) call(t *testing.T, method, path, body, token string) (int
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Operator", "ops@example")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -392,6 +393,52 @@ func TestOperatorRefunds(t *testing.T) {
 	code, raw = refund("O-none", "R-op-4", "10.00")
 	if code != 200 || raw != answer("R-op-4", "REJECTED", payment.ReasonNoPayment) {
 		t.Fatalf("no payment, repeated: %d %s", code, raw)
+	}
+}
+
+// TestOperatorRefundOfAPaymentTheOrderHoldsIsTheOrders: the order holds the
+// payment, so an operator's refund is forwarded to the order service with
+// the operator, the amount, the goods and the reason, and answered
+// REQUESTED: nothing moves here until the order's OrderRefundRequested
+// arrives. Without X-Operator it is refused and nothing is forwarded.
+func TestOperatorRefundOfAPaymentTheOrderHoldsIsTheOrders(t *testing.T) {
+	f := setupAdmin(t)
+	paymentID := f.pay(t, "O-1")
+	held := pendingOrder("O-1")
+	held.Status, held.PaymentID = "PAID", paymentID
+	f.orders.set(held)
+
+	code, raw := f.call(t, http.MethodPost, "/admin/payments/orders/O-1/refunds",
+		`{"refundId":"R-op-1","amount":"10.00","items":[{"sku":"SKU-1","quantity":1}],"reason":"damaged in transit"}`, adminToken)
+	if code != 200 || raw != `{"businessCode":"SUCCESS","refundId":"R-op-1","status":"REQUESTED","reason":"","orderStatus":"REFUNDING"}` {
+		t.Fatalf("refund: %d %s", code, raw)
+	}
+	if len(f.orders.refunds) != 1 {
+		t.Fatalf("%d refunds forwarded, want 1", len(f.orders.refunds))
+	}
+	got := f.orders.refunds[0]
+	if got.orderID != "O-1" || got.refund.RefundID != "R-op-1" || got.refund.Amount == nil || *got.refund.Amount != "10.00" ||
+		string(got.refund.Items) != `[{"sku":"SKU-1","quantity":1}]` || got.refund.Reason != "damaged in transit" || got.refund.Operator != "ops@example" {
+		t.Fatalf("forwarded %+v", got)
+	}
+	if s := f.refundState(t, "O-1"); len(s.ledger) != 0 || s.refunded != "0.00" {
+		t.Fatalf("the payment service refunded by itself: %+v", s)
+	}
+
+	req, err := http.NewRequest(http.MethodPost, f.url+"/admin/payments/orders/O-1/refunds",
+		strings.NewReader(`{"refundId":"R-op-2","amount":"10.00","reason":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || len(f.orders.refunds) != 1 {
+		t.Fatalf("without X-Operator: %d, %d forwarded", resp.StatusCode, len(f.orders.refunds))
 	}
 }
 

@@ -98,15 +98,32 @@ type RefundRequest struct {
 	Items []Line
 	// Amount is what the customer gets back. Zero: the price of Items.
 	Amount decimal.Decimal
+	// Reason says why an operator asks for it; empty for the customer's.
+	Reason string
+	// RequestedBy names the operator who asks; empty for the customer.
+	RequestedBy string
 }
 
 // RequestRefund asks the payment service for a refund. The amount is not
 // checked against what is left of the payment here: the payment service
 // owns what was paid and rejects a refund above it, which brings the order
 // back to where it was.
+//
+// A request under the id of a refund the order already has is a repeat and
+// changes nothing, so an operator's retry with the same refund id asks
+// once.
 func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 	if err := event.ValidateID("refundId", r.ID); err != nil {
 		return nil, err
+	}
+	if err := event.ValidateReason("reason", r.Reason); err != nil {
+		return nil, err
+	}
+	if err := event.ValidateReason("requestedBy", r.RequestedBy); err != nil {
+		return nil, err
+	}
+	if o.Refund(r.ID) != nil {
+		return nil, nil
 	}
 	price, err := o.priceOfReturn(r.Items)
 	if err != nil {
@@ -126,8 +143,9 @@ func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 		return nil, err
 	}
 	o.Refunds = append(o.Refunds, Refund{ID: r.ID, Kind: KindRefund, PaymentID: o.PaymentID, Amount: amount,
-		Currency: o.Currency, Items: slices.Clone(r.Items), Status: RefundRequested})
-	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: r.ID, Amount: amount, Items: r.Items}), nil
+		Currency: o.Currency, Items: slices.Clone(r.Items), Status: RefundRequested, Reason: r.Reason, RequestedBy: r.RequestedBy})
+	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: r.ID, Amount: amount, Items: r.Items,
+		Reason: r.Reason}), nil
 }
 
 // priceOfReturn validates the lines of a return against the order and
@@ -356,7 +374,7 @@ func (o *Order) completeRefund(cb Callback) ([]Event, error) {
 	r.Status, r.Amount = RefundSucceeded, cb.Amount
 	to := StatusPartiallyRefunded
 	switch {
-	case r.Reason == event.ReasonOutOfStock:
+	case r.ID == event.ShortageRefundID(o.ID):
 		// The compensation of a shortage gave back all that was left.
 		to = StatusCancelled
 	case o.RefundedAmount().GreaterThanOrEqual(o.Amount):

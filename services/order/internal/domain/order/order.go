@@ -95,8 +95,12 @@ type Refund struct {
 	// Items are the goods it returns; none for money alone.
 	Items  []Line
 	Status RefundStatus
-	// Reason says why a payment was returned or a refund rejected.
+	// Reason says why a payment was returned, why an operator asked for
+	// the refund, or (once rejected) why it was rejected.
 	Reason string
+	// RequestedBy names the operator who asked for the refund (the
+	// X-Operator of the admin route); empty for the customer's.
+	RequestedBy string
 }
 
 // Clone returns a copy of o that shares nothing with it, so a change can be

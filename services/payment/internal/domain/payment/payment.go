@@ -84,6 +84,8 @@ type Order struct {
 	Version  int64
 	Amount   decimal.Decimal
 	Currency string
+	// PaymentID is the payment the order holds, once paid.
+	PaymentID string
 }
 
 // CheckPayable says whether r may pay o: the order must wait for payment and

@@ -4,5 +4,10 @@
 -- cover the paid order (its money then goes back and it is cancelled).
 ALTER TABLE orders ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 
+-- Who asked for a refund: the operator (X-Operator) of one asked through the
+-- admin route; empty for the customer's own.
+ALTER TABLE order_refunds ADD COLUMN requested_by TEXT NOT NULL DEFAULT '';
+
 -- +goose Down
+ALTER TABLE order_refunds DROP COLUMN requested_by;
 ALTER TABLE orders DROP COLUMN reason;
