@@ -169,8 +169,8 @@ func TestApply(t *testing.T) {
 			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "REFUND_REJECTED"},
 		},
 		{
-			name:      "a late refund delivered twice is told once",
-			steps:     []step{{event.OrderPaid, 3}, {event.OrderRefunded, 7}, {event.OrderRefunded, 5}}, repeat: true,
+			name:  "a late refund delivered twice is told once",
+			steps: []step{{event.OrderPaid, 3}, {event.OrderRefunded, 7}, {event.OrderRefunded, 5}}, repeat: true,
 			wantState: "REFUNDED_NOTIFIED", want: []string{"ORDER_PAID", "ORDER_REFUNDED", "ORDER_REFUNDED"},
 		},
 		{
