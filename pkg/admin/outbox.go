@@ -62,7 +62,11 @@ func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 		if err := event.ValidateID("eventId", id); err != nil {
 			return err
 		}
-		s, err := outbox.Republish(c.Request().Context(), db, id)
+		operator, err := Operator(c)
+		if err != nil {
+			return err
+		}
+		s, err := outbox.Republish(c.Request().Context(), db, id, operator)
 		if err != nil {
 			return outboxError(err)
 		}

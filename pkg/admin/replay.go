@@ -15,10 +15,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 )
 
-// RequestedByHeader names who asks for a replay in the audit; without it
-// the audit says "admin".
-const RequestedByHeader = "X-Requested-By"
-
 // DeadLetter answers GET /admin/dlq/{id}: the record and every replay of it.
 type DeadLetter struct {
 	dlq.Record
@@ -52,9 +48,9 @@ func RegisterReplay(g *echo.Group, store *dlq.Store, publisher message.Publisher
 		if err != nil {
 			return httpapi.BadRequest("dead letter id must be an integer")
 		}
-		by := c.Request().Header.Get(RequestedByHeader)
-		if by == "" {
-			by = "admin"
+		by, err := Operator(c)
+		if err != nil {
+			return err
 		}
 		res, err := store.Replay(c.Request().Context(), id, by, PublishWith(publisher))
 		if errors.Is(err, dlq.ErrNotFound) {

@@ -94,13 +94,18 @@ type Status struct {
 	NextAttemptAt time.Time  `db:"next_attempt_at" json:"nextAttemptAt"`
 	CreatedAt     time.Time  `db:"created_at" json:"createdAt"`
 	SentAt        *time.Time `db:"sent_at" json:"sentAt,omitempty"`
+	// RepublishedBy and RepublishedAt say who last made the row due again
+	// (Republish), and when.
+	RepublishedBy *string    `db:"republished_by" json:"republishedBy,omitempty"`
+	RepublishedAt *time.Time `db:"republished_at" json:"republishedAt,omitempty"`
 }
 
 // Lookup returns the row of eventID.
 func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status, error) {
 	var s Status
 	err := sqlx.GetContext(ctx, q, &s, `
-		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at
+		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at,
+		       republished_by, republished_at
 		FROM outbox_events WHERE event_id = $1`, eventID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
@@ -155,15 +160,17 @@ func PendingBacklog(ctx context.Context, q sqlx.QueryerContext) (Backlog, error)
 // counts from the republish, not from the event's first commit. The relay
 // is woken through the channel the relays listen to, so it does not wait
 // for its next poll. It returns the row as Lookup shows it, or an error
-// wrapping ErrNotFound.
-func Republish(ctx context.Context, q sqlx.ExtContext, eventID string) (Status, error) {
+// wrapping ErrNotFound. by, who asks, is recorded on the row.
+func Republish(ctx context.Context, q sqlx.ExtContext, eventID, by string) (Status, error) {
 	var s Status
 	err := sqlx.GetContext(ctx, q, &s, `
 		UPDATE outbox_events
 		SET created_at = CASE WHEN status = 'SENT' THEN now() ELSE created_at END,
-		    status = 'PENDING', next_attempt_at = now(), sent_at = NULL
+		    status = 'PENDING', next_attempt_at = now(), sent_at = NULL,
+		    republished_by = $2, republished_at = now()
 		WHERE event_id = $1
-		RETURNING event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at`, eventID)
+		RETURNING event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at,
+		          republished_by, republished_at`, eventID, by)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}

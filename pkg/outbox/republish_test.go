@@ -103,7 +103,7 @@ func TestRepublish(t *testing.T) {
 			db, _ := postgrestest.NewDatabase(t, outbox.Schema())
 			id := tt.seed(t, db)
 			before := time.Now()
-			got, err := outbox.Republish(context.Background(), db, id)
+			got, err := outbox.Republish(context.Background(), db, id, "alice")
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Republish = %+v, %v; want %v", got, err, tt.wantErr)
@@ -125,6 +125,9 @@ func TestRepublish(t *testing.T) {
 			}
 			if stored.Status != got.Status || stored.Attempts != got.Attempts || !stored.NextAttemptAt.Equal(got.NextAttemptAt) || stored.SentAt != nil {
 				t.Fatalf("stored %+v, answered %+v", stored, got)
+			}
+			if stored.RepublishedBy == nil || *stored.RepublishedBy != "alice" || stored.RepublishedAt == nil {
+				t.Fatalf("stored %+v: the republish is not audited with who asked", stored)
 			}
 		})
 	}
@@ -156,7 +159,7 @@ func TestRepublishedRowIsSentAgain(t *testing.T) {
 		s, err := outbox.Lookup(ctx, db, msg.EventID)
 		return err == nil && s.Status == outbox.StatusSent
 	})
-	if _, err := outbox.Republish(ctx, db, msg.EventID); err != nil {
+	if _, err := outbox.Republish(ctx, db, msg.EventID, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 30*time.Second, "the republished row sent again with a one-hour poll interval", func() bool {

@@ -118,7 +118,7 @@ type client struct {
 }
 
 func (c client) do(ctx context.Context, method, path string, body, out any) error {
-	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Requested-By": {c.by}}, body, out)
+	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Operator": {c.by}}, body, out)
 	var se *suiteapi.StatusError
 	var ue *url.Error
 	switch {

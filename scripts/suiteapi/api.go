@@ -350,7 +350,7 @@ type ReplayResult struct {
 }
 
 // Replay replays a dead letter in the name of requestedBy, who the audit
-// records (X-Requested-By, pkg/admin).
+// records (X-Operator, pkg/admin).
 func (c *Client) Replay(ctx context.Context, service string, id int64, requestedBy string) (ReplayResult, error) {
 	var out ReplayResult
 	_, err := c.Do(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay",
@@ -358,11 +358,17 @@ func (c *Client) Replay(ctx context.Context, service string, id int64, requested
 	return out, err
 }
 
+// DefaultOperator names who asks for an operator action when a caller
+// names no one.
+const DefaultOperator = "suiteapi"
+
+// requestedByHeader names who asks for an operator action (X-Operator,
+// which every operator route requires and its audit records).
 func requestedByHeader(who string) http.Header {
 	if who == "" {
-		return nil
+		who = DefaultOperator
 	}
-	return http.Header{"X-Requested-By": {who}}
+	return http.Header{"X-Operator": {who}}
 }
 
 // OperatorRefund is an operator's refund (POST
@@ -398,7 +404,7 @@ type OperatorRefundAnswer struct {
 func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r OperatorRefund) (OperatorRefundAnswer, error) {
 	var out OperatorRefundAnswer
 	_, err := c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
-		http.Header{"X-Operator": {operator}}, r, &out)
+		requestedByHeader(operator), r, &out)
 	return out, err
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/shopspring/decimal"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
@@ -92,9 +93,11 @@ func (p *Peers) call(ctx context.Context, service, method, path string, body, ou
 	if p.adminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+p.adminToken)
 	}
-	if by := RequestedBy(ctx); by != "" {
-		req.Header.Set("X-Requested-By", by)
+	by := RequestedBy(ctx)
+	if by == "" {
+		by = "reconciliation"
 	}
+	req.Header.Set(admin.OperatorHeader, by)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, u, err)
@@ -139,7 +142,8 @@ func (e *StatusError) Unwrap() error {
 type requestedByKey struct{}
 
 // WithRequestedBy names who a run's calls are made for (sent as
-// X-Requested-By, which the DLQ replay audit records).
+// X-Operator, which the audits of a replay, a republish and a refund
+// record).
 func WithRequestedBy(ctx context.Context, by string) context.Context {
 	return context.WithValue(ctx, requestedByKey{}, by)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
@@ -19,8 +20,9 @@ import (
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
-// RequestedByHeader names who starts a run; the run's audit records it.
-const RequestedByHeader = "X-Requested-By"
+// RequestedByHeader names who starts a run (admin.OperatorHeader,
+// required); the run's audit records it.
+const RequestedByHeader = admin.OperatorHeader
 
 // Business codes of the reconciliation API besides httpapi's.
 const (
@@ -134,11 +136,8 @@ func (h *Handler) start(c echo.Context) error {
 		}
 		scope.MinAge = d
 	}
-	startedBy := c.Request().Header.Get(RequestedByHeader)
-	if startedBy == "" {
-		startedBy = "api"
-	}
-	if err := event.ValidateReason(RequestedByHeader, startedBy); err != nil {
+	startedBy, err := admin.Operator(c)
+	if err != nil {
 		return err
 	}
 	run, err := h.reconciler.Run(h.runs, startedBy, scope)
