@@ -610,6 +610,7 @@ func TestConcurrentDuplicateCallbacks(t *testing.T) {
 				errs[i] = err
 				return
 			}
+			req.Header.Set("Content-Type", "application/json")
 			for k, v := range sig {
 				req.Header.Set(k, v)
 			}
