@@ -27,6 +27,8 @@ func FuzzBindOrderIDs(f *testing.F) {
 	f.Add([]byte(`{"orderIds":[null,1]}`))
 	f.Add([]byte(`{"ORDERIDS":["O-1"]}`))
 	f.Add([]byte(`{`))
+	f.Add([]byte(`{"orderIds":["O-1\u0000"]}`))
+	f.Add([]byte(`{"orderIds":["O-1\n","\u0085"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		var got []string

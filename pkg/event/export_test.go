@@ -22,7 +22,7 @@ func PatternMatcher(pattern string) func([]byte) bool { return handMatcher(patte
 
 // MatchedPatterns are the patterns with a hand-written matcher.
 func MatchedPatterns() []string {
-	return []string{patternID, patternAmount, patternPositiveAmount, patternCurrency, patternTraceID, patternUTC}
+	return []string{patternID, patternAmount, patternPositiveAmount, patternCurrency, patternTraceID, patternUTC, patternText}
 }
 
 // CheckRuleReference is a value rule function's answer as the generic JSON

@@ -115,6 +115,12 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"eventId":`))
+	// Control characters in a reason, escaped and raw: NUL, a line break,
+	// DEL and a C1 control.
+	for _, reason := range []string{"a\x00b", "two\nlines", "del\x7f", "next\u0085line"} {
+		f.Add(withReason(f, reason))
+	}
+	f.Add(bytes.Replace(withReason(f, "REASON"), []byte("REASON"), []byte("a\x00\x1f\x7f\xc2\x9fb"), 1))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		env, err := event.Parse(raw)
 		if err != nil {
@@ -206,6 +212,10 @@ func FuzzRulesAgreeWithSchemas(f *testing.F) {
 	f.Add("x\n", "01.5", "ABC\n", 1, "line\nbreak")
 	f.Add("ИД", "1.005", "ÄBC", 7, "\u2028")
 	f.Add("P-1", "1e3", " USD", 3, "ok")
+	f.Add("P-\x00", "8\x000", "C\x00Y", 1, "a\x00b")
+	f.Add("P-1", "80.00", "CNY", 1, "tab\there\r\n")
+	f.Add("P-1", "80.00", "CNY", 1, "\x01\x1f\x7f")
+	f.Add("P-1", "80.00", "CNY", 1, "c1 \u0080\u0085\u009f, not \u00a0")
 	f.Fuzz(func(t *testing.T, id, amount, currency string, quantity int, reason string) {
 		agree := func(field string, rule error, raw []byte) {
 			t.Helper()

@@ -14,6 +14,7 @@ const (
 	patternCurrency       = `^[A-Z]{3}$`
 	patternTraceID        = `^[0-9a-f]{16,32}$`
 	patternUTC            = `Z$`
+	patternText           = `^[^\x00-\x1F\x7F-\x9F]*$`
 )
 
 // handMatcher returns the hand-written matcher of pattern, or nil.
@@ -31,6 +32,8 @@ func handMatcher(pattern string) func([]byte) bool {
 		return matchTraceID
 	case patternUTC:
 		return matchUTC
+	case patternText:
+		return matchText
 	}
 	return nil
 }
@@ -107,3 +110,19 @@ func matchTraceID(s []byte) bool {
 }
 
 func matchUTC(s []byte) bool { return len(s) > 0 && s[len(s)-1] == 'Z' }
+
+// matchText refuses a control character (Unicode category Cc): a byte
+// below 0x20, DEL, or C2 80–C2 9F, the only UTF-8 encoding of U+0080 to
+// U+009F. Any other byte, invalid UTF-8 included, is a character the
+// regexp reads as outside the class (invalid bytes as U+FFFD).
+func matchText(s []byte) bool {
+	for i, c := range s {
+		switch {
+		case c < 0x20 || c == 0x7F:
+			return false
+		case c == 0xC2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9F:
+			return false
+		}
+	}
+	return true
+}

@@ -13,7 +13,7 @@ import (
 // pattern's length limits: the inputs a hand-written matcher must answer
 // as the regexp does.
 func patternInputs(combos int) []string {
-	alphabet := []string{"0", "1", "9", "a", "f", "g", "z", "A", "F", "Z", ".", "-", "_", ":", "/", " ", "\n", "é", "\xff", "\x00"}
+	alphabet := []string{"0", "1", "9", "a", "f", "g", "z", "A", "F", "Z", ".", "-", "_", ":", "/", " ", "\n", "é", "\xff", "\x00", "\t", "\x7f", "\u0085", "\u00a0", "\xc2"}
 	out := []string{""}
 	level := []string{""}
 	for range combos {
@@ -25,6 +25,11 @@ func patternInputs(combos int) []string {
 		}
 		out = append(out, next...)
 		level = next
+	}
+	// The edges of the control characters, alone and inside text, and the
+	// byte sequences around C1's two-byte encoding.
+	for _, c := range []string{"\x01", "\x1f", "\x20", "\x7e", "\u0080", "\u009f", "\u00a0", "\u2028", "\xc2\x7f", "\xc2\xc0", "\xc0\x80", "\xc2"} {
+		out = append(out, c, "a"+c+"b", c+c)
 	}
 	for n := 14; n <= 34; n++ {
 		for _, c := range []string{"a", "0", "f", "g", "A"} {

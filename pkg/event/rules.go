@@ -83,7 +83,7 @@ func message(rule string) string {
 	case RuleCurrency:
 		return "must be 3 upper-case letters (ISO 4217)"
 	case RuleReason:
-		return fmt.Sprintf("must be at most %d characters", MaxReasonRune)
+		return fmt.Sprintf("must be one line of at most %d characters without control characters (U+0000–U+001F, U+007F–U+009F)", MaxReasonRune)
 	}
 	return "breaks rule " + rule
 }
@@ -160,7 +160,10 @@ func ValidateCurrency(field, currency string) error {
 	return checkText(field, RuleCurrency, currency, true)
 }
 
-// ValidateReason checks a reason text.
+// ValidateReason checks a free text a client sends: a cancel or refund
+// reason, who started an operation. It is one line without control
+// characters, so it can travel in a JSONB event (which cannot hold NUL),
+// a TEXT column and a log line unchanged.
 func ValidateReason(field, reason string) error {
 	return checkText(field, RuleReason, reason, true)
 }

@@ -1,7 +1,9 @@
 // Package httpapi builds the Echo server every service uses: JSON errors of
 // the form {"businessCode": "...", "message": "..."} mapped from errors in
 // one place (a value breaking a rule of pkg/event is a 400 everywhere), a
-// 1 MiB body limit (413 above it), one strict JSON decoder, read, write and
+// 1 MiB body limit (413 above it), one strict JSON decoder, changes
+// accepted only as JSON and from the service's own origin (415, 403; on
+// loopback only to a loopback Host), read, write and
 // idle timeouts, an admission limit that sheds business requests past the
 // service's capacity at once (503 OVERLOADED with Retry-After),
 // bearer-token admin routes, health, readiness and Prometheus metrics,
@@ -21,7 +23,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -101,6 +102,12 @@ type Config struct {
 	// Admission bounds the business requests served at once; the zero
 	// value bounds none.
 	Admission Admission
+	// LoopbackHostOnly refuses a request whose Host is not a loopback
+	// name or address (403 FORBIDDEN_HOST): set for a development service
+	// listening on loopback, whose routes have no credentials, against
+	// DNS rebinding. Every server refuses a change from a foreign Origin
+	// or with a body that is not JSON (guardOrigin).
+	LoopbackHostOnly bool
 }
 
 // Timeouts bound a connection's request, answer and idleness, so a client
@@ -164,6 +171,7 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	// First after recovery, so a shed request costs no body read, no
 	// id check and no handler.
 	e.Use(s.admission.middleware)
+	e.Use(guardOrigin(cfg.LoopbackHostOnly))
 	e.Use(checkIDs)
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
@@ -352,9 +360,6 @@ func BindOptional(c echo.Context, v any) error {
 }
 
 func readBody(c echo.Context) ([]byte, error) {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return nil, BadRequest("Content-Type must be application/json")
-	}
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var httpErr *echo.HTTPError

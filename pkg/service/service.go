@@ -242,6 +242,9 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		MapError:   opts.MapError,
 		Profiling:  cfg.ProfilingEnabled,
 		Admission:  admission,
+		// A development service on loopback has no credentials on any
+		// route: only this machine may name it (docs/security.md).
+		LoopbackHostOnly: cfg.Development() && IsLoopback(cfg.HTTPAddr),
 	}, logger)
 	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: srv.Admin()}
 	if cfg.FailPointsEnabled {

@@ -178,6 +178,57 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	})
 }
 
+// A web page open while the suite runs can make the browser send the
+// operator's refund — no admin token in development mode — as a no-cors
+// fetch: a body without Content-Type: application/json, from a foreign
+// Origin, or, rebinding its own name to 127.0.0.1, to a foreign Host. Each
+// is refused and no refund is made; the same refund sent as the suite's
+// clients send it is.
+func TestRunRefusesARefundAWebPageCouldSend(t *testing.T) {
+	orders := &fakeOrderService{}
+	ts := httptest.NewServer(orders)
+	defer ts.Close()
+	s := start(t, map[string]string{"ORDER_URL": ts.URL, "ADMIN_TOKEN": ""}, true)
+	defer s.Stop()
+	if status, body := call(s, http.MethodPost, "/payments", `{"orderId":"O-1","amount":"80.00","currency":"CNY"}`); status != http.StatusOK || body["businessCode"] != "SUCCESS" {
+		t.Fatalf("POST /payments answered %d %v", status, body)
+	}
+	const path = "/admin/payments/orders/O-1/refunds"
+	const refund = `{"refundId":"R-web","amount":"10.00","reason":"WEB"}`
+	host := strings.TrimPrefix(s.URL, "http://")
+	tests := []struct {
+		name   string
+		header http.Header
+		status int
+		code   string
+	}{
+		{"no-cors fetch: no Content-Type, foreign Origin", http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden, "FORBIDDEN_ORIGIN"},
+		{"text/plain from a foreign Origin", http.Header{"Origin": {"http://evil.example"}, "Content-Type": {"text/plain"}}, http.StatusForbidden, "FORBIDDEN_ORIGIN"},
+		{"no Content-Type", http.Header{}, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"},
+		{"text/plain", http.Header{"Content-Type": {"text/plain;charset=UTF-8"}}, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"},
+		{"rebound Host", http.Header{"Host": {"evil.example:" + host[strings.LastIndex(host, ":")+1:]}, "Content-Type": {"application/json"}}, http.StatusForbidden, "FORBIDDEN_HOST"},
+	}
+	for _, tt := range tests {
+		code, raw := s.DoRaw(http.MethodPost, path, refund, tt.header)
+		var body map[string]any
+		_ = json.Unmarshal(raw, &body)
+		if code != tt.status || body["businessCode"] != tt.code || body["message"] == "" {
+			t.Errorf("%s: %d %s, want %d %s", tt.name, code, raw, tt.status, tt.code)
+		}
+	}
+	status, body := call(s, http.MethodGet, "/payments/orders/O-1", "")
+	if status != http.StatusOK || body["status"] != "SUCCEEDED" || body["refunded"] != "0.00" {
+		t.Fatalf("after the refused refunds the payment is %d %v, want SUCCEEDED with nothing refunded", status, body)
+	}
+	if code, raw := s.Do(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-1"]}`); code != http.StatusOK || !strings.Contains(string(raw), `"refunds":[]`) {
+		t.Fatalf("after the refused refunds the reconciliation view is %d %s, want no refund", code, raw)
+	}
+	code, raw := s.DoRaw(http.MethodPost, path, refund, http.Header{"Content-Type": {"application/json"}, "Origin": {s.URL}})
+	if code != http.StatusOK || !strings.Contains(string(raw), `"SUCCEEDED"`) {
+		t.Fatalf("the refund as JSON from the service's own origin answered %d %s", code, raw)
+	}
+}
+
 func TestRunServesWithoutBroker(t *testing.T) {
 	orders := &fakeOrderService{}
 	ts := httptest.NewServer(orders)

@@ -258,16 +258,33 @@ func (s *Service) produce(key string, value []byte, headers map[string]string) {
 // and returns the status code and the response body.
 func (s *Service) Do(method, path, body string) (int, []byte) {
 	s.t.Helper()
-	var rd io.Reader
+	header := http.Header{}
 	if method != http.MethodGet || body != "" {
+		header.Set("Content-Type", "application/json")
+	}
+	return s.DoRaw(method, path, body, header)
+}
+
+// DoRaw sends a request with exactly header (no Content-Type unless it
+// has one; a "Host" entry sets the Host), and body unless it is empty:
+// what a browser or a careless client could send, for the tests of what
+// a service refuses.
+func (s *Service) DoRaw(method, path, body string, header http.Header) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != "" || header.Get("Content-Type") != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = header.Get(k)
+			continue
+		}
+		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

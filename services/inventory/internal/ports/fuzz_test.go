@@ -56,6 +56,8 @@ func FuzzSetStock(f *testing.F) {
 	f.Add("SKU-1", []byte(`{}`))
 	f.Add("SKU 1", []byte(`{"available":1}`))
 	f.Add("", []byte(`null`))
+	f.Add("SKU-\x00", []byte(`{"available":1}`))
+	f.Add("SKU-1\n", []byte(`{"available":1,"sku":"\u0000"}`))
 	f.Fuzz(func(t *testing.T, sku string, body []byte) {
 		store := &memStore{stock: map[string]inventory.Stock{"SKU-1": {SKU: "SKU-1", Available: 10, Deducted: 2}}}
 		srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -146,6 +146,8 @@ func FuzzRequests(f *testing.F) {
 		{1, "O-NEW", `{"amount":"1"}`},
 		{2, "O-NEW", `{"reason":"CHANGED_MIND"}`},
 		{2, "O-PAID", ``},
+		{2, "O-NEW", `{"reason":"a\u0000b"}`},
+		{2, "O-NEW", `{"reason":"two\nlines\t\u001f\u007f\u0080\u009f"}`},
 		{3, "O-NEW", ``},
 		{4, "", `{"orderIds":["O-NEW","O-PAID","O-MISSING"]}`},
 		{4, "", `{"orderIds":[]}`},

@@ -305,6 +305,12 @@ func (h *Handler) cancel(c echo.Context) error {
 	if err := httpapi.BindOptional(c, &req); err != nil {
 		return err
 	}
+	// The text as sent, before trimming: TrimSpace would drop a control
+	// character at either end (a trailing newline, U+0085) the rule
+	// refuses anywhere.
+	if err := event.ValidateReason("reason", req.Reason); err != nil {
+		return err
+	}
 	reason := strings.TrimSpace(req.Reason)
 	if reason == "" {
 		reason = defaultCancelReason

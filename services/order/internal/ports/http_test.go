@@ -336,6 +336,29 @@ func TestUnknownOrder(t *testing.T) {
 	}
 }
 
+// A reason is one line of text: a control character in it (NUL, which
+// Postgres cannot store in the outbox's JSONB, or any other) is the
+// client's mistake, answered 400 before anything is written, never a 500.
+func TestCancelReasonWithAControlCharacter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	for _, reason := range []string{`a\u0000b`, `\u0000`, `line\nbreak`, `tab\there`, `bell\u0007`, `del\u007f`, `next line\u0085`, `c1\u009f`, `trailing newline\n`, `\u0085`} {
+		t.Run(reason, func(t *testing.T) {
+			a := e.post("/orders/O-1001/cancel", `{"reason":"`+reason+`"}`)
+			expect(t, a, 400, "INVALID_REQUEST")
+			if msg, _ := a.Body["message"].(string); !strings.Contains(msg, "reason") {
+				t.Fatalf("message %q does not name the reason", msg)
+			}
+		})
+	}
+	if n := e.events("O-1001", "OrderCancelled"); n != 0 {
+		t.Fatalf("%d OrderCancelled rows: a refused reason must write nothing", n)
+	}
+	// Printable text beyond ASCII stays a reason.
+	expect(t, e.post("/orders/O-1001/cancel", `{"reason":"不想要了 – changed my mind"}`), 200, "SUCCESS")
+}
+
 func TestBodyTooLarge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -587,6 +610,7 @@ func TestConcurrentDuplicateCallbacks(t *testing.T) {
 				errs[i] = err
 				return
 			}
+			req.Header.Set("Content-Type", "application/json")
 			for k, v := range sig {
 				req.Header.Set(k, v)
 			}

@@ -110,6 +110,8 @@ func FuzzRequests(f *testing.F) {
 	f.Add(true, "O-PAID", []byte(`{"refundId":"R-1","amount":"80.01","reason":""}`))
 	f.Add(true, "O-NONE", []byte(`{"refundId":"R-2","amount":"1"}`))
 	f.Add(true, "O 1", []byte(`{"refundId":"R 2","amount":"-1"}`))
+	f.Add(true, "O-PAID", []byte(`{"refundId":"R-3","amount":"1.00","reason":"a\u0000b"}`))
+	f.Add(true, "O-PAID", []byte(`{"refundId":"R-4","amount":"1.00","reason":"two\nlines\t\u007f\u0085\u009f"}`))
 	f.Fuzz(func(t *testing.T, refund bool, orderID string, body []byte) {
 		target, header := "/payments", map[string]string{}
 		if refund {

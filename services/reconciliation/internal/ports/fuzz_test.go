@@ -46,6 +46,8 @@ func FuzzStartRun(f *testing.F) {
 	f.Add("", []byte(`{"minAge":"-5s"} {}`))
 	f.Add("", []byte(`{"minAge":"9223372036854775807ns"}`))
 	f.Add("x\x00y", []byte(`[]`))
+	f.Add("tab\tand\x7f", []byte(``))
+	f.Add("next\u0085line", []byte(`{"orderIds":["O-1"]}`))
 	f.Fuzz(func(t *testing.T, requestedBy string, body []byte) {
 		srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		ports.NewHandler(t.Context(), echoReconciler{}, noAudit{}).Register(srv.Admin())
