@@ -23,8 +23,8 @@ const CodeOperatorRequired = "OPERATOR_REQUIRED"
 // free text (one line, no control characters, at most the reason's
 // length), since the audit stores and shows it.
 func Operator(c echo.Context) (string, error) {
-	op := strings.TrimSpace(c.Request().Header.Get(OperatorHeader))
-	if op == "" {
+	op := c.Request().Header.Get(OperatorHeader)
+	if strings.TrimSpace(op) == "" {
 		return "", &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: CodeOperatorRequired,
 			Message: OperatorHeader + " is required: name who asks for this action; the audit records it"}
 	}

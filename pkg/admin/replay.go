@@ -52,9 +52,6 @@ func RegisterReplay(g *echo.Group, store *dlq.Store, publisher message.Publisher
 		if err != nil {
 			return err
 		}
-		if err := event.ValidateReason(RequestedByHeader, by); err != nil {
-			return err
-		}
 		res, err := store.Replay(c.Request().Context(), id, by, PublishWith(publisher))
 		if errors.Is(err, dlq.ErrNotFound) {
 			return httpapi.NotFound("dead letter %d not found", id)

@@ -14,11 +14,12 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 )
 
-// Who asks for a replay is free text kept in the audit: a control
-// character in it is refused as in every other free text, before the
-// dead letter is looked up. What net/http lets through a header (a tab,
-// a C1 control as its UTF-8 bytes) is what reaches the handler.
-func TestReplayRefusesAControlCharacterInRequestedBy(t *testing.T) {
+// Who asks for a replay (X-Operator) is required and kept in the audit:
+// none is refused with OPERATOR_REQUIRED, and a control character in it
+// as in every other free text, before the dead letter is looked up. What
+// net/http lets through a header (a tab, a C1 control as its UTF-8 bytes)
+// is what reaches the handler.
+func TestReplayNeedsAnOperatorWithoutControlCharacters(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, dlq.Schema())
 	srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	admin.RegisterReplay(srv.Admin(), dlq.NewStore(db), nil)
@@ -31,14 +32,14 @@ func TestReplayRefusesAControlCharacterInRequestedBy(t *testing.T) {
 		{"alice\tbob", http.StatusBadRequest},
 		{"alice\u0085", http.StatusBadRequest},
 		{"alice", http.StatusNotFound},
-		{"", http.StatusNotFound},
+		{"", http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		req, err := http.NewRequest(http.MethodPost, ts.URL+"/admin/dlq/1/replay", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(admin.RequestedByHeader, tt.by)
+		req.Header.Set(admin.OperatorHeader, tt.by)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
