@@ -83,9 +83,10 @@ func ReadConfig(r *envconfig.Reader) Config {
 	return Config{TTL: r.Duration("IDEMPOTENCY_KEY_TTL", DefaultTTL)}
 }
 
-// Validate reports every unusable setting, naming its variable.
+// Validate reports every unusable setting, naming its variable; a zero
+// TTL is DefaultTTL.
 func (c Config) Validate() error {
-	if c.TTL < MinTTL || c.TTL > MaxTTL {
+	if c.TTL != 0 && (c.TTL < MinTTL || c.TTL > MaxTTL) {
 		return fmt.Errorf("IDEMPOTENCY_KEY_TTL=%s: want %s to %s", c.TTL, MinTTL, MaxTTL)
 	}
 	return nil

@@ -378,7 +378,7 @@ func TestConfigValidate(t *testing.T) {
 		ttl time.Duration
 		ok  bool
 	}{{idempotency.DefaultTTL, true}, {idempotency.MinTTL, true}, {idempotency.MaxTTL, true},
-		{time.Minute, false}, {0, false}, {idempotency.MaxTTL + time.Hour, false}} {
+		{time.Minute, false}, {0, true}, {-time.Hour, false}, {idempotency.MaxTTL + time.Hour, false}} {
 		err := idempotency.Config{TTL: tt.ttl}.Validate()
 		if (err == nil) != tt.ok || (err != nil && !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_TTL")) {
 			t.Errorf("TTL %s: %v", tt.ttl, err)
