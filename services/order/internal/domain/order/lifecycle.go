@@ -99,13 +99,20 @@ type RefundRequest struct {
 	Amount decimal.Decimal
 }
 
-// RequestRefund asks the payment service for a refund. The amount is not
+// RequestRefund asks the payment service for a refund; a refund whose id
+// the order already has is that refund asked again and changes nothing
+// (ports names a keyed request's refund after its key). The amount is not
 // checked against what is left of the payment here: the payment service
 // owns what was paid and rejects a refund above it, which brings the order
 // back to where it was.
 func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 	if err := event.ValidateID("refundId", r.ID); err != nil {
 		return nil, err
+	}
+	if o.Refund(r.ID) != nil {
+		// The same refund asked again (its id names the request that
+		// made it): nothing changes, whatever the order's state now.
+		return nil, nil
 	}
 	price, err := o.priceOfReturn(r.Items)
 	if err != nil {
