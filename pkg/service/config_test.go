@@ -7,6 +7,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
 
@@ -36,7 +37,7 @@ func TestLoadConsumerConfigDefaults(t *testing.T) {
 	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != "127.0.0.1:8099" || c.LogLevel != "info" ||
 		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" ||
 		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait ||
-		c.MemoryLimitMiB != service.DefaultMemoryLimitMiB {
+		c.MemoryLimitMiB != service.DefaultMemoryLimitMiB || c.Idempotency.TTL != idempotency.DefaultTTL {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -99,6 +100,10 @@ func TestLoadConsumerConfig(t *testing.T) {
 			[]string{"HTTP_MAX_IN_FLIGHT", "HTTP_QUEUE_WAIT"}},
 		{"admission out of range", map[string]string{"HTTP_MAX_IN_FLIGHT": "-1", "HTTP_QUEUE_WAIT": "5s"},
 			[]string{"HTTP_MAX_IN_FLIGHT", "HTTP_QUEUE_WAIT"}},
+		{"idempotency key window", map[string]string{"IDEMPOTENCY_KEY_TTL": "48h"}, nil},
+		{"idempotency key window malformed", map[string]string{"IDEMPOTENCY_KEY_TTL": "a day"}, []string{"IDEMPOTENCY_KEY_TTL"}},
+		{"idempotency key window too short", map[string]string{"IDEMPOTENCY_KEY_TTL": "30s"}, []string{"IDEMPOTENCY_KEY_TTL"}},
+		{"idempotency key window too long", map[string]string{"IDEMPOTENCY_KEY_TTL": "8760h"}, []string{"IDEMPOTENCY_KEY_TTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -70,6 +71,9 @@ type Config struct {
 	// (HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT); a MaxInFlight of 0 is
 	// httpapi.DefaultMaxInFlight of the database pool.
 	Admission httpapi.Admission
+	// Idempotency is how long Idempotency-Key answers are kept
+	// (IDEMPOTENCY_KEY_TTL).
+	Idempotency idempotency.Config
 	// MemoryLimitMiB is the Go runtime's soft memory limit
 	// (MEMORY_LIMIT_MIB); 0 leaves the runtime's own, and so does a
 	// GOMEMLIMIT in the environment, which the runtime has applied.
@@ -97,7 +101,7 @@ const (
 
 // ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
 // FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
-// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, MEMORY_LIMIT_MIB and the database timeouts
+// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, MEMORY_LIMIT_MIB and the database timeouts
 // (postgres.ReadTimeouts) through r, with id's defaults. r collects the
 // malformed values with the service's own, so a service reports all at
 // once.
@@ -126,6 +130,7 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 			MaxInFlight: r.Int("HTTP_MAX_IN_FLIGHT", 0),
 			QueueWait:   r.Duration("HTTP_QUEUE_WAIT", httpapi.DefaultQueueWait),
 		},
+		Idempotency:    idempotency.ReadConfig(r),
 		MemoryLimitMiB: memoryLimit(r),
 	}
 }
@@ -172,6 +177,9 @@ func (c Config) Validate() error {
 	if err := c.Admission.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Idempotency.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -209,7 +217,11 @@ type Service struct {
 
 // New opens the service's parts: logger, registry, fail points (with PUT
 // /admin/failpoints/{name} when FAILPOINTS_ENABLED), the database, created and migrated if needed,
-// and the HTTP server. Close releases the database once Run has returned.
+// and the HTTP server. Every state-changing route of the server, its admin
+// group's included, takes an Idempotency-Key (pkg/idempotency): the keys
+// live in the service's database (idempotency.Schema, migrated before
+// opts.Migrations) and a sweeper deletes them after IDEMPOTENCY_KEY_TTL.
+// Close releases the database once Run has returned.
 func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -224,7 +236,8 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 	}
 	opts.Pool.Timeouts = cfg.DB
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, opts.Migrations...)
+	migrations := append([]postgres.MigrationSet{idempotency.Schema()}, opts.Migrations...)
+	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, migrations...)
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +259,28 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		// route: only this machine may name it (docs/security.md).
 		LoopbackHostOnly: cfg.Development() && IsLoopback(cfg.HTTPAddr),
 	}, logger)
-	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: srv.Admin()}
+	keys := idempotency.NewStore(db, cfg.Idempotency)
+	// After routing and admission (httpapi.New's), so a shed request
+	// consumes no key. The admin routes get theirs in the admin group,
+	// after the admin token's check: an unauthenticated request must
+	// neither run a command nor read a key's answer.
+	srv.Echo.Use(keys.Middleware(logger, reg, func(c echo.Context) bool { return adminPath(c.Request().URL.Path) }))
+	adminGroup := srv.Admin()
+	adminGroup.Use(keys.Middleware(logger, reg, nil))
+	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: adminGroup}
 	if cfg.FailPointsEnabled {
 		admin.RegisterFailPoints(s.Admin, fp)
 	}
 	s.Go(srv.Run)
+	s.Go(func(ctx context.Context) error {
+		return keys.RunSweeper(ctx, func(err error) { logger.WarnContext(ctx, "sweep idempotency keys", "error", err) })
+	})
 	return s, nil
+}
+
+// adminPath reports whether path is served by the admin group.
+func adminPath(path string) bool {
+	return path == "/admin" || strings.HasPrefix(path, "/admin/")
 }
 
 // AddRelay runs the outbox relay with the service: committed rows of the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Tutorial: "在每个确认窗口测试消息丢失" (test message loss at every
@@ -408,8 +409,15 @@ func lossRollback(s *session) (seen string, err error) {
 		}
 	}()
 	checkout := "/orders/" + url.PathEscape(orderID) + "/checkout"
+	// One command, sent again after its 500 with the same key, as a
+	// client retries: a 5xx is not kept, so the retry runs it.
+	key, err := suiteapi.NewIdempotencyKey()
+	if err != nil {
+		return "", err
+	}
+	keyed := http.Header{suiteapi.IdempotencyKeyHeader: {key}}
 	res = commandResult{}
-	code, err := s.api.Do(s.ctx, Order, "POST", checkout, nil, nil, &res, http.StatusInternalServerError)
+	code, err := s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res, http.StatusInternalServerError)
 	if err != nil {
 		return "", err
 	}
@@ -431,10 +439,11 @@ func lossRollback(s *session) (seen string, err error) {
 		return "", fmt.Errorf("after the rollback %s has outbox rows %s, want OrderCreated only", orderID, describeRows(rows))
 	}
 
-	// Disarmed (it fired once), the same request goes through.
+	// Disarmed (it fired once), the same request with the same key goes
+	// through.
 	start := time.Now()
 	res = commandResult{}
-	if err := s.api.Call(s.ctx, Order, "POST", checkout, nil, &res); err != nil {
+	if _, err := s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res); err != nil {
 		return "", err
 	}
 	if res.BusinessCode != "SUCCESS" || res.Status != "PENDING_PAYMENT" || res.Version != 2 {

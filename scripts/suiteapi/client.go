@@ -13,6 +13,8 @@ package suiteapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,10 +150,24 @@ func IsStatus(err error, code int) bool {
 // Raw sends a request and returns the status and body whatever the status:
 // for tests that look at an answer the suite refuses. body is sent as is
 // when it is []byte or string, as JSON otherwise; nil sends none. Admin
-// paths carry the admin token. A shed request is sent again
-// (Config.ShedRetries); the last answer is returned.
+// paths carry the admin token. A command (POST, PUT, PATCH, DELETE other
+// than the reconciliation views' look-ups) carries an Idempotency-Key,
+// a fresh one per call unless header has one, and the same on each time
+// it is sent again: a shed request is sent again (Config.ShedRetries), and
+// the last answer is returned.
 func (c *Client) Raw(ctx context.Context, service, method, path string, header http.Header, body any) (int, []byte, error) {
 	u := c.URL(service) + path
+	if IsCommand(method, path) && header.Get(IdempotencyKeyHeader) == "" {
+		key, err := NewIdempotencyKey()
+		if err != nil {
+			return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+		}
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set(IdempotencyKeyHeader, key)
+	}
 	var payload []byte
 	switch b := body.(type) {
 	case nil:
@@ -183,6 +199,37 @@ func (c *Client) Raw(ctx context.Context, service, method, path string, header h
 		case <-t.C:
 		}
 	}
+}
+
+// IdempotencyKeyHeader carries the key that makes a command safe to send
+// again (README.md, Retrying safely).
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader marks an answer a service gave again for a key it saw.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// NewIdempotencyKey returns a fresh key: 128 random bits, as a UUID (v4).
+func NewIdempotencyKey() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("idempotency key: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// IsCommand reports whether a request of method to path changes state, so
+// that it carries an Idempotency-Key. The reconciliation views' POST
+// /admin/reconciliation/orders is a look-up with a body, not a command.
+func IsCommand(method, path string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return false
+	}
+	return path != "/admin/reconciliation/orders"
 }
 
 // send sends a request once. retryAfter is the answer's Retry-After, or

@@ -273,12 +273,14 @@ type shedding struct {
 
 	mu     sync.Mutex
 	bodies []string
+	keys   []string
 }
 
 func (s *shedding) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	s.bodies = append(s.bodies, string(raw))
+	s.keys = append(s.keys, r.Header.Get(suiteapi.IdempotencyKeyHeader))
 	n := len(s.bodies)
 	s.mu.Unlock()
 	if n <= s.shed {
@@ -329,7 +331,46 @@ func TestShedRequestsAreSentAgain(t *testing.T) {
 				if b != `{"orderId":"O-1"}` {
 					t.Errorf("attempt %d sent %q, want the same body every time", i+1, b)
 				}
+				// The retry of a command is the same command: the
+				// service must see the same key, or it runs it twice.
+				if s.keys[i] == "" || s.keys[i] != s.keys[0] {
+					t.Errorf("attempt %d sent key %q, want the first attempt's %q", i+1, s.keys[i], s.keys[0])
+				}
 			}
 		})
+	}
+}
+
+// Each command gets a key of its own, a look-up none, and a key the caller
+// gives is sent as it is.
+func TestCommandsCarryAnIdempotencyKey(t *testing.T) {
+	f := &fakeService{status: 200, body: `{}`}
+	c := newClient(t, f)
+	ctx := context.Background()
+	key := func(method, path string, header http.Header) string {
+		t.Helper()
+		if _, _, err := c.Raw(ctx, suiteapi.Order, method, path, header, map[string]string{}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := f.last(t)
+		return r.Header.Get(suiteapi.IdempotencyKeyHeader)
+	}
+	first, second := key(http.MethodPost, "/orders", nil), key(http.MethodPost, "/orders", nil)
+	if len(first) != 36 || len(second) != 36 || first == second {
+		t.Fatalf("two commands sent keys %q and %q, want two fresh UUIDs", first, second)
+	}
+	if k := key(http.MethodPut, "/inventory/SKU-1", nil); k == "" {
+		t.Error("PUT /inventory/{sku} sent no key")
+	}
+	if k := key(http.MethodPost, "/admin/dlq/1/replay", nil); k == "" {
+		t.Error("a DLQ replay sent no key")
+	}
+	for _, look := range []struct{ method, path string }{{http.MethodGet, "/orders/O-1"}, {http.MethodPost, "/admin/reconciliation/orders"}} {
+		if k := key(look.method, look.path, nil); k != "" {
+			t.Errorf("%s %s sent key %q, want none", look.method, look.path, k)
+		}
+	}
+	if k := key(http.MethodPost, "/orders", http.Header{suiteapi.IdempotencyKeyHeader: {"mine"}}); k != "mine" {
+		t.Errorf("the caller's key became %q", k)
 	}
 }

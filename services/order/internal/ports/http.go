@@ -21,6 +21,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
@@ -176,12 +177,24 @@ func amount(d decimal.Decimal) *event.Money {
 	return &m
 }
 
+// newID names what a command creates: after the request's Idempotency-Key
+// when it has one, so a request that runs again with the same key and body
+// (its first run died before its answer was kept, or the key expired)
+// finds the order or refund its first run made instead of making another;
+// a fresh UUID otherwise.
+func newID(c echo.Context, prefix string) string {
+	if id, ok := idempotency.DerivedID(c.Request().Context(), prefix); ok {
+		return id
+	}
+	return prefix + uuid.NewString()
+}
+
 func (h *Handler) create(c echo.Context) error {
 	var req createRequest
 	if err := httpapi.Bind(c, &req); err != nil {
 		return err
 	}
-	o, err := req.order(func() string { return "O-" + uuid.NewString() })
+	o, err := req.order(func() string { return newID(c, "O-") })
 	if err != nil {
 		return err
 	}
@@ -251,7 +264,7 @@ func (h *Handler) refund(c echo.Context) error {
 	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
-	req, err := body.refund("R-" + uuid.NewString())
+	req, err := body.refund(newID(c, "R-"))
 	if err != nil {
 		return err
 	}

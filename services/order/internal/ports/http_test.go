@@ -21,6 +21,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
@@ -49,13 +50,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), postgres.MigrationSet{Name: "order", FS: os.DirFS("../../migrations")})
+	db, _ := postgrestest.NewDatabase(t, idempotency.Schema(), outbox.Schema(), postgres.MigrationSet{Name: "order", FS: os.DirFS("../../migrations")})
 	fp, err := failpoint.Parse("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, logger)
+	// As pkg/service installs it.
+	srv.Echo.Use(idempotency.NewStore(db, idempotency.Config{}).Middleware(logger, nil, nil))
 	converged := true
 	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
 		Converged: &converged, Findings: 0}}
@@ -707,5 +710,66 @@ func TestAdminOutbox(t *testing.T) {
 	a = e.do(http.MethodGet, "/admin/outbox?aggregateId=O-none", "", auth)
 	if a.Code != 200 || a.Body["events"] != nil {
 		t.Fatalf("rows of an unknown order: %d %s", a.Code, a.Raw)
+	}
+}
+
+// A refund of 30.00 and one unit, sent again with its key, is one refund:
+// the retry is the first answer marked as a replay, and once the key is
+// gone (a crash before its answer was kept, or its expiry) the request
+// runs again and finds the refund it made, named after the key.
+func TestKeyedRefundRefundsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.paidOrder()
+	const body = `{"amount":"30.00","items":[{"sku":"SKU-1","quantity":1}]}`
+	keyed := map[string]string{idempotency.Header: "refund-1"}
+	first := e.do(http.MethodPost, "/orders/O-1001/refunds", body, keyed)
+	expect(t, first, 200, "SUCCESS")
+	retry := e.do(http.MethodPost, "/orders/O-1001/refunds", body, keyed)
+	if retry.Raw != first.Raw {
+		t.Fatalf("retry %s, want the first answer %s", retry.Raw, first.Raw)
+	}
+	if _, err := e.db.Exec(`DELETE FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	rerun := e.do(http.MethodPost, "/orders/O-1001/refunds", body, keyed)
+	expect(t, rerun, 200, "SUCCESS")
+	if rerun.Body["refundId"] != first.Body["refundId"] {
+		t.Fatalf("run again: refund %v, want %v", rerun.Body["refundId"], first.Body["refundId"])
+	}
+	if n := e.count(`SELECT count(*) FROM order_refunds WHERE order_id = 'O-1001'`); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
+	}
+	if n := e.events("O-1001", "OrderRefundRequested"); n != 1 {
+		t.Fatalf("%d OrderRefundRequested events, want 1", n)
+	}
+	// Without a key each request is a refund of its own, as before.
+	expect(t, e.callback(refundCallback("E-refund-1", "REFUND_SUCCEEDED", first.Body["refundId"].(string), "30.00", "")), 200, "SUCCESS")
+	expect(t, e.post("/orders/O-1001/refunds", `{"amount":"1.00"}`), 200, "SUCCESS")
+	if n := e.count(`SELECT count(*) FROM order_refunds WHERE order_id = 'O-1001'`); n != 2 {
+		t.Fatalf("%d refunds after an unkeyed one, want 2", n)
+	}
+}
+
+// POST /orders without an orderId, sent again with its key, is one order,
+// also once the key is gone.
+func TestKeyedCreateWithoutIDMakesOneOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const body = `{"customerId":"C-key","currency":"CNY","items":[{"sku":"SKU-1","quantity":1,"unitPrice":"40.00"}]}`
+	keyed := map[string]string{idempotency.Header: "create-1"}
+	first := e.do(http.MethodPost, "/orders", body, keyed)
+	expect(t, first, 200, "SUCCESS")
+	if retry := e.do(http.MethodPost, "/orders", body, keyed); retry.Raw != first.Raw {
+		t.Fatalf("retry %s, want %s", retry.Raw, first.Raw)
+	}
+	if _, err := e.db.Exec(`DELETE FROM idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	if rerun := e.do(http.MethodPost, "/orders", body, keyed); rerun.Body["orderId"] != first.Body["orderId"] {
+		t.Fatalf("run again: %s, want order %v", rerun.Raw, first.Body["orderId"])
+	}
+	if n := e.count(`SELECT count(*) FROM orders WHERE customer_id = 'C-key'`); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
 	}
 }

@@ -104,14 +104,12 @@ type RefundRequest struct {
 	RequestedBy string
 }
 
-// RequestRefund asks the payment service for a refund. The amount is not
-// checked against what is left of the payment here: the payment service
-// owns what was paid and rejects a refund above it, which brings the order
-// back to where it was.
-//
-// A request under the id of a refund the order already has is a repeat and
-// changes nothing, so an operator's retry with the same refund id asks
-// once.
+// RequestRefund asks the payment service for a refund; a refund whose id
+// the order already has is that refund asked again and changes nothing
+// (ports names a keyed request's refund after its key, and an operator's
+// retry names its refund id). The amount is not checked against what is
+// left of the payment here: the payment service owns what was paid and
+// rejects a refund above it, which brings the order back to where it was.
 func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 	if err := event.ValidateID("refundId", r.ID); err != nil {
 		return nil, err
@@ -123,6 +121,8 @@ func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 		return nil, err
 	}
 	if o.Refund(r.ID) != nil {
+		// The same refund asked again (its id names the request that
+		// made it): nothing changes, whatever the order's state now.
 		return nil, nil
 	}
 	price, err := o.priceOfReturn(r.Items)

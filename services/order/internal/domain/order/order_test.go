@@ -269,6 +269,31 @@ func shortage(paymentID string) order.Callback {
 		Amount: dec("80.00"), Currency: "CNY", Reason: "INSUFFICIENT_STOCK"}
 }
 
+// A refund asked again under its id, while it is pending or after it
+// settled, changes nothing: a keyed request that runs again after its
+// first run's answer was lost names the same refund.
+func TestRequestRefundAgainChangesNothing(t *testing.T) {
+	o := at(t, order.StatusPaid)
+	req := order.RefundRequest{ID: "R-9", Amount: dec("30"), Items: []order.Line{line("SKU-1", 1)}}
+	if _, err := o.RequestRefund(req); err != nil {
+		t.Fatal(err)
+	}
+	version := o.Version
+	for _, when := range []string{"pending", "settled"} {
+		if when == "settled" {
+			if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: o.ID,
+				PaymentID: o.PaymentID, RefundID: "R-9", Amount: dec("30"), Currency: o.Currency}); err != nil {
+				t.Fatal(err)
+			}
+			version = o.Version
+		}
+		events, err := o.RequestRefund(req)
+		if err != nil || len(events) != 0 || o.Version != version || len(o.Refunds) != 1 || !o.RefundedAmount().Equal(dec(map[string]string{"pending": "0", "settled": "30"}[when])) {
+			t.Fatalf("%s: asked again: events %v, %v, version %d (was %d), %d refunds", when, events, err, o.Version, version, len(o.Refunds))
+		}
+	}
+}
+
 func TestApplyCallback(t *testing.T) {
 	paid := func(amount, currency string) order.Callback {
 		return order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
