@@ -35,11 +35,12 @@ const (
 
 // CurrentVersion is the eventVersion a producer writes for t. Consumers
 // read every version that has a schema: OrderRefunded v1 (one refund that
-// returned every item) as well as v2 (partial refunds, with the goods each
-// returns and the running totals).
+// returned every item), v2 (partial refunds, with the goods each returns
+// and the running totals) and v3 (v2 whose refundedAmount may be zero: a
+// return of goods whose money was refunded before).
 func CurrentVersion(t Type) int {
 	if t == OrderRefunded {
-		return 2
+		return 3
 	}
 	return 1
 }

@@ -133,14 +133,28 @@ func TestRefundedDataReadsEveryVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2, err := event.New(event.OrderRefunded, meta, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1",
+	v2Meta := meta
+	v2Meta.EventVersion = 2
+	v2, err := event.New(event.OrderRefunded, v2Meta, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1",
 		RefundedAmount: money("0.01"), TotalRefundedAmount: money("10.01"), Currency: "CNY", CustomerID: "C-1",
 		Items: []event.Item{}, TotalReturnedItems: items})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v1.EventVersion != 1 || v2.EventVersion != event.CurrentVersion(event.OrderRefunded) || v2.EventVersion != 2 {
-		t.Fatalf("versions %d and %d", v1.EventVersion, v2.EventVersion)
+	v3, err := event.New(event.OrderRefunded, meta, event.OrderRefundedData{RefundID: "R-3", PaymentID: "P-1",
+		RefundedAmount: money("0"), TotalRefundedAmount: money("80"), Currency: "CNY", CustomerID: "C-1",
+		Items: items, TotalReturnedItems: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.EventVersion != 1 || v2.EventVersion != 2 || v3.EventVersion != event.CurrentVersion(event.OrderRefunded) || v3.EventVersion != 3 {
+		t.Fatalf("versions %d, %d and %d", v1.EventVersion, v2.EventVersion, v3.EventVersion)
+	}
+	v2Zero := v2Meta
+	if _, err := event.New(event.OrderRefunded, v2Zero, event.OrderRefundedData{RefundID: "R-3", PaymentID: "P-1",
+		RefundedAmount: money("0"), TotalRefundedAmount: money("80"), Currency: "CNY", CustomerID: "C-1",
+		Items: items, TotalReturnedItems: items}); err == nil {
+		t.Fatal("a v2 refund of no money was accepted: only v3 may carry one")
 	}
 	tests := []struct {
 		name                string
@@ -152,6 +166,8 @@ func TestRefundedDataReadsEveryVersion(t *testing.T) {
 		{"v1", v1, "80.00", "80.00", 1, 1},
 		// v2: a refund of money alone after an earlier one returned goods.
 		{"v2", v2, "0.01", "10.01", 0, 1},
+		// v3: goods returned after their money came back, no money now.
+		{"v3", v3, "0.00", "80.00", 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

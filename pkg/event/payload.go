@@ -48,7 +48,7 @@ type OrderRefundRequestedData struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// OrderRefundedData is the payload of OrderRefunded v2: one refund of
+// OrderRefundedData is the payload of OrderRefunded v2 and v3: one refund of
 // several an order may have. It carries what this refund gave back (money,
 // and the goods returned with it, none for a refund of money alone) and the
 // order's running totals after it, so a consumer that applies the totals

@@ -46,8 +46,8 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 			_, _ = w.Write([]byte(`{"businessCode":"NOT_FOUND","message":"dead letter 9 not found"}`))
 			return
 		}
-		if r.Header.Get("X-Requested-By") != "alice" {
-			t.Errorf("replay requested by %q, want alice", r.Header.Get("X-Requested-By"))
+		if r.Header.Get("X-Operator") != "alice" {
+			t.Errorf("replay requested by %q, want alice", r.Header.Get("X-Operator"))
 		}
 		id, _ := strconv.Atoi(r.PathValue("id"))
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "eventId": "E-" + r.PathValue("id"), "originalTopic": "order-events", "outcome": outcome})

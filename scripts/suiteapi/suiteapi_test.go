@@ -139,9 +139,9 @@ func TestRequests(t *testing.T) {
 		{"fail consumer", func(c *suiteapi.Client) error { return c.FailConsumer(ctx, suiteapi.Inventory, 3) },
 			"PUT", "/admin/failpoints/inventory.apply", `{"action":"error","times":3}`, true, [2]string{}},
 		{"replay names who asks", func(c *suiteapi.Client) error { _, err := c.Replay(ctx, suiteapi.Points, 42, "ops"); return err },
-			"POST", "/admin/dlq/42/replay", "", true, [2]string{"X-Requested-By", "ops"}},
+			"POST", "/admin/dlq/42/replay", "", true, [2]string{"X-Operator", "ops"}},
 		{"reconcile", func(c *suiteapi.Client) error { _, err := c.Reconcile(ctx, "drill", "O-1"); return err },
-			"POST", "/admin/reconciliation/runs", `{"minAge":"0s","orderIds":["O-1"]}`, true, [2]string{"X-Requested-By", "drill"}},
+			"POST", "/admin/reconciliation/runs", `{"minAge":"0s","orderIds":["O-1"]}`, true, [2]string{"X-Operator", "drill"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -198,6 +198,7 @@ func TestRunWithoutBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("X-Operator", "ops")
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -220,3 +220,45 @@ func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
 		t.Fatalf("reconciliation found %+v", run.Findings)
 	}
 }
+
+// The whole amount came back as money alone; then the customer sends the
+// goods back. They come back for nothing: the order records a refund of
+// no money (OrderRefunded v3) and stays REFUNDED, inventory restocks both
+// units, points stay at zero, the customer is told the goods arrived, and
+// reconciliation finds nothing.
+func TestGoodsReturnedAfterAMoneyOnlyRefund(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	s.SetStock("SKU-G", 10)
+	amount := s.CreateOrder(harness.Order{ID: "O-G1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-G", Quantity: 2, UnitPrice: "10.00"}}})
+	if code, out := s.Pay("O-G1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
+		t.Fatalf("pay: %d %v", code, out)
+	}
+	s.WaitSnapshot("O-G1", paidSnapshot(), 30*time.Second)
+	if out := s.JSON("order", "POST", "/orders/O-G1/refunds", map[string]any{"amount": "20.00"}, 200); out["businessCode"] != "SUCCESS" {
+		t.Fatalf("money back: %v", out)
+	}
+	s.WaitSnapshot("O-G1", harness.Snapshot{Order: "REFUNDED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "DEDUCTED",
+		PointsLedger: 2, Notifications: 2}, 30*time.Second)
+	out := s.JSON("order", "POST", "/orders/O-G1/refunds", map[string]any{"items": []any{map[string]any{"sku": "SKU-G", "quantity": 2}}}, 200)
+	if out["businessCode"] != "SUCCESS" || out["status"] != "REFUNDED" || out["amount"] != "0.00" {
+		t.Fatalf("goods back: %v", out)
+	}
+	s.WaitSnapshot("O-G1", harness.Snapshot{Order: "REFUNDED", OrderVersion: 6, Payment: "REFUNDED", Inventory: "RESTOCKED",
+		PointsLedger: 3, Notifications: 3}, 30*time.Second)
+	if st := s.Inventory("SKU-G"); st.Available != 10 || st.Deducted != 0 {
+		t.Fatalf("stock %+v, want both units back", st)
+	}
+	order := s.JSON("order", "GET", "/orders/O-G1", nil, 200)
+	payment := s.JSON("payment", "GET", "/payments/orders/O-G1", nil, 200)
+	if order["refundedAmount"] != "20.00" || payment["refunded"] != "20.00" {
+		t.Fatalf("order %v, payment %v: want 20.00 refunded once", order, payment)
+	}
+	items := s.JSON("notification", "GET", "/notifications?orderId=O-G1", nil, 200)["items"].([]any)
+	if body, _ := items[len(items)-1].(map[string]any)["body"].(string); !strings.Contains(body, "received the items") {
+		t.Fatalf("last notification %v, want the goods told as received", items[len(items)-1])
+	}
+	if run := s.Reconcile("O-G1"); len(run.Findings) != 0 {
+		t.Fatalf("reconciliation found %+v", run.Findings)
+	}
+}

@@ -125,6 +125,7 @@ func factsOf(env event.Envelope) (notification.Facts, error) {
 		}
 		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.RefundedAmount.String(), d.Currency
 		f.OutOfStock = d.Reason == event.ReasonOutOfStock
+		f.GoodsOnly = d.RefundedAmount.IsZero()
 	case event.OrderPaymentReturned:
 		var d event.OrderPaymentReturnedData
 		if err := env.DecodeData(&d); err != nil {

@@ -78,7 +78,7 @@ func TestEnvelopeOfEveryEvent(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if env.EventVersion != 2 || d.RefundID != "R-2" || d.RefundedAmount.String() != "0.01" || d.TotalRefundedAmount.String() != "40.01" ||
+				if env.EventVersion != 3 || d.RefundID != "R-2" || d.RefundedAmount.String() != "0.01" || d.TotalRefundedAmount.String() != "40.01" ||
 					len(d.Items) != 0 || len(d.TotalReturnedItems) != 1 || d.TotalReturnedItems[0] != (event.Item{SKU: "SKU-1", Quantity: 1}) || d.CustomerID != "C-1" {
 					t.Fatalf("v%d %+v", env.EventVersion, d)
 				}

@@ -17,7 +17,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
-var auth = map[string]string{"Authorization": "Bearer " + adminToken}
+var auth = map[string]string{"Authorization": "Bearer " + adminToken, "X-Operator": "ops"}
 
 // acceptAll is a relay sink that delivers everything.
 type acceptAll struct{}

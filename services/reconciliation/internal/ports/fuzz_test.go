@@ -34,7 +34,7 @@ func (noAudit) Run(context.Context, int64) (rec.Run, error)              { retur
 func (noAudit) Runs(context.Context, int) ([]rec.Run, []int, error)      { return nil, nil, nil }
 func (noAudit) Findings(context.Context, string) ([]rec.Recorded, error) { return nil, nil }
 
-// FuzzStartRun sends any body and X-Requested-By to POST
+// FuzzStartRun sends any body and X-Operator to POST
 // /admin/reconciliation/runs, whose body is decoded strictly by the
 // handler itself: the answer is a 2xx or a 4xx with a JSON businessCode,
 // never a 5xx or a panic.

@@ -74,7 +74,7 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 	}
 	req.Header.Set("Authorization", "Bearer tok")
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Requested-By", "alice")
+	req.Header.Set("X-Operator", "alice")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

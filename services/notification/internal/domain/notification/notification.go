@@ -101,6 +101,9 @@ type Facts struct {
 	// OutOfStock: a refund the order made itself because the stock could
 	// not cover it; the order is cancelled, and the customer is told why.
 	OutOfStock bool
+	// GoodsOnly: a refund of goods whose money came back before (a refund
+	// of money alone came first); the customer is told they arrived.
+	GoodsOnly bool
 }
 
 // Notification is one message to a customer.
@@ -181,6 +184,9 @@ func Body(f Facts) string {
 		return fmt.Sprintf("We received your payment of %s %s for order %s. We are preparing your items.",
 			f.Amount, f.Currency, f.OrderID)
 	case KindOrderRefunded:
+		if f.GoodsOnly {
+			return fmt.Sprintf("We received the items you sent back for order %s. Their money had already been refunded to you.", f.OrderID)
+		}
 		if f.OutOfStock {
 			return fmt.Sprintf("We are sorry: the items of order %s are out of stock. The order is cancelled and %s %s has been refunded to you.",
 				f.OrderID, f.Amount, f.Currency)

@@ -131,7 +131,13 @@ func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 	}
 	amount := r.Amount
 	if amount.IsZero() && len(r.Items) > 0 {
-		amount = price
+		// The goods' price, but never more than is left of the money:
+		// goods whose money came back before (a refund of money alone)
+		// come back for nothing.
+		amount = decimal.Min(price, o.Amount.Sub(o.RefundedAmount()))
+		if !amount.IsPositive() {
+			return o.returnGoods(r)
+		}
 	}
 	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
 		return nil, err
@@ -146,6 +152,23 @@ func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 		Currency: o.Currency, Items: slices.Clone(r.Items), Status: RefundRequested, Reason: r.Reason, RequestedBy: r.RequestedBy})
 	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: r.ID, Amount: amount, Items: r.Items,
 		Reason: r.Reason}), nil
+}
+
+// returnGoods records goods returned after all the order's money came back
+// (a refund of money alone came first): nothing goes to the payment
+// service, so the refund succeeds at once, with no money, and
+// OrderRefunded tells inventory to restock them and the customer that
+// they arrived. The order stays REFUNDED.
+func (o *Order) returnGoods(r RefundRequest) ([]Event, error) {
+	if o.Status != StatusRefunded {
+		return nil, &TransitionError{From: o.Status, Action: ActionRequestRefund}
+	}
+	if err := o.checkReturnable(r.Items); err != nil {
+		return nil, err
+	}
+	o.Refunds = append(o.Refunds, Refund{ID: r.ID, Kind: KindRefund, PaymentID: o.PaymentID, Amount: decimal.Zero,
+		Currency: o.Currency, Items: slices.Clone(r.Items), Status: RefundSucceeded, Reason: r.Reason, RequestedBy: r.RequestedBy})
+	return o.change(o.Status, Event{Type: EventRefunded, RefundID: r.ID, Amount: decimal.Zero, Items: r.Items, Reason: r.Reason}), nil
 }
 
 // priceOfReturn validates the lines of a return against the order and

@@ -492,6 +492,51 @@ func TestShortageGivesTheRestBackAndCancels(t *testing.T) {
 	}
 }
 
+// TestGoodsComeBackAfterAMoneyOnlyRefund: the whole 80.00 came back as
+// money alone; the two units returned afterwards come back for nothing:
+// a refund of no money, succeeded at once, the order still REFUNDED, and
+// the goods returned count. More than the order holds is still refused;
+// goods whose price is partly left come back for what is left.
+func TestGoodsComeBackAfterAMoneyOnlyRefund(t *testing.T) {
+	o := at(t, order.StatusPaid)
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-1", Amount: dec("75")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.ApplyCallback(order.Callback{ID: "E-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+		RefundID: "R-1", Amount: dec("75"), Currency: "CNY"}); err != nil {
+		t.Fatal(err)
+	}
+	// 5.00 is left: one unit back asks for those 5.00.
+	events, err := o.RequestRefund(order.RefundRequest{ID: "R-2", Items: []order.Line{line("SKU-1", 1)}})
+	if err != nil || len(events) != 1 || events[0].Type != order.EventRefundRequested || !events[0].Amount.Equal(dec("5")) {
+		t.Fatalf("the unit for what is left: %+v %v", events, err)
+	}
+	if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+		RefundID: "R-2", Amount: dec("5"), Currency: "CNY"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != order.StatusRefunded {
+		t.Fatalf("status %s, want REFUNDED", o.Status)
+	}
+	version := o.Version
+	events, err = o.RequestRefund(order.RefundRequest{ID: "R-3", Items: []order.Line{line("SKU-1", 1)}})
+	if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || !events[0].Amount.IsZero() ||
+		events[0].Version != version+1 || len(events[0].Items) != 1 {
+		t.Fatalf("the last unit for nothing: %+v %v", events, err)
+	}
+	r := o.Refund("R-3")
+	if o.Status != order.StatusRefunded || r == nil || r.Status != order.RefundSucceeded || !r.Amount.IsZero() ||
+		!o.RefundedAmount().Equal(dec("80")) || len(o.ReturnedItems()) != 1 || o.ReturnedItems()[0].Quantity != 2 {
+		t.Fatalf("order %s refunded %s returned %v, refund %+v", o.Status, o.RefundedAmount(), o.ReturnedItems(), r)
+	}
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-4", Items: []order.Line{line("SKU-1", 1)}}); err == nil {
+		t.Fatal("a third unit of two came back")
+	}
+	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-5", Amount: dec("1")}); err == nil {
+		t.Fatal("a refunded order gave money back again")
+	}
+}
+
 // TestShortageWaitsForARefundInFlight: a shortage reported while a
 // customer's refund waits for the payment service is refused with
 // ErrRefundInFlight (its sender delivers it again), and nothing changes.
