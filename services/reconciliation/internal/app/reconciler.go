@@ -123,7 +123,7 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 		return rec.Run{}, err
 	}
 	ctx = adapters.WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, startedBy))
-	err = r.pages(ctx, run, scope, func(facts []rec.Facts) error {
+	err = r.pages(ctx, &run, scope, func(facts []rec.Facts) error {
 		recorded, actions, err := r.settle(ctx, &run, facts)
 		run.Checked += len(facts)
 		run.Actions += actions
@@ -145,12 +145,16 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 	}
 	r.metrics.run(run)
 	r.logger.InfoContext(ctx, "reconciliation run finished", "run", run.ID, "startedBy", startedBy, "status", run.Status,
-		"checked", run.Checked, "findings", len(run.Findings), "actions", run.Actions, "error", run.Error)
+		"checked", run.Checked, "inFlight", len(run.InFlight), "findings", len(run.Findings), "actions", run.Actions, "error", run.Error)
 	return run, nil
 }
 
 // pages hands the facts of the scope's orders to each, a page at a time.
-func (r *Reconciler) pages(ctx context.Context, run rec.Run, scope rec.Scope, each func([]rec.Facts) error) error {
+// Orders named by id whose last change is younger than the scope's MinAge
+// are in flight: they go into run.InFlight, not compared, so neither a
+// false finding nor the once-per-fact action key is spent on them.
+func (r *Reconciler) pages(ctx context.Context, run *rec.Run, scope rec.Scope, each func([]rec.Facts) error) error {
+	before := run.StartedAt.Add(-scope.MinAge)
 	if len(scope.OrderIDs) > 0 {
 		for start := 0; start < len(scope.OrderIDs); start += r.cfg.PageSize {
 			ids := scope.OrderIDs[start:min(start+r.cfg.PageSize, len(scope.OrderIDs))]
@@ -158,13 +162,20 @@ func (r *Reconciler) pages(ctx context.Context, run rec.Run, scope rec.Scope, ea
 			if err != nil {
 				return err
 			}
-			if err := r.compare(ctx, orders, each); err != nil {
+			settled := orders[:0:0]
+			for _, o := range orders {
+				if o.Found && scope.MinAge > 0 && !o.UpdatedAt.Before(before) {
+					run.InFlight = append(run.InFlight, o.ID)
+					continue
+				}
+				settled = append(settled, o)
+			}
+			if err := r.compare(ctx, settled, each); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	before := run.StartedAt.Add(-scope.MinAge)
 	cursor := adapters.Cursor{}
 	for {
 		orders, next, err := r.peers.ChangedOrders(ctx, cursor, before, r.cfg.PageSize)

@@ -303,16 +303,18 @@ func TestRunScope(t *testing.T) {
 	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"), recent)
 	r, _, _ := newReconciler(t, svc, time.Minute)
 	tests := []struct {
-		name  string
-		scope rec.Scope
-		want  int
-		err   bool
+		name     string
+		scope    rec.Scope
+		want     int
+		inFlight []string
+		err      bool
 	}{
-		{"every order older than the deadline, over pages of 2", rec.Scope{MinAge: time.Minute}, 3, false},
-		{"every order", rec.Scope{}, 4, false},
-		{"orders named, even recent", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, false},
-		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, true},
-		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, true},
+		{"every order older than the deadline, over pages of 2", rec.Scope{MinAge: time.Minute}, 3, nil, false},
+		{"every order", rec.Scope{}, 4, nil, false},
+		{"orders named, a recent one in flight", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}, MinAge: time.Minute}, 1, []string{"O-new"}, false},
+		{"orders named, minAge 0s: every one now", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, nil, false},
+		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, nil, true},
+		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,10 +322,40 @@ func TestRunScope(t *testing.T) {
 			if (err != nil) != tt.err {
 				t.Fatalf("error %v, want error %v", err, tt.err)
 			}
-			if err == nil && run.Checked != tt.want {
-				t.Fatalf("checked %d, want %d", run.Checked, tt.want)
+			if err == nil && (run.Checked != tt.want || !slices.Equal(run.InFlight, tt.inFlight)) {
+				t.Fatalf("checked %d, in flight %v; want %d, %v", run.Checked, run.InFlight, tt.want, tt.inFlight)
 			}
 		})
+	}
+}
+
+// TestAnOrderInFlightSpendsNoAction: an order named by id whose last change
+// is younger than minAge is not compared, so no finding is recorded and
+// the action key is not spent; once it is old enough (or minAge is 0s) the
+// finding is made and its action taken.
+func TestAnOrderInFlightSpendsNoAction(t *testing.T) {
+	recent := paidButLost("O-1")
+	recent.Order.UpdatedAt = time.Now()
+	svc := newServices(recent)
+	r, store, _ := newReconciler(t, svc, time.Minute)
+	ctx := context.Background()
+	early, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}, MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(early.Findings) != 0 || early.Actions != 0 || len(svc.taken()) != 0 || !slices.Equal(early.InFlight, []string{"O-1"}) {
+		t.Fatalf("in-flight run: findings %v, actions %d, compensations %v, in flight %v", outcomes(early), early.Actions, svc.taken(), early.InFlight)
+	}
+	stored, err := store.Run(ctx, early.ID)
+	if err != nil || !slices.Equal(stored.InFlight, []string{"O-1"}) {
+		t.Fatalf("audited run in flight %v, %v", stored.InFlight, err)
+	}
+	now, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(now), []string{"O-1 MISSING_EFFECT REPUBLISH DONE"}; !slices.Equal(got, want) || len(now.InFlight) != 0 {
+		t.Fatalf("run with minAge 0s: %v, in flight %v; want %v", got, now.InFlight, want)
 	}
 }
 
