@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
@@ -31,6 +32,10 @@ type services struct {
 	order   []string
 	calls   []string
 	failing bool // compensations fail, as a service that is down does
+	// moves are what each order becomes right after its next read by
+	// Orders: the order moved on between a run's read of it and its read
+	// of the other services.
+	moves map[string]rec.Facts
 }
 
 func newServices(facts ...rec.Facts) *services {
@@ -79,6 +84,10 @@ func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) 
 		if !ok {
 			out[i] = rec.Order{ID: id}
 		}
+		if next, ok := s.moves[id]; ok {
+			s.facts[id] = next
+			delete(s.moves, id)
+		}
 	}
 	return out, nil
 }
@@ -89,6 +98,7 @@ func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, er
 	out := make([]rec.Facts, len(orders))
 	for i, o := range orders {
 		out[i] = s.facts[o.ID]
+		out[i].Order = o // the order as the caller read it
 	}
 	return out, nil
 }
@@ -294,6 +304,42 @@ func TestAnActionThatDidNotHelpIsEscalated(t *testing.T) {
 	f := run.Findings[0]
 	if f.Action != rec.ActionManualReview || !strings.HasPrefix(f.Outcome, "ESCALATED") || len(svc.taken()) != 1 {
 		t.Fatalf("finding %+v after %v, want MANUAL_REVIEW ESCALATED and one compensation", f, svc.taken())
+	}
+}
+
+// TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded: the run reads the
+// order as CREATED; before it reads the payment, the order is checked out
+// and paid. The payment looks like one for an unpayable order (and the
+// other services' effects like extra ones), but the order is read again
+// before anything is recorded or any money goes back: nothing is found and
+// nothing refunded. A payment for an order that really was cancelled is
+// refunded.
+func TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded(t *testing.T) {
+	created := rec.Facts{Order: rec.Order{ID: "O-1", Found: true, Status: rec.StatusCreated, Version: 1, Amount: dec("10"), Currency: "CNY",
+		Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: long,
+		Events: []rec.OutboxRow{sent("E-O-1-1", "OrderCreated", 1)}}, Inventory: rec.Inventory{Status: rec.InventoryNone}}
+	paid := paidButLost("O-1")
+	paid.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}}
+	// O-3 is read as paid and then found cancelled with its payment: only
+	// the second read calls for a refund, which waits for the next run.
+	svc := newServices(created, cancelledAndCharged("O-2"), paidButLost("O-3"))
+	svc.moves = map[string]rec.Facts{"O-1": paid, "O-3": cancelledAndCharged("O-3")}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-2", "O-3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"O-2 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE", "O-3 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DEFERRED"}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 {
+		t.Fatalf("run: %v, %d actions; want %v, 1", got, run.Actions, want)
+	}
+	if got := svc.taken(); !slices.Equal(got, []string{"refund O-2 " + event.ReturnRefundID("P-O-2") + " 10"}) {
+		t.Fatalf("compensations %v, want only O-2's refund", got)
+	}
+	again, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-3"}})
+	if got, want := outcomes(again), []string{"O-3 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("the next run: %v, %v; want %v", got, err, want)
 	}
 }
 
