@@ -218,14 +218,18 @@ func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func(
 // payment was read). A refund is taken only if both comparisons call for
 // it with the same key: the second read of the order comes after the
 // first read of the payment, so it sees the status that payment belongs
-// to.
+// to. A consumer's version past the order's, seen on the first read and
+// still past the order read again, is an ORDER_VERSION_REGRESSED finding
+// for a person, and the order's other findings wait for it.
 func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts) ([]rec.Recorded, int, error) {
 	stuckBefore := r.now().Add(-r.cfg.Deadline)
 	first := map[string][]rec.Finding{}
+	seen := map[string]rec.Facts{}
 	var suspects []string
 	for _, f := range facts {
-		if fs := rec.Compare(f, stuckBefore); len(fs) > 0 {
-			first[f.Order.ID] = fs
+		fs := rec.Compare(f, stuckBefore)
+		if len(fs) > 0 || len(rec.VersionRegressions(f.Order, f)) > 0 {
+			first[f.Order.ID], seen[f.Order.ID] = fs, f
 			suspects = append(suspects, f.Order.ID)
 		}
 	}
@@ -239,7 +243,14 @@ func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts
 	var out []rec.Recorded
 	actions := 0
 	for _, f := range again {
-		for _, finding := range rec.Compare(f, stuckBefore) {
+		findings := rec.VersionRegressions(f.Order, seen[f.Order.ID])
+		if len(findings) == 0 {
+			findings = rec.Compare(f, stuckBefore)
+		}
+		// An order whose version went back is judged by a person: its
+		// other findings follow from the changes it lost, and their
+		// actions would act on a state the services have left.
+		for _, finding := range findings {
 			if finding.Action.Type == rec.ActionRefund && !sameAction(first[f.Order.ID], finding) {
 				out = append(out, r.deferred(run, finding))
 				r.metrics.finding(finding)
@@ -400,6 +411,17 @@ func (r *Reconciler) Check(ctx context.Context, orderID string) (Check, error) {
 		return Check{}, err
 	}
 	mismatches := rec.Compare(facts[0], r.now().Add(-r.cfg.Deadline))
+	if len(rec.VersionRegressions(facts[0].Order, facts[0])) > 0 {
+		// Read the order again, after its consumers: one that moved on
+		// between the reads is not a regression.
+		again, err := r.peers.Orders(ctx, []string{orderID})
+		if err != nil {
+			return Check{}, err
+		}
+		if regressed := rec.VersionRegressions(again[0], facts[0]); len(regressed) > 0 {
+			mismatches = regressed
+		}
+	}
 	recorded, err := r.audit.FindingCount(ctx, orderID)
 	if err != nil {
 		return Check{}, err

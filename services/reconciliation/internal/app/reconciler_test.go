@@ -343,6 +343,45 @@ func TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded(t *testing.T) {
 	}
 }
 
+// TestARestoredOrderIsForAPerson: the order service went back to version 2
+// (PENDING_PAYMENT) while its consumers applied version 3 (OrderPaid). The
+// run names the regression for a person and takes none of the actions
+// the order's stale state calls for (republishing the payment's callback
+// would make the order emit OrderPaid as version 3, which every consumer
+// ignores as stale). An order that merely moved on between the run's
+// reads is no regression.
+func TestARestoredOrderIsForAPerson(t *testing.T) {
+	restored := paidButLost("O-1")
+	restored.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 3, State: "DEDUCTED"}}
+	restored.Points.Consumer = rec.ConsumerState{Version: 3, State: "EARNED"}
+	restored.Order.Status, restored.Order.Version, restored.Order.PaymentID = rec.StatusPendingPayment, 2, ""
+	restored.Order.Events = restored.Order.Events[:1]
+
+	moving := paidButLost("O-2")
+	moving.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 3, State: "DEDUCTED"}}
+	before := moving
+	before.Order.Status, before.Order.Version, before.Order.PaymentID = rec.StatusPendingPayment, 2, ""
+	svc := newServices(restored, before)
+	svc.moves = map[string]rec.Facts{"O-2": moving}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN", "O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN"}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 0 || len(svc.taken()) != 0 {
+		t.Fatalf("run: %v, %d actions, compensations %v; want %v and none", got, run.Actions, svc.taken(), want)
+	}
+	if f := run.Findings[0]; f.Service != rec.ServiceInventory || !strings.Contains(f.Outcome, "past 3") {
+		t.Fatalf("finding %+v, want inventory's, naming version 3", f)
+	}
+	check, err := r.Check(context.Background(), "O-1")
+	if err != nil || check.Converged || len(check.Mismatches) != 2 || check.Mismatches[0].Kind != rec.OrderVersionRegressed {
+		t.Fatalf("check of O-1: %+v, %v", check, err)
+	}
+}
+
 func TestRunScope(t *testing.T) {
 	recent := paidButLost("O-new")
 	recent.Order.UpdatedAt = time.Now()
