@@ -66,6 +66,7 @@ type Peers interface {
 	Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error)
 	Republish(ctx context.Context, service string, eventIDs []string) (string, error)
 	Replay(ctx context.Context, service string, deadLetterID int64) (string, error)
+	EffectOrders(ctx context.Context, service, after string, before time.Time, limit int) ([]string, string, error)
 }
 
 // Audit records runs, findings and actions.
@@ -133,6 +134,9 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 		}
 		return r.audit.AddFindings(ctx, run.ID, recorded)
 	})
+	if err == nil && len(scope.OrderIDs) == 0 {
+		err = r.orphans(ctx, &run, run.StartedAt.Add(-scope.MinAge))
+	}
 	run.Status = rec.RunSucceeded
 	if err != nil {
 		run.Status, run.Error = rec.RunFailed, err.Error()
@@ -190,6 +194,59 @@ func (r *Reconciler) pages(ctx context.Context, run *rec.Run, scope rec.Scope, e
 		}
 		cursor = *next
 	}
+}
+
+// MaxOrphans bounds the ORPHAN_EFFECT findings one run records for one
+// service: a drill that published thousands of synthetic orders to the
+// broker leaves as many orphans, which a run names a bounded number of at
+// a time instead of filling the audit with them on every schedule.
+const MaxOrphans = 100
+
+// orphans looks up, a page at a time, every order each consumer holds
+// effects for that were last written before before, and records an
+// ORPHAN_EFFECT finding for each order the order service does not know,
+// up to MaxOrphans a service. Effects follow their order, so an order
+// unknown now was never known or was lost: no second read is needed.
+func (r *Reconciler) orphans(ctx context.Context, run *rec.Run, before time.Time) error {
+	for _, service := range rec.Consumers() {
+		found := 0
+		for after := ""; found < MaxOrphans; {
+			ids, next, err := r.peers.EffectOrders(ctx, service, after, before, r.cfg.PageSize)
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				break
+			}
+			orders, err := r.peers.Orders(ctx, ids)
+			if err != nil {
+				return err
+			}
+			var recorded []rec.Recorded
+			for _, o := range orders {
+				if o.Found || found == MaxOrphans {
+					continue
+				}
+				found++
+				f := rec.Orphan(service, o.ID)
+				out, _, err := r.act(ctx, run, f) // a person's action: nothing is taken
+				if err != nil {
+					return err
+				}
+				recorded = append(recorded, out)
+				r.metrics.finding(f)
+			}
+			run.Findings = append(run.Findings, recorded...)
+			if err := r.audit.AddFindings(ctx, run.ID, recorded); err != nil {
+				return err
+			}
+			if next == "" {
+				break
+			}
+			after = next
+		}
+	}
+	return nil
 }
 
 func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func([]rec.Facts) error) error {

@@ -36,6 +36,10 @@ type services struct {
 	// Orders: the order moved on between a run's read of it and its read
 	// of the other services.
 	moves map[string]rec.Facts
+	// effects are the order ids each consumer holds effects for, and
+	// effectsBefore the last time asked for.
+	effects       map[string][]string
+	effectsBefore time.Time
 }
 
 func newServices(facts ...rec.Facts) *services {
@@ -101,6 +105,23 @@ func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, er
 		out[i].Order = o // the order as the caller read it
 	}
 	return out, nil
+}
+
+func (s *services) EffectOrders(_ context.Context, service, after string, before time.Time, limit int) ([]string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.effectsBefore = before
+	ids := slices.Sorted(slices.Values(s.effects[service]))
+	var out []string
+	for _, id := range ids {
+		if id > after && len(out) < limit {
+			out = append(out, id)
+		}
+	}
+	if len(out) == limit {
+		return out, out[len(out)-1], nil
+	}
+	return out, "", nil
 }
 
 func (s *services) call(what string) (string, error) {
@@ -379,6 +400,57 @@ func TestARestoredOrderIsForAPerson(t *testing.T) {
 	check, err := r.Check(context.Background(), "O-1")
 	if err != nil || check.Converged || len(check.Mismatches) != 2 || check.Mismatches[0].Kind != rec.OrderVersionRegressed {
 		t.Fatalf("check of O-1: %+v, %v", check, err)
+	}
+}
+
+// TestOrphanEffects: a run over every order lists, a page at a time, the
+// orders each consumer holds effects for and names those the order
+// service does not know, for a person, up to MaxOrphans a service; a run
+// over orders named by id does not look.
+func TestOrphanEffects(t *testing.T) {
+	svc := newServices(cancelledAndCharged("O-1"))
+	many := make([]string, app.MaxOrphans+5)
+	for i := range many {
+		many[i] = fmt.Sprintf("O-bench-%03d", i)
+	}
+	svc.effects = map[string][]string{
+		rec.ServicePayment:   {"O-1", "O-lost"},
+		rec.ServiceInventory: {"O-gone", "O-1"},
+		rec.ServicePoints:    many,
+	}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	named, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if err != nil || len(named.Findings) != 1 {
+		t.Fatalf("run over O-1: %v, %v", outcomes(named), err)
+	}
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !svc.effectsBefore.Equal(run.StartedAt.Add(-time.Minute)) {
+		t.Fatalf("effects asked for before %v, want the run's start less minAge", svc.effectsBefore)
+	}
+	orphans := map[string][]string{}
+	for _, f := range run.Findings {
+		if f.Kind == rec.OrphanEffect {
+			if f.Action != rec.ActionManualReview || !strings.HasPrefix(f.Outcome, "OPEN") {
+				t.Fatalf("orphan finding %+v, want an open MANUAL_REVIEW", f)
+			}
+			orphans[f.Service] = append(orphans[f.Service], f.OrderID)
+		}
+	}
+	if got := orphans[rec.ServicePayment]; !slices.Equal(got, []string{"O-lost"}) {
+		t.Fatalf("payment orphans %v", got)
+	}
+	if got := orphans[rec.ServiceInventory]; !slices.Equal(got, []string{"O-gone"}) {
+		t.Fatalf("inventory orphans %v", got)
+	}
+	if got := orphans[rec.ServicePoints]; !slices.Equal(got, many[:app.MaxOrphans]) {
+		t.Fatalf("%d points orphans, want the first %d", len(got), app.MaxOrphans)
+	}
+	if len(svc.taken()) != 1 {
+		t.Fatalf("compensations %v, want only O-1's refund", svc.taken())
 	}
 }
 
