@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -129,5 +131,53 @@ func TestFailPointRequests(t *testing.T) {
 				t.Fatalf("armed = %v, want %v", armed, tt.armed)
 			}
 		})
+	}
+}
+
+// TestEffects: the query is read the same in every service, and a full
+// page names where the next one starts.
+func TestEffects(t *testing.T) {
+	held := []string{"O-1", "O-2", "O-3"}
+	var asked admin.EffectsPage
+	srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	admin.RegisterEffects(srv.Admin(), func(_ context.Context, page admin.EffectsPage) ([]string, error) {
+		asked = page
+		var out []string
+		for _, id := range held {
+			if id > page.After && len(out) < page.Limit {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	})
+	ts := httptest.NewServer(srv.Echo)
+	t.Cleanup(ts.Close)
+	tests := []struct {
+		name, query string
+		status      int
+		want        string
+	}{
+		{"a full page", "before=2026-12-01T10:00:00Z&limit=2", 200, `{"orderIds":["O-1","O-2"],"next":"O-2"}`},
+		{"the last page", "before=2026-12-01T10:00:00Z&limit=2&after=O-2", 200, `{"orderIds":["O-3"],"next":""}`},
+		{"nothing after", "before=2026-12-01T10:00:00.5Z&after=O-3", 200, `{"orderIds":[],"next":""}`},
+		{"no before", "limit=2", 400, `"message":"before must be a time`},
+		{"a bad limit", "before=2026-12-01T10:00:00Z&limit=1001", 400, `"message":"limit must be a whole number from 1 to 1000`},
+		{"a bad after", "before=2026-12-01T10:00:00Z&after=O%201", 400, `"message":"after must be`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Get(ts.URL + "/admin/reconciliation/effects?" + tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(raw), tt.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, raw, tt.status, tt.want)
+			}
+		})
+	}
+	if want := time.Date(2026, 12, 1, 10, 0, 0, 5e8, time.UTC); !asked.Before.Equal(want) || asked.Limit != admin.MaxOrderIDs {
+		t.Fatalf("asked %+v, want before %v and the default limit", asked, want)
 	}
 }

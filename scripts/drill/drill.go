@@ -137,9 +137,11 @@ type Target struct {
 	Timeout time.Duration
 	// HTTPClient sends the API calls; nil uses a client with a 10 s timeout.
 	HTTPClient *http.Client
-	// Databases are the consumers' database URLs by short name, for
-	// reconcile/lost-effect, which plays a restored backup of one (the
-	// fault, never the repair). Without one that case is skipped.
+	// Databases are the services' database URLs by short name, for
+	// reconcile/lost-effect and reconcile/order-restored, which play a
+	// restored backup of inventory's and of the order service's (the
+	// fault, never reconciliation's repair). Without one that case is
+	// skipped.
 	Databases map[string]string
 }
 

@@ -36,6 +36,8 @@ func reconcileCases() []Case {
 			"paid, cancelled, callback held: a run finds PAYMENT_FOR_UNPAYABLE_ORDER and refunds through the payment service; once the callbacks flow every service agrees and a second run finds nothing", false, reconcilePaymentForUnpayable),
 		newCase("reconcile", "lost-effect",
 			"inventory restored from a backup older than the payment: a run finds MISSING_EFFECT, republishes the order's events under their eventIds, a second run takes no second action, inventory converges", false, reconcileLostEffect),
+		newCase("reconcile", "order-restored",
+			"the order service's database restored from a backup taken before the order was paid: a run names ORDER_VERSION_REGRESSED for each consumer past it, for a person, and takes no action; the order put back, it converges and a run finds nothing", false, reconcileOrderRestored),
 		newCase("reconcile", "stuck-in-dlq",
 			"an OrderPaid dead-lettered while the consumer failed, its cause gone: a run finds STUCK_IN_DLQ and replays it once, audited, and the order converges", false, reconcileStuckInDLQ),
 	}

@@ -149,6 +149,9 @@ func (r runView) print(w io.Writer) error {
 	if r.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
+	if len(r.InFlight) > 0 {
+		fmt.Fprintf(w, "in flight, not compared (changed within %s): %s\n", r.MinAge, strings.Join(r.InFlight, " "))
+	}
 	if len(r.Findings) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

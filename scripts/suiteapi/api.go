@@ -450,6 +450,9 @@ type Run struct {
 	Actions    int        `json:"actions"`
 	Error      string     `json:"error"`
 	Findings   []Finding  `json:"findings"`
+	// InFlight are the orders named that were not compared: their last
+	// change is younger than MinAge.
+	InFlight []string `json:"inFlight"`
 }
 
 // Kinds lists the run's findings as "KIND service ACTION".

@@ -138,6 +138,7 @@ func TestDrills(t *testing.T) {
 	for name := range harness.Consumers {
 		databases[name] = s.DatabaseURL(name)
 	}
+	databases[drill.Order] = s.DatabaseURL(drill.Order)
 	target := drill.Target{
 		URLs:                 urls,
 		Brokers:              s.Broker.Addrs(),

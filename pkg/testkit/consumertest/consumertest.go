@@ -7,15 +7,18 @@ package consumertest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
@@ -61,7 +64,39 @@ func New(t *testing.T, db *sqlx.DB, consumer string, handler http.Handler, guard
 // (none when empty) and returns the status and the trimmed answer.
 func (f *Fixture) Call(body, token string) (int, string) {
 	f.T.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.URL+"/admin/reconciliation/orders", strings.NewReader(body))
+	return f.do(http.MethodPost, "/admin/reconciliation/orders", body, token)
+}
+
+// ExpectEffects pages through GET /admin/reconciliation/effects, two ids a
+// page, and fails the test unless it lists exactly orderIDs (ascending);
+// and unless nothing is listed as written before the effects were.
+func (f *Fixture) ExpectEffects(orderIDs ...string) {
+	f.T.Helper()
+	var got []string
+	after := ""
+	for range len(orderIDs) + 2 {
+		code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?limit=2&before=2999-01-01T00:00:00Z&after="+after, "", AdminToken)
+		var page admin.EffectOrders
+		if code != http.StatusOK || json.Unmarshal([]byte(raw), &page) != nil {
+			f.T.Fatalf("effects after %q: %d %s", after, code, raw)
+		}
+		got = append(got, page.OrderIDs...)
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, orderIDs) {
+		f.T.Fatalf("effects of orders %v, want %v", got, orderIDs)
+	}
+	if code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?before=2000-01-01T00:00:00Z", "", AdminToken); code != http.StatusOK ||
+		raw != `{"orderIds":[],"next":""}` {
+		f.T.Fatalf("effects written before 2000: %d %s", code, raw)
+	}
+}
+
+func (f *Fixture) do(method, path, body, token string) (int, string) {
+	f.T.Helper()
+	req, err := http.NewRequest(method, f.URL+path, strings.NewReader(body))
 	if err != nil {
 		f.T.Fatal(err)
 	}

@@ -160,11 +160,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			urls[name] = u
 		}
 	}
-	// reconcile/lost-effect plays a restored backup of a consumer's
-	// database: the suite's databases on make run's Postgres.
+	// reconcile/lost-effect and reconcile/order-restored play a restored
+	// backup of inventory's and the order service's databases: the suite's
+	// databases on make run's Postgres.
 	databases := map[string]string{}
 	for _, svc := range suite.Services() {
-		if svc.ConsumerGroup == "" {
+		if svc.ConsumerGroup == "" && svc.Name != drill.Order {
 			continue
 		}
 		dsn, err := postgres.WithDatabase(env.String("DATABASE_URL", suite.DefaultDatabaseURL), svc.DBName)

@@ -343,3 +343,17 @@ func (r *Repository) Movements(ctx context.Context, orderID string) ([]inventory
 	}
 	return out, nil
 }
+
+// EffectOrders lists up to limit order ids after after, ascending, that
+// the service holds a stock record (deducted, restocked or rejected) for, last written before before: what
+// reconciliation looks up at the order service to find orphans.
+func (r *Repository) EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error) {
+	ids := []string{}
+	if err := r.db.SelectContext(ctx, &ids, `
+		SELECT order_id FROM inventory_orders
+		WHERE order_id > $1 AND updated_at < $2
+		ORDER BY order_id LIMIT $3`, after, before, limit); err != nil {
+		return nil, fmt.Errorf("list orders with stock records: %w", err)
+	}
+	return ids, nil
+}

@@ -1,6 +1,7 @@
 package ports
 
 import (
+	"context"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -24,11 +25,16 @@ type ReconciliationView struct {
 	admin.ConsumerFacts
 }
 
-// RegisterReconciliation adds POST /reconciliation/orders to the admin
-// group: the views of up to admin.MaxOrderIDs orders, read with three
-// statements in one snapshot whatever their number.
+// RegisterReconciliation adds to the admin group POST
+// /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
+// with three statements in one snapshot whatever their number, and GET
+// /reconciliation/effects, a page of the orders the service holds effects
+// for (reconciliation looks them up at the order service to find orphans).
 func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.Records, reconciliationView)
+	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
+		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
+	})
 }
 
 func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {

@@ -93,3 +93,18 @@ func (row notificationRow) sent() notification.Sent {
 		CreatedAt: row.CreatedAt.UTC(),
 	}
 }
+
+// EffectOrders lists up to limit order ids after after, ascending, that
+// the service holds notifications sent for, last written before before: what
+// reconciliation looks up at the order service to find orphans.
+func (r *Repository) EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error) {
+	ids := []string{}
+	if err := r.db.SelectContext(ctx, &ids, `
+		SELECT order_id FROM notifications
+		WHERE order_id > $1
+		GROUP BY order_id HAVING max(created_at) < $2
+		ORDER BY order_id LIMIT $3`, after, before, limit); err != nil {
+		return nil, fmt.Errorf("list orders with notifications: %w", err)
+	}
+	return ids, nil
+}

@@ -95,6 +95,8 @@ func TestReconciliationViews(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("views\n got %s\nwant %v", raw, want)
 	}
+	// The orders the service holds effects for, a page at a time.
+	f.ExpectEffects("O-1", "O-2")
 }
 
 func TestReconciliationRefusesBadRequests(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -260,6 +261,23 @@ func TestReconciliationViews(t *testing.T) {
 	}
 	if fmt.Sprint(summary) != "[PAYMENT_SUCCEEDED SENT true REFUND_SUCCEEDED PENDING false REFUND_REJECTED PENDING false]" {
 		t.Fatalf("O-1 callbacks %v", summary)
+	}
+	// The orders the service holds a payment for, a page at a time.
+	f.pay(t, "O-0")
+	var listed []string
+	for after, pages := "", 0; pages < 4; pages++ {
+		code, raw := f.call(t, http.MethodGet, "/admin/reconciliation/effects?limit=1&before=2999-01-01T00:00:00Z&after="+after, "", adminToken)
+		var page admin.EffectOrders
+		if code != 200 || json.Unmarshal([]byte(raw), &page) != nil {
+			t.Fatalf("effects after %q: %d %s", after, code, raw)
+		}
+		listed = append(listed, page.OrderIDs...)
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	if want := []string{"O-0", "O-1"}; !slices.Equal(listed, want) {
+		t.Fatalf("orders with a payment %v, want %v", listed, want)
 	}
 }
 

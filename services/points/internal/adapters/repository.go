@@ -145,3 +145,18 @@ func (r *Repository) Balance(ctx context.Context, customerID string) (int64, err
 	}
 	return n, nil
 }
+
+// EffectOrders lists up to limit order ids after after, ascending, that
+// the service holds ledger entries for, last written before before: what
+// reconciliation looks up at the order service to find orphans.
+func (r *Repository) EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error) {
+	ids := []string{}
+	if err := r.db.SelectContext(ctx, &ids, `
+		SELECT order_id FROM points_ledger
+		WHERE order_id > $1
+		GROUP BY order_id HAVING max(created_at) < $2
+		ORDER BY order_id LIMIT $3`, after, before, limit); err != nil {
+		return nil, fmt.Errorf("list orders with ledger entries: %w", err)
+	}
+	return ids, nil
+}

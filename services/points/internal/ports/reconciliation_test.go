@@ -109,6 +109,8 @@ func TestReconciliationViews(t *testing.T) {
 	if code, raw := f.Call(`{"orderIds":["O-big"]}`, consumertest.AdminToken); code != 200 || !strings.Contains(raw, `"points":9999999999999999,"amount":"9999999999999999.99"`) {
 		t.Fatalf("the largest order: %d %s", code, raw)
 	}
+	// The orders the service holds effects for, a page at a time.
+	f.ExpectEffects("O-1", "O-big")
 }
 
 func TestReconciliationRefusesBadRequests(t *testing.T) {

@@ -189,6 +189,26 @@ func (p *Peers) ChangedOrders(ctx context.Context, after Cursor, before time.Tim
 	return orders, page.Next, nil
 }
 
+// EffectOrders returns up to limit of the order ids service holds effects
+// for, after after in id order, last written before before, and the after
+// of the next page ("" at the end).
+func (p *Peers) EffectOrders(ctx context.Context, service, after string, before time.Time, limit int) ([]string, string, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	q.Set("before", before.UTC().Format(time.RFC3339Nano))
+	q.Set("limit", strconv.Itoa(limit))
+	var page struct {
+		OrderIDs []string `json:"orderIds"`
+		Next     string   `json:"next"`
+	}
+	if err := p.call(ctx, service, http.MethodGet, "/admin/reconciliation/effects?"+q.Encode(), nil, &page); err != nil {
+		return nil, "", err
+	}
+	return page.OrderIDs, page.Next, nil
+}
+
 // Orders returns the order service's view of each id, in order.
 func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
 	var page struct {

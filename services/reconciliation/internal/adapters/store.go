@@ -43,11 +43,15 @@ func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope)
 
 // FinishRun records how run ended.
 func (s *Store) FinishRun(ctx context.Context, run rec.Run) error {
+	inFlight := run.InFlight
+	if inFlight == nil {
+		inFlight = []string{}
+	}
 	if _, err := s.db.ExecContext(ctx, `
 		UPDATE reconciliation_runs
-		SET status = $2, finished_at = now(), checked = $3, findings = $4, actions = $5, error = $6
+		SET status = $2, finished_at = now(), checked = $3, findings = $4, actions = $5, error = $6, in_flight = $7
 		WHERE id = $1`,
-		run.ID, run.Status, run.Checked, len(run.Findings), run.Actions, run.Error); err != nil {
+		run.ID, run.Status, run.Checked, len(run.Findings), run.Actions, run.Error, pq.Array(inFlight)); err != nil {
 		return fmt.Errorf("finish run %d: %w", run.ID, err)
 	}
 	return nil
@@ -86,15 +90,16 @@ type runRow struct {
 	Findings   int            `db:"findings"`
 	Actions    int            `db:"actions"`
 	Error      string         `db:"error"`
+	InFlight   pq.StringArray `db:"in_flight"`
 }
 
 func (r runRow) run() rec.Run {
 	return rec.Run{ID: r.ID, StartedBy: r.StartedBy, Scope: rec.Scope{OrderIDs: r.OrderIDs, MinAge: time.Duration(r.MinAgeMS) * time.Millisecond},
 		Status: rec.RunStatus(r.Status), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checked: r.Checked,
-		Actions: r.Actions, Error: r.Error}
+		Actions: r.Actions, Error: r.Error, InFlight: r.InFlight}
 }
 
-const runColumns = `id, started_by, order_ids, min_age_ms, status, started_at, finished_at, checked, findings, actions, error`
+const runColumns = `id, started_by, order_ids, min_age_ms, status, started_at, finished_at, checked, findings, actions, error, in_flight`
 
 // Run returns run id with its findings, or ErrRunNotFound.
 func (s *Store) Run(ctx context.Context, id int64) (rec.Run, error) {

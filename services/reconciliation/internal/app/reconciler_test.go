@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
@@ -31,6 +32,14 @@ type services struct {
 	order   []string
 	calls   []string
 	failing bool // compensations fail, as a service that is down does
+	// moves are what each order becomes right after its next read by
+	// Orders: the order moved on between a run's read of it and its read
+	// of the other services.
+	moves map[string]rec.Facts
+	// effects are the order ids each consumer holds effects for, and
+	// effectsBefore the last time asked for.
+	effects       map[string][]string
+	effectsBefore time.Time
 }
 
 func newServices(facts ...rec.Facts) *services {
@@ -79,6 +88,10 @@ func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) 
 		if !ok {
 			out[i] = rec.Order{ID: id}
 		}
+		if next, ok := s.moves[id]; ok {
+			s.facts[id] = next
+			delete(s.moves, id)
+		}
 	}
 	return out, nil
 }
@@ -89,8 +102,26 @@ func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, er
 	out := make([]rec.Facts, len(orders))
 	for i, o := range orders {
 		out[i] = s.facts[o.ID]
+		out[i].Order = o // the order as the caller read it
 	}
 	return out, nil
+}
+
+func (s *services) EffectOrders(_ context.Context, service, after string, before time.Time, limit int) ([]string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.effectsBefore = before
+	ids := slices.Sorted(slices.Values(s.effects[service]))
+	var out []string
+	for _, id := range ids {
+		if id > after && len(out) < limit {
+			out = append(out, id)
+		}
+	}
+	if len(out) == limit {
+		return out, out[len(out)-1], nil
+	}
+	return out, "", nil
 }
 
 func (s *services) call(what string) (string, error) {
@@ -297,22 +328,150 @@ func TestAnActionThatDidNotHelpIsEscalated(t *testing.T) {
 	}
 }
 
+// TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded: the run reads the
+// order as CREATED; before it reads the payment, the order is checked out
+// and paid. The payment looks like one for an unpayable order (and the
+// other services' effects like extra ones), but the order is read again
+// before anything is recorded or any money goes back: nothing is found and
+// nothing refunded. A payment for an order that really was cancelled is
+// refunded.
+func TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded(t *testing.T) {
+	created := rec.Facts{Order: rec.Order{ID: "O-1", Found: true, Status: rec.StatusCreated, Version: 1, Amount: dec("10"), Currency: "CNY",
+		Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: long,
+		Events: []rec.OutboxRow{sent("E-O-1-1", "OrderCreated", 1)}}, Inventory: rec.Inventory{Status: rec.InventoryNone}}
+	paid := paidButLost("O-1")
+	paid.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}}
+	// O-3 is read as paid and then found cancelled with its payment: only
+	// the second read calls for a refund, which waits for the next run.
+	svc := newServices(created, cancelledAndCharged("O-2"), paidButLost("O-3"))
+	svc.moves = map[string]rec.Facts{"O-1": paid, "O-3": cancelledAndCharged("O-3")}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-2", "O-3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"O-2 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE", "O-3 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DEFERRED"}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 {
+		t.Fatalf("run: %v, %d actions; want %v, 1", got, run.Actions, want)
+	}
+	if got := svc.taken(); !slices.Equal(got, []string{"refund O-2 " + event.ReturnRefundID("P-O-2") + " 10"}) {
+		t.Fatalf("compensations %v, want only O-2's refund", got)
+	}
+	again, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-3"}})
+	if got, want := outcomes(again), []string{"O-3 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("the next run: %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestARestoredOrderIsForAPerson: the order service went back to version 2
+// (PENDING_PAYMENT) while its consumers applied version 3 (OrderPaid). The
+// run names the regression for a person and takes none of the actions
+// the order's stale state calls for (republishing the payment's callback
+// would make the order emit OrderPaid as version 3, which every consumer
+// ignores as stale). An order that merely moved on between the run's
+// reads is no regression.
+func TestARestoredOrderIsForAPerson(t *testing.T) {
+	restored := paidButLost("O-1")
+	restored.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 3, State: "DEDUCTED"}}
+	restored.Points.Consumer = rec.ConsumerState{Version: 3, State: "EARNED"}
+	restored.Order.Status, restored.Order.Version, restored.Order.PaymentID = rec.StatusPendingPayment, 2, ""
+	restored.Order.Events = restored.Order.Events[:1]
+
+	moving := paidButLost("O-2")
+	moving.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 3, State: "DEDUCTED"}}
+	before := moving
+	before.Order.Status, before.Order.Version, before.Order.PaymentID = rec.StatusPendingPayment, 2, ""
+	svc := newServices(restored, before)
+	svc.moves = map[string]rec.Facts{"O-2": moving}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN", "O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN"}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 0 || len(svc.taken()) != 0 {
+		t.Fatalf("run: %v, %d actions, compensations %v; want %v and none", got, run.Actions, svc.taken(), want)
+	}
+	if f := run.Findings[0]; f.Service != rec.ServiceInventory || !strings.Contains(f.Outcome, "past 3") {
+		t.Fatalf("finding %+v, want inventory's, naming version 3", f)
+	}
+	check, err := r.Check(context.Background(), "O-1")
+	if err != nil || check.Converged || len(check.Mismatches) != 2 || check.Mismatches[0].Kind != rec.OrderVersionRegressed {
+		t.Fatalf("check of O-1: %+v, %v", check, err)
+	}
+}
+
+// TestOrphanEffects: a run over every order lists, a page at a time, the
+// orders each consumer holds effects for and names those the order
+// service does not know, for a person, up to MaxOrphans a service; a run
+// over orders named by id does not look.
+func TestOrphanEffects(t *testing.T) {
+	svc := newServices(cancelledAndCharged("O-1"))
+	many := make([]string, app.MaxOrphans+5)
+	for i := range many {
+		many[i] = fmt.Sprintf("O-bench-%03d", i)
+	}
+	svc.effects = map[string][]string{
+		rec.ServicePayment:   {"O-1", "O-lost"},
+		rec.ServiceInventory: {"O-gone", "O-1"},
+		rec.ServicePoints:    many,
+	}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	named, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if err != nil || len(named.Findings) != 1 {
+		t.Fatalf("run over O-1: %v, %v", outcomes(named), err)
+	}
+
+	run, err := r.Run(context.Background(), "test", rec.Scope{MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !svc.effectsBefore.Equal(run.StartedAt.Add(-time.Minute)) {
+		t.Fatalf("effects asked for before %v, want the run's start less minAge", svc.effectsBefore)
+	}
+	orphans := map[string][]string{}
+	for _, f := range run.Findings {
+		if f.Kind == rec.OrphanEffect {
+			if f.Action != rec.ActionManualReview || !strings.HasPrefix(f.Outcome, "OPEN") {
+				t.Fatalf("orphan finding %+v, want an open MANUAL_REVIEW", f)
+			}
+			orphans[f.Service] = append(orphans[f.Service], f.OrderID)
+		}
+	}
+	if got := orphans[rec.ServicePayment]; !slices.Equal(got, []string{"O-lost"}) {
+		t.Fatalf("payment orphans %v", got)
+	}
+	if got := orphans[rec.ServiceInventory]; !slices.Equal(got, []string{"O-gone"}) {
+		t.Fatalf("inventory orphans %v", got)
+	}
+	if got := orphans[rec.ServicePoints]; !slices.Equal(got, many[:app.MaxOrphans]) {
+		t.Fatalf("%d points orphans, want the first %d", len(got), app.MaxOrphans)
+	}
+	if len(svc.taken()) != 1 {
+		t.Fatalf("compensations %v, want only O-1's refund", svc.taken())
+	}
+}
+
 func TestRunScope(t *testing.T) {
 	recent := paidButLost("O-new")
 	recent.Order.UpdatedAt = time.Now()
 	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"), recent)
 	r, _, _ := newReconciler(t, svc, time.Minute)
 	tests := []struct {
-		name  string
-		scope rec.Scope
-		want  int
-		err   bool
+		name     string
+		scope    rec.Scope
+		want     int
+		inFlight []string
+		err      bool
 	}{
-		{"every order older than the deadline, over pages of 2", rec.Scope{MinAge: time.Minute}, 3, false},
-		{"every order", rec.Scope{}, 4, false},
-		{"orders named, even recent", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, false},
-		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, true},
-		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, true},
+		{"every order older than the deadline, over pages of 2", rec.Scope{MinAge: time.Minute}, 3, nil, false},
+		{"every order", rec.Scope{}, 4, nil, false},
+		{"orders named, a recent one in flight", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}, MinAge: time.Minute}, 1, []string{"O-new"}, false},
+		{"orders named, minAge 0s: every one now", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, nil, false},
+		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, nil, true},
+		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,10 +479,40 @@ func TestRunScope(t *testing.T) {
 			if (err != nil) != tt.err {
 				t.Fatalf("error %v, want error %v", err, tt.err)
 			}
-			if err == nil && run.Checked != tt.want {
-				t.Fatalf("checked %d, want %d", run.Checked, tt.want)
+			if err == nil && (run.Checked != tt.want || !slices.Equal(run.InFlight, tt.inFlight)) {
+				t.Fatalf("checked %d, in flight %v; want %d, %v", run.Checked, run.InFlight, tt.want, tt.inFlight)
 			}
 		})
+	}
+}
+
+// TestAnOrderInFlightSpendsNoAction: an order named by id whose last change
+// is younger than minAge is not compared, so no finding is recorded and
+// the action key is not spent; once it is old enough (or minAge is 0s) the
+// finding is made and its action taken.
+func TestAnOrderInFlightSpendsNoAction(t *testing.T) {
+	recent := paidButLost("O-1")
+	recent.Order.UpdatedAt = time.Now()
+	svc := newServices(recent)
+	r, store, _ := newReconciler(t, svc, time.Minute)
+	ctx := context.Background()
+	early, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}, MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(early.Findings) != 0 || early.Actions != 0 || len(svc.taken()) != 0 || !slices.Equal(early.InFlight, []string{"O-1"}) {
+		t.Fatalf("in-flight run: findings %v, actions %d, compensations %v, in flight %v", outcomes(early), early.Actions, svc.taken(), early.InFlight)
+	}
+	stored, err := store.Run(ctx, early.ID)
+	if err != nil || !slices.Equal(stored.InFlight, []string{"O-1"}) {
+		t.Fatalf("audited run in flight %v, %v", stored.InFlight, err)
+	}
+	now, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(now), []string{"O-1 MISSING_EFFECT REPUBLISH DONE"}; !slices.Equal(got, want) || len(now.InFlight) != 0 {
+		t.Fatalf("run with minAge 0s: %v, in flight %v; want %v", got, now.InFlight, want)
 	}
 }
 

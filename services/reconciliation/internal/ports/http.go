@@ -102,14 +102,20 @@ type RunView struct {
 	Actions    int           `json:"actions"`
 	Error      string        `json:"error,omitempty"`
 	Findings   []FindingView `json:"findings"`
+	// InFlight are the orders asked for by id that were not compared:
+	// their last change is younger than minAge.
+	InFlight []string `json:"inFlight"`
 }
 
 func runView(r rec.Run) RunView {
 	v := RunView{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		OrderIDs: r.Scope.OrderIDs, MinAge: r.Scope.MinAge.String(), Checked: r.Checked, Actions: r.Actions, Error: r.Error,
-		Findings: findingViews(r.Findings)}
+		Findings: findingViews(r.Findings), InFlight: r.InFlight}
 	if v.OrderIDs == nil {
 		v.OrderIDs = []string{}
+	}
+	if v.InFlight == nil {
+		v.InFlight = []string{}
 	}
 	return v
 }

@@ -12,8 +12,9 @@ const (
 	RunFailed    RunStatus = "FAILED"
 )
 
-// Scope is what a run checks: the orders named, or (none named) every order
-// whose last change is older than MinAge.
+// Scope is what a run checks: the orders named, or (none named) every order;
+// either way only those whose last change is older than MinAge (zero:
+// every one, now).
 type Scope struct {
 	OrderIDs []string
 	MinAge   time.Duration
@@ -31,6 +32,9 @@ type Run struct {
 	Actions    int
 	Error      string
 	Findings   []Recorded
+	// InFlight are the orders named in the scope that were not compared:
+	// their last change was younger than MinAge.
+	InFlight []string
 }
 
 // Recorded is a finding as a run recorded it: the decided action and what

@@ -1,0 +1,46 @@
+package reconciliation_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+)
+
+func TestVersionRegressions(t *testing.T) {
+	at := func(f rec.Facts, payment, inventory, points, notification int64) rec.Facts {
+		f.Payment.Consumer.Version = payment
+		f.Inventory.Consumer = rec.ConsumerState{Version: inventory, State: "DEDUCTED"}
+		f.Points.Consumer.Version = points
+		f.Notifications.Consumer.Version = notification
+		return f
+	}
+	restored := paid().Order
+	restored.Version, restored.Status = 2, rec.StatusPendingPayment
+	tests := []struct {
+		name  string
+		order rec.Order
+		seen  rec.Facts
+		want  []string
+	}{
+		{"every consumer at or behind the order", paid().Order, at(paid(), 2, 3, 3, 3), nil},
+		{"consumers past a restored order", restored, at(paid(), 2, 3, 3, 2), []string{"inventory", "points"}},
+		{"an order the order service does not know", rec.Order{ID: "O-1"}, at(paid(), 9, 9, 9, 9), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, f := range rec.VersionRegressions(tt.order, tt.seen) {
+				got = append(got, f.Service)
+				if f.Kind != rec.OrderVersionRegressed || f.Action.Type != rec.ActionManualReview ||
+					!strings.Contains(f.Action.Reason, "past 3") || !strings.Contains(f.Actual, "version 2") {
+					t.Errorf("finding %+v", f)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("regressed at %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
