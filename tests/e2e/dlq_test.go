@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,10 +52,10 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	// The fix, then the replay.
 	s.JSON("inventory", "PUT", "/admin/failpoints/inventory.apply", map[string]any{"action": "off"}, 200)
 	id := int(rec["id"].(float64))
-	replay := s.JSON("inventory", "POST", fmt.Sprintf("/admin/dlq/%d/replay", id), nil, 200)
+	replay, err := s.API().Replay(context.Background(), "inventory", int64(id), "e2e")
 	// The replay answers what the inventory consumer did with the event.
-	if replay["outcome"] != "APPLIED" || replay["eventId"] != paid.EventID {
-		t.Fatalf("replay answered %v", replay)
+	if err != nil || replay.Outcome != "APPLIED" || replay.EventID != paid.EventID {
+		t.Fatalf("replay answered %+v, %v", replay, err)
 	}
 	s.WaitSnapshot("O-DLQ", paidSnapshot(), 30*time.Second)
 	if st := s.Inventory("SKU-1"); st.Deducted != 2 {
@@ -66,15 +67,15 @@ func TestDeadLetterAndReplay(t *testing.T) {
 		}
 	}
 
-	again := s.JSON("inventory", "POST", fmt.Sprintf("/admin/dlq/%d/replay", id), nil, 200)
-	if again["outcome"] != "ALREADY_REPLAYED" {
-		t.Fatalf("second replay answered %v, want ALREADY_REPLAYED", again)
+	again, err := s.API().Replay(context.Background(), "inventory", int64(id), "e2e")
+	if err != nil || again.Outcome != "ALREADY_REPLAYED" {
+		t.Fatalf("second replay answered %+v, %v, want ALREADY_REPLAYED", again, err)
 	}
 	inspected := s.JSON("inventory", "GET", fmt.Sprintf("/admin/dlq/%d", id), nil, 200)
 	audit := inspected["replays"].([]any)
 	if inspected["status"] != "REPLAYED" || len(audit) != 2 ||
 		audit[0].(map[string]any)["outcome"] != "APPLIED" || audit[1].(map[string]any)["outcome"] != "ALREADY_REPLAYED" ||
-		audit[0].(map[string]any)["requestedBy"] == "" || audit[0].(map[string]any)["requestedAt"] == "" {
+		audit[0].(map[string]any)["requestedBy"] != "e2e" || audit[0].(map[string]any)["requestedAt"] == "" {
 		t.Errorf("inspected record %v, want status REPLAYED and two audited replays (who, when, outcome APPLIED then ALREADY_REPLAYED)", inspected)
 	}
 	if n := s.TopicCount(paid.EventID); n != 2 {

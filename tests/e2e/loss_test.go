@@ -227,23 +227,34 @@ func TestOrderServiceDownKeepsCallbacksPending(t *testing.T) {
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L5")
 	// The payment service looks the order up before charging, so take the
-	// order service away only after that: between the charge and the callback.
-	s.Restart("payment", map[string]string{"FAILPOINTS": "relay.before-publish=exit"})
+	// order service away only after that: between the charge and the
+	// callback, which the payment's relay holds (every publish fails) until
+	// the order service is down. A fail point that exits the payment
+	// service there instead raced its answer to the payment.
+	failRelay := func(action string) {
+		s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": action, "times": 100000}, 200)
+	}
+	failRelay("error")
 	if code, out := s.Pay("O-L5", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
 		t.Fatalf("pay: %d %v", code, out)
 	}
-	s.WaitExit("payment", 15*time.Second)
 	s.Stop("order")
-	s.StartService("payment", nil)
+	failRelay("off")
 
+	// Attempts from now on fail because the order service is down (one
+	// may still be the fail point's, in flight when it was disarmed).
+	held := s.OutboxRows("payment", "O-L5")
+	if len(held) != 1 || held[0].Status != "PENDING" {
+		t.Fatalf("payment outbox %+v, want the callback held PENDING", held)
+	}
 	var row harness.OutboxRow
-	s.WaitUntil(30*time.Second, "three failed callback attempts", func() bool {
+	s.WaitUntil(30*time.Second, "three more failed callback attempts", func() bool {
 		rows := s.OutboxRows("payment", "O-L5")
 		if len(rows) == 0 {
 			return false
 		}
 		row = rows[0]
-		return row.Attempts >= 3
+		return row.Attempts >= held[0].Attempts+3
 	})
 	if row.Status != "PENDING" {
 		t.Fatalf("callback %s while the order service is down, want PENDING", row.Status)
