@@ -30,6 +30,8 @@ func reconcileCases() []Case {
 			"0.01 back of a 2-unit 20.00 order: order and payment PARTIALLY_REFUNDED 0.01, nothing restocked, 19 points, 2 notifications; then a unit back; reconciliation agrees", false, reconcilePartialRefund),
 		newCase("reconcile", "last-unit-race",
 			"two customers race for the last unit and both pay: one keeps it; the other's money comes back in full on the normal path (CANCELLED OUT_OF_STOCK, points net zero, told why), with no person; a run finds nothing", false, reconcileLastUnitRace),
+		newCase("reconcile", "operator-refund",
+			"an operator's refund through the payment service's operator route with X-Operator: the order records it with who asked, payment, stock, points and the customer's message follow, a run finds nothing; without X-Operator 400 OPERATOR_REQUIRED and nothing changes", false, reconcileOperatorRefund),
 		newCase("reconcile", "payment-returned",
 			"a payment that reaches an order cancelled after the payment's check is returned on the normal path: OrderPaymentRejected, the payment service's refund, OrderPaymentReturned, the customer told", false, reconcilePaymentReturned),
 		newCase("reconcile", "payment-for-unpayable-order",
