@@ -149,6 +149,9 @@ func refundSentTwice(s *session, suffix, key string, version int64, want refundW
 			return refundState{}, fmt.Errorf("refund %d answered %s %s %s, want SUCCESS 30.00", i+1, a.BusinessCode, a.Amount, a.Message)
 		}
 		answers[i] = a
+		if err := retryAnswered(key != "", answers[:i+1]); err != nil {
+			return refundState{}, err
+		}
 		// Each refund completes (v5, v7) before the next request: the
 		// retry finds the order able to refund again, and one answered
 		// again leaves it where it was.
@@ -166,19 +169,8 @@ func refundSentTwice(s *session, suffix, key string, version int64, want refundW
 	if err != nil {
 		return st, err
 	}
-	keyed := key != ""
-	switch {
-	case answers[0].Replayed:
-		return st, fmt.Errorf("the first answer is marked %s", suiteapi.ReplayedHeader)
-	case keyed && (!answers[1].Replayed || answers[1].RefundID != answers[0].RefundID):
-		return st, fmt.Errorf("the retry with the same key answered refund %s replayed=%v, want the first's %s, replayed",
-			answers[1].RefundID, answers[1].Replayed, answers[0].RefundID)
-	case !keyed && (answers[1].Replayed || answers[1].RefundID == answers[0].RefundID):
-		return st, fmt.Errorf("the retry without a key answered refund %s replayed=%v, want a second refund",
-			answers[1].RefundID, answers[1].Replayed)
-	}
 	refunds := 1
-	if !keyed {
+	if key == "" {
 		refunds = 2
 	}
 	if st.order.Status != "PARTIALLY_REFUNDED" || st.order.Version != version || st.order.RefundedAmount != want.refunded ||
@@ -188,6 +180,26 @@ func refundSentTwice(s *session, suffix, key string, version int64, want refundW
 			st, want.refunded, version, refunds, want.available, want.deducted)
 	}
 	return st, nil
+}
+
+// retryAnswered checks the answers so far of a refund sent twice: the
+// first is not marked as given again; with a key the retry is the first
+// answer again, without one a refund of its own.
+func retryAnswered(keyed bool, answers []suiteapi.RefundAnswer) error {
+	first := answers[0]
+	switch {
+	case first.Replayed:
+		return fmt.Errorf("the first answer is marked %s", suiteapi.ReplayedHeader)
+	case len(answers) < 2:
+		return nil
+	case keyed && (!answers[1].Replayed || answers[1].RefundID != first.RefundID):
+		return fmt.Errorf("the retry with the same key answered refund %s (replayed %v), want the first's %s again, marked %s",
+			answers[1].RefundID, answers[1].Replayed, first.RefundID, suiteapi.ReplayedHeader)
+	case !keyed && (answers[1].Replayed || answers[1].RefundID == first.RefundID):
+		return fmt.Errorf("the retry without a key answered refund %s (replayed %v), want a second refund",
+			answers[1].RefundID, answers[1].Replayed)
+	}
+	return nil
 }
 
 // reconcileOperatorRefund: the operator's refund through the payment
