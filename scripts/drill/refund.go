@@ -90,8 +90,9 @@ func (s *session) refundStateOf(orderID, sku string) (refundState, error) {
 	return r, errors.Join(errs[:]...)
 }
 
-// Tutorial: "重复请求" — a client that got no answer sends its command
-// again; with an Idempotency-Key it is one refund, without one two.
+// duplicateRetriedRefund: a client that got no answer sends its command
+// again. With an Idempotency-Key it is one refund; without one it is two,
+// and the verdict says so, since only the key makes a retry safe.
 func duplicateRetriedRefund(s *session) (string, error) {
 	key, err := suiteapi.NewIdempotencyKey()
 	if err != nil {
