@@ -24,7 +24,7 @@ func TestSelect(t *testing.T) {
 	}{
 		{names: []string{"all"}, want: all, first: "duplicate/twice"},
 		{names: []string{"loss"}, want: 8, first: "loss/before-publish"},
-		{names: []string{"replay", "duplicate"}, want: 5, first: "duplicate/twice"},
+		{names: []string{"replay", "duplicate"}, want: 7, first: "duplicate/twice"},
 		{names: []string{"poison/invalid-json"}, want: 1, first: "poison/invalid-json"},
 		{names: []string{"backlog"}, wantErr: true},
 		{names: nil, wantErr: true},

@@ -27,6 +27,9 @@ func duplicateCases() []Case {
 		newCase("duplicate", "signed-callback",
 			"the payment callback delivered 12 times (10 at once): one PAID v3, one OrderPaid, effects once; a forged and a stale one 401",
 			false, duplicateCallback),
+		newCase("duplicate", "retried-refund",
+			"a refund of 30.00 and a unit sent twice with one Idempotency-Key: one refund (30.00, one unit back), the retry answered again (Idempotent-Replayed, same refundId); sent twice WITHOUT a key: two refunds (60.00, both units back) — a client retrying without a key is refunded twice; both orders converge",
+			false, duplicateRetriedRefund),
 	}
 }
 

@@ -28,6 +28,8 @@ func reconcileCases() []Case {
 			"what the order service accepts, every service applies: values no consumer could apply are refused with 400 where they enter; an order on the rules' limits converges", false, reconcileRules),
 		newCase("reconcile", "partial-refund",
 			"0.01 back of a 2-unit 20.00 order: order and payment PARTIALLY_REFUNDED 0.01, nothing restocked, 19 points, 2 notifications; then a unit back; reconciliation agrees", false, reconcilePartialRefund),
+		newCase("reconcile", "operator-refund",
+			"an operator's refund through the payment service's operator route with X-Operator: the order records it with who asked, payment, stock, points and the customer's message follow, a run finds nothing; without X-Operator 400 OPERATOR_REQUIRED and nothing changes", false, reconcileOperatorRefund),
 		newCase("reconcile", "last-unit-race",
 			"two customers race for the last unit and both pay: one keeps it; the other's money comes back in full on the normal path (CANCELLED OUT_OF_STOCK, points net zero, told why), with no person; a run finds nothing", false, reconcileLastUnitRace),
 		newCase("reconcile", "payment-returned",

@@ -18,6 +18,9 @@ func replayCases() []Case {
 		newCase("replay", "twice",
 			"a second replay of the same dead letter: ALREADY_REPLAYED, nothing changes; both requests audited in order",
 			false, replayTwice),
+		newCase("replay", "late-refund",
+			"a refund's OrderRefunded dead-lettered by notification, a second refund told meanwhile: the replay answers APPLIED (the guard's APPLIED_LATE_FACT), the customer has both refund messages (3 in all), reconciliation finds nothing; before late facts were told the replay was IGNORED_STALE and that refund never told",
+			false, replayLateRefund),
 	}
 }
 
@@ -92,7 +95,7 @@ func replayAfterFix(s *session) (string, error) {
 	if len(after) != 1 || after[0].Status != "REPLAYED" {
 		return "", fmt.Errorf("dead letters after the replay %+v, want one marked REPLAYED", after)
 	}
-	audit, err := checkAudit(s, dl, "APPLIED")
+	audit, err := checkAudit(s, Inventory, dl, "APPLIED")
 	if err != nil {
 		return "", err
 	}
@@ -137,7 +140,7 @@ func replayTwice(s *session) (string, error) {
 	if err := s.processedOnce(dl.EventID); err != nil {
 		return "", err
 	}
-	audit, err := checkAudit(s, dl, "APPLIED", "ALREADY_REPLAYED")
+	audit, err := checkAudit(s, Inventory, dl, "APPLIED", "ALREADY_REPLAYED")
 	if err != nil {
 		return "", err
 	}
@@ -149,12 +152,12 @@ func replayTwice(s *session) (string, error) {
 // and case, so the audit row is provably this drill's.
 func requester(s *session) string { return "drill-" + s.t.RunID + "-" + s.slug }
 
-// checkAudit reads the dead letter back (GET /admin/dlq/{id}) and checks its
+// checkAudit reads service's dead letter back (GET /admin/dlq/{id}) and checks its
 // status is REPLAYED and its audit holds one row per replay request, in
 // order, with the drill as requester, a time no earlier than the dead
 // letter and the outcome answered. It returns the audit as a line.
-func checkAudit(s *session, dl deadLetter, outcomes ...string) (string, error) {
-	rec, audit, err := s.api.Inspect(s.ctx, Inventory, dl.ID)
+func checkAudit(s *session, service string, dl deadLetter, outcomes ...string) (string, error) {
+	rec, audit, err := s.api.Inspect(s.ctx, service, dl.ID)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package suiteapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -55,6 +56,22 @@ type OrderView struct {
 	Amount  string `json:"amount"`
 	// Reason says why the order ended where it is (OUT_OF_STOCK).
 	Reason string `json:"reason,omitempty"`
+	// RefundedAmount is the money its refunds have given back so far.
+	RefundedAmount string `json:"refundedAmount"`
+	// Refunds are its refunds and returned payments, oldest first.
+	Refunds []RefundView `json:"refunds"`
+}
+
+// RefundView is one refund of an order as GET /orders/{id} shows it.
+type RefundView struct {
+	RefundID string `json:"refundId"`
+	Kind     string `json:"kind"`
+	Amount   string `json:"amount"`
+	Items    []Line `json:"items"`
+	Status   string `json:"status"`
+	Reason   string `json:"reason,omitempty"`
+	// RequestedBy is the operator who asked; empty for the customer.
+	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
 // OrderEvent is one of an order's outbox events (GET /orders/{id}/events).
@@ -356,6 +373,51 @@ func (c *Client) Replay(ctx context.Context, service string, id int64, requested
 	_, err := c.Do(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay",
 		requestedByHeader(requestedBy), nil, &out)
 	return out, err
+}
+
+// Refund is a customer's refund (POST /orders/{id}/refunds): an amount,
+// goods returned, or both.
+type Refund struct {
+	Amount string `json:"amount,omitempty"`
+	Items  []Line `json:"items,omitempty"`
+}
+
+// RefundAnswer is the order service's answer to a refund: SUCCESS or a
+// named rejection, the refund's id and amount, where the order stands,
+// and whether the answer was given again for a key the service had seen
+// (Idempotent-Replayed).
+type RefundAnswer struct {
+	BusinessCode string `json:"businessCode"`
+	Message      string `json:"message"`
+	RefundID     string `json:"refundId"`
+	Amount       string `json:"amount"`
+	Status       string `json:"status"`
+	Version      int64  `json:"version"`
+	Replayed     bool   `json:"-"`
+}
+
+// Refund sends r for orderID with key as its Idempotency-Key. An empty
+// key sends none, as a client that does not send one: each such request
+// runs (README.md, Retrying safely).
+func (c *Client) Refund(ctx context.Context, orderID, key string, r Refund) (RefundAnswer, error) {
+	var header http.Header
+	if key != "" {
+		header = http.Header{IdempotencyKeyHeader: {key}}
+	}
+	path := "/orders/" + url.PathEscape(orderID) + "/refunds"
+	code, answer, raw, err := c.roundTrip(ctx, Order, http.MethodPost, path, header, r, false)
+	if err != nil {
+		return RefundAnswer{}, err
+	}
+	if code/100 != 2 {
+		return RefundAnswer{}, statusError(http.MethodPost, c.URL(Order)+path, code, raw)
+	}
+	var out RefundAnswer
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return RefundAnswer{}, fmt.Errorf("POST %s: answer is not the JSON expected: %w", c.URL(Order)+path, err)
+	}
+	out.Replayed = answer.Get(ReplayedHeader) == "true"
+	return out, nil
 }
 
 // DefaultOperator names who asks for an operator action when a caller

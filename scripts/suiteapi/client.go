@@ -156,11 +156,19 @@ func IsStatus(err error, code int) bool {
 // it is sent again: a shed request is sent again (Config.ShedRetries), and
 // the last answer is returned.
 func (c *Client) Raw(ctx context.Context, service, method, path string, header http.Header, body any) (int, []byte, error) {
+	code, _, raw, err := c.roundTrip(ctx, service, method, path, header, body, true)
+	return code, raw, err
+}
+
+// roundTrip is Raw that also returns the answer's headers; keyed false
+// sends a command without an Idempotency-Key unless header has one, as a
+// client that sends none.
+func (c *Client) roundTrip(ctx context.Context, service, method, path string, header http.Header, body any, keyed bool) (int, http.Header, []byte, error) {
 	u := c.URL(service) + path
-	if IsCommand(method, path) && header.Get(IdempotencyKeyHeader) == "" {
+	if keyed && IsCommand(method, path) && header.Get(IdempotencyKeyHeader) == "" {
 		key, err := NewIdempotencyKey()
 		if err != nil {
-			return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+			return 0, nil, nil, fmt.Errorf("%s %s: %w", method, u, err)
 		}
 		header = header.Clone()
 		if header == nil {
@@ -178,7 +186,7 @@ func (c *Client) Raw(ctx context.Context, service, method, path string, header h
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
-			return 0, nil, fmt.Errorf("encode %s %s: %w", method, u, err)
+			return 0, nil, nil, fmt.Errorf("encode %s %s: %w", method, u, err)
 		}
 		payload = raw
 	}
@@ -187,15 +195,15 @@ func (c *Client) Raw(ctx context.Context, service, method, path string, header h
 	// those, and only an answer that says nothing of it ran is safe to
 	// send again whatever the request.
 	for attempt := 0; ; attempt++ {
-		code, raw, retryAfter, err := c.send(ctx, method, u, path, header, body != nil, payload)
+		code, answer, raw, retryAfter, err := c.send(ctx, method, u, path, header, body != nil, payload)
 		if err != nil || code != http.StatusServiceUnavailable || retryAfter < 0 || attempt >= c.cfg.ShedRetries {
-			return code, raw, err
+			return code, answer, raw, err
 		}
 		t := time.NewTimer(retryAfter)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return code, raw, nil
+			return code, answer, raw, nil
 		case <-t.C:
 		}
 	}
@@ -234,14 +242,14 @@ func IsCommand(method, path string) bool {
 
 // send sends a request once. retryAfter is the answer's Retry-After, or
 // -1 when it has none.
-func (c *Client) send(ctx context.Context, method, u, path string, header http.Header, hasBody bool, payload []byte) (code int, raw []byte, retryAfter time.Duration, err error) {
+func (c *Client) send(ctx context.Context, method, u, path string, header http.Header, hasBody bool, payload []byte) (code int, answer http.Header, raw []byte, retryAfter time.Duration, err error) {
 	var r io.Reader
 	if hasBody {
 		r = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
-		return 0, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
+		return 0, nil, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	for k, vs := range header {
 		for _, v := range vs {
@@ -256,18 +264,18 @@ func (c *Client) send(ctx context.Context, method, u, path string, header http.H
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return 0, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
+		return 0, nil, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return resp.StatusCode, raw, -1, fmt.Errorf("%s %s: read answer: %w", method, u, err)
+		return resp.StatusCode, resp.Header, raw, -1, fmt.Errorf("%s %s: read answer: %w", method, u, err)
 	}
 	retryAfter = -1
 	if secs, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && secs >= 0 {
 		retryAfter = time.Duration(secs) * time.Second
 	}
-	return resp.StatusCode, raw, retryAfter, nil
+	return resp.StatusCode, resp.Header, raw, retryAfter, nil
 }
 
 // Do sends a request and decodes a 2xx JSON answer into out (if not nil).

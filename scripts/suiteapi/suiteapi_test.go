@@ -374,3 +374,50 @@ func TestCommandsCarryAnIdempotencyKey(t *testing.T) {
 		t.Errorf("the caller's key became %q", k)
 	}
 }
+
+// A refund sends the key it is given, or none at all; an answer marked
+// Idempotent-Replayed says so.
+func TestRefundKey(t *testing.T) {
+	tests := []struct {
+		name         string
+		key          string
+		replayed     string
+		wantReplayed bool
+	}{
+		{"a key, first answer", "K-1", "", false},
+		{"a key, answer given again", "K-1", "true", true},
+		{"no key", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var gotKey []string
+			var gotPath, gotBody string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				raw, _ := io.ReadAll(r.Body)
+				gotKey, gotPath, gotBody = r.Header.Values(suiteapi.IdempotencyKeyHeader), r.URL.Path, string(raw)
+				if tt.replayed != "" {
+					w.Header().Set(suiteapi.ReplayedHeader, tt.replayed)
+				}
+				_, _ = io.WriteString(w, `{"businessCode":"SUCCESS","refundId":"R-1","amount":"30.00","status":"REFUNDING","version":4}`)
+			}))
+			t.Cleanup(srv.Close)
+			c := suiteapi.New(suiteapi.Config{URLs: map[string]string{suiteapi.Order: srv.URL}})
+			t.Cleanup(c.Close)
+			a, err := c.Refund(context.Background(), "O-1", tt.key, suiteapi.Refund{Amount: "30.00",
+				Items: []suiteapi.Line{{SKU: "SKU-1", Quantity: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.key == "" && len(gotKey) != 0 || tt.key != "" && (len(gotKey) != 1 || gotKey[0] != tt.key) {
+				t.Errorf("sent keys %q, want %q", gotKey, tt.key)
+			}
+			if gotPath != "/orders/O-1/refunds" || gotBody != `{"amount":"30.00","items":[{"sku":"SKU-1","quantity":1}]}` {
+				t.Errorf("sent %s %s", gotPath, gotBody)
+			}
+			want := suiteapi.RefundAnswer{BusinessCode: "SUCCESS", RefundID: "R-1", Amount: "30.00", Status: "REFUNDING", Version: 4, Replayed: tt.wantReplayed}
+			if a != want {
+				t.Errorf("answer %+v, want %+v", a, want)
+			}
+		})
+	}
+}
