@@ -2,9 +2,13 @@ package app_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
@@ -12,8 +16,11 @@ import (
 
 // TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline follows two
 // paid orders: one every service catches up with (its convergence is
-// measured once, from the payment to the last effect), one whose inventory
-// never does (counted past the deadline, with its age).
+// measured once, from the payment to the last effect: 1.2 s), one whose
+// inventory does only past the deadline (counted past it, with its age,
+// until then; measured once it catches up). The histogram is checked for
+// the durations it recorded, their sum and the buckets they fell in, not
+// only for how many.
 func TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline(t *testing.T) {
 	changed := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
 	ok := paidButLost("O-ok")
@@ -39,6 +46,7 @@ func TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline(t *testing.T) 
 	if n := sample(t, reg, "order_convergence_seconds", nil); n != 1 {
 		t.Fatalf("%v convergences measured, want 1 (O-ok, once)", n)
 	}
+	checkConvergences(t, reg, 1200*time.Millisecond)
 	// Within the deadline nothing is past it.
 	if v := sample(t, reg, "orders_unconverged", nil); v != 0 {
 		t.Fatalf("orders_unconverged = %v before the deadline", v)
@@ -72,4 +80,48 @@ func TestMonitorMeasuresConvergenceAndCountsOrdersPastTheDeadline(t *testing.T) 
 	if n := sample(t, reg, "order_convergence_seconds", nil); n != 2 {
 		t.Fatalf("%v convergences measured, want 2", n)
 	}
+	checkConvergences(t, reg, 1200*time.Millisecond, now.Sub(changed))
+}
+
+// checkConvergences checks that order_convergence_seconds recorded exactly
+// the durations want: their sum, and in each bucket as many as are at most
+// its bound.
+func checkConvergences(t *testing.T, reg *prometheus.Registry, want ...time.Duration) {
+	t.Helper()
+	h := histogram(t, reg, "order_convergence_seconds")
+	sum := 0.0
+	for _, d := range want {
+		sum += d.Seconds()
+	}
+	if h.GetSampleCount() != uint64(len(want)) || math.Abs(h.GetSampleSum()-sum) > 1e-6 {
+		t.Fatalf("histogram holds %d convergences of %.6f s in all, want %d of %.6f s (%v)",
+			h.GetSampleCount(), h.GetSampleSum(), len(want), sum, want)
+	}
+	for _, b := range h.GetBucket() {
+		n := uint64(0)
+		for _, d := range want {
+			if d.Seconds() <= b.GetUpperBound() {
+				n++
+			}
+		}
+		if b.GetCumulativeCount() != n {
+			t.Fatalf("histogram bucket le=%v holds %d convergences, want %d of %v", b.GetUpperBound(), b.GetCumulativeCount(), n, want)
+		}
+	}
+}
+
+// histogram returns the histogram called name in reg.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) *dto.Histogram {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 && f.GetMetric()[0].Histogram != nil {
+			return f.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return nil
 }
