@@ -66,6 +66,7 @@ type Peers interface {
 	Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error)
 	Republish(ctx context.Context, service string, eventIDs []string) (string, error)
 	Replay(ctx context.Context, service string, deadLetterID int64) (string, error)
+	Fence(ctx context.Context, orderID string, atLeast int64) (string, error)
 	EffectOrders(ctx context.Context, service, after string, before time.Time, limit int) ([]string, string, error)
 }
 
@@ -277,7 +278,8 @@ func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func(
 // first read of the payment, so it sees the status that payment belongs
 // to. A consumer's version past the order's, seen on the first read and
 // still past the order read again, is an ORDER_VERSION_REGRESSED finding
-// for a person, and the order's other findings wait for it.
+// whose action fences the order's version; the order's other findings
+// wait for the next run, which compares the fenced order anew.
 func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts) ([]rec.Recorded, int, error) {
 	stuckBefore := r.now().Add(-r.cfg.Deadline)
 	first := map[string][]rec.Finding{}
@@ -304,9 +306,10 @@ func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts
 		if len(findings) == 0 {
 			findings = rec.Compare(f, stuckBefore)
 		}
-		// An order whose version went back is judged by a person: its
-		// other findings follow from the changes it lost, and their
-		// actions would act on a state the services have left.
+		// An order whose version went back is fenced first: its other
+		// findings follow from the changes it lost, and their actions
+		// (a republish of its events, say) would emit versions every
+		// consumer ignores as stale.
 		for _, finding := range findings {
 			if finding.Action.Type == rec.ActionRefund && !sameAction(first[f.Order.ID], finding) {
 				out = append(out, r.deferred(run, finding))
@@ -423,6 +426,8 @@ func (r *Reconciler) take(ctx context.Context, orderID string, a rec.Action) (st
 		return r.peers.Republish(ctx, a.Service, a.EventIDs)
 	case rec.ActionReplay:
 		return r.peers.Replay(ctx, a.Service, a.DeadLetterID)
+	case rec.ActionFence:
+		return r.peers.Fence(ctx, orderID, a.AtLeast)
 	}
 	return "", fmt.Errorf("no way to take action %s", a.Type)
 }

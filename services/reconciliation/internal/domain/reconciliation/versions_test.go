@@ -33,8 +33,11 @@ func TestVersionRegressions(t *testing.T) {
 			var got []string
 			for _, f := range rec.VersionRegressions(tt.order, tt.seen) {
 				got = append(got, f.Service)
-				if f.Kind != rec.OrderVersionRegressed || f.Action.Type != rec.ActionManualReview ||
-					!strings.Contains(f.Action.Reason, "past 3") || !strings.Contains(f.Actual, "version 2") {
+				// One fence for the order, to the highest version any
+				// consumer applied, under one key.
+				if f.Kind != rec.OrderVersionRegressed || f.Action.Type != rec.ActionFence || f.Action.Service != rec.ServiceOrder ||
+					f.Action.AtLeast != 3 || f.Action.Key != "FENCE:order:O-1:v2:v3" ||
+					!strings.Contains(f.Action.Reason, "changes 3..3") || !strings.Contains(f.Actual, "version 2") {
 					t.Errorf("finding %+v", f)
 				}
 			}
