@@ -167,15 +167,21 @@ func (r *Reconciler) pages(ctx context.Context, run *rec.Run, scope rec.Scope, e
 			if err != nil {
 				return err
 			}
-			settled := orders[:0:0]
+			settled, unknown := orders[:0:0], orders[:0:0]
 			for _, o := range orders {
-				if o.Found && scope.MinAge > 0 && !o.UpdatedAt.Before(before) {
+				switch {
+				case !o.Found:
+					unknown = append(unknown, o)
+				case scope.MinAge > 0 && !o.UpdatedAt.Before(before):
 					run.InFlight = append(run.InFlight, o.ID)
-					continue
+				default:
+					settled = append(settled, o)
 				}
-				settled = append(settled, o)
 			}
 			if err := r.compare(ctx, settled, each); err != nil {
+				return err
+			}
+			if err := r.namedOrphans(ctx, run, unknown); err != nil {
 				return err
 			}
 		}
@@ -248,6 +254,33 @@ func (r *Reconciler) orphans(ctx context.Context, run *rec.Run, before time.Time
 		}
 	}
 	return nil
+}
+
+// namedOrphans records an ORPHAN_EFFECT finding for each service holding
+// effects of an order named by id that the order service does not know:
+// after a restore, the orders created since the backup, which a run over
+// every order names only up to MaxOrphans a service.
+func (r *Reconciler) namedOrphans(ctx context.Context, run *rec.Run, unknown []rec.Order) error {
+	if len(unknown) == 0 {
+		return nil
+	}
+	facts, err := r.peers.Facts(ctx, unknown)
+	if err != nil {
+		return err
+	}
+	var recorded []rec.Recorded
+	for _, f := range facts {
+		for _, finding := range rec.Orphans(f) {
+			out, _, err := r.act(ctx, run, finding) // a person's action: nothing is taken
+			if err != nil {
+				return err
+			}
+			recorded = append(recorded, out)
+			r.metrics.finding(finding)
+		}
+	}
+	run.Findings = append(run.Findings, recorded...)
+	return r.audit.AddFindings(ctx, run.ID, recorded)
 }
 
 func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func([]rec.Facts) error) error {

@@ -516,6 +516,42 @@ func TestOrphanEffects(t *testing.T) {
 	}
 }
 
+// TestNamedOrphans: a run over orders named by id names, for a person,
+// each service holding effects of a named order the order service does
+// not know (one created after the backup its database was restored from),
+// and takes no action; an id nobody knows is no finding.
+func TestNamedOrphans(t *testing.T) {
+	lost := paidButLost("O-lost")
+	lost.Order = rec.Order{ID: "O-lost"}
+	lost.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}}
+	svc := newServices(cancelledAndCharged("O-1"), lost)
+	r, _, reg := newReconciler(t, svc, time.Minute)
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-lost", "O-nobody"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"O-1 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+	}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 {
+		t.Fatalf("run: %v, %d actions; want %v, 1", got, run.Actions, want)
+	}
+	var services []string
+	for _, f := range run.Findings[1:] {
+		services = append(services, f.Service)
+	}
+	if !slices.Equal(services, rec.Consumers()) {
+		t.Fatalf("orphan effects named at %v, want %v", services, rec.Consumers())
+	}
+	if v := sample(t, reg, "reconciliation_findings_total", map[string]string{"kind": "ORPHAN_EFFECT", "service": "inventory"}); v != 1 {
+		t.Fatalf("reconciliation_findings_total{ORPHAN_EFFECT,inventory} = %v, want 1", v)
+	}
+}
+
 func TestRunScope(t *testing.T) {
 	recent := paidButLost("O-new")
 	recent.Order.UpdatedAt = time.Now()
