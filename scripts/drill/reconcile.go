@@ -73,28 +73,6 @@ func (s *session) reconcileClean(orderIDs ...string) (runView, error) {
 	return run, expectFindings(run)
 }
 
-// reconcileAll runs reconciliation over every order, whatever its age, as
-// the scheduled run does (and the orphans with it), and returns the run and
-// how long it took.
-func (s *session) reconcileAll() (runView, time.Duration, error) {
-	return s.reconcile()
-}
-
-// finding is one finding of a run.
-type finding = suiteapi.Finding
-
-// of returns the run's findings of the orders whose id starts with prefix:
-// a run over every order also finds other cases' and other runs' orders.
-func (r runView) of(prefix string) []finding {
-	var out []finding
-	for _, f := range r.Findings {
-		if strings.HasPrefix(f.OrderID, prefix) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // converged asks reconciliation whether every service has reached what the
 // order's state requires.
 func (s *session) convergedNow(orderID string) (bool, string, error) {
