@@ -114,12 +114,10 @@ func (b Backup) Restore(ctx context.Context, dsn string) error {
 // Remove deletes the backup.
 func (b Backup) Remove() error { return os.RemoveAll(b.dir) }
 
-// pgTools are the PostgreSQL client programs a restore drill runs.
-var pgTools = []string{"pg_dump", "pg_restore"}
-
-// havePGTools reports whether pg_dump and pg_restore are on PATH, or a skip.
+// havePGTools reports whether pg_dump and pg_restore, the PostgreSQL
+// client programs a restore drill runs, are on PATH, or a skip.
 func havePGTools() error {
-	for _, tool := range pgTools {
+	for _, tool := range []string{"pg_dump", "pg_restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return skip(tool + " is not installed (apt-get install postgresql-client)")
 		}
@@ -194,7 +192,7 @@ func reconcileRestoreFromBackup(s *session) (string, error) {
 
 	// After the backup: the paid order is refunded (versions 4 and 5,
 	// which the consumers apply), and a second order is paid.
-	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 5, lostRefund); err != nil {
+	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 5, lostRefund()); err != nil {
 		return "", err
 	}
 	if _, err := s.waitEffects(fenced, "DEDUCTED", 2, 2); err != nil {
@@ -276,7 +274,7 @@ func reconcileRestoreFromBackup(s *session) (string, error) {
 }
 
 // lostRefund is the refund the restore loses: 10.00, no goods.
-var lostRefund = refundBody{Amount: "10.00"}
+func lostRefund() refundBody { return refundBody{Amount: "10.00"} }
 
 // nextRefund is the fenced order's next change: a unit and 40.00 back.
 func nextRefund(sku string) refundBody {
