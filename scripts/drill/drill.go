@@ -138,10 +138,10 @@ type Target struct {
 	// HTTPClient sends the API calls; nil uses a client with a 10 s timeout.
 	HTTPClient *http.Client
 	// Databases are the services' database URLs by short name, for
-	// reconcile/lost-effect and reconcile/order-restored, which play a
-	// restored backup of inventory's and of the order service's (the
-	// fault, never reconciliation's repair). Without one that case is
-	// skipped.
+	// reconcile/lost-effect, which plays a restored backup of inventory's,
+	// and reconcile/restore-from-backup, which backs up and restores the
+	// order service's with pg_dump and pg_restore (the fault, never
+	// reconciliation's repair). Without one that case is skipped.
 	Databases map[string]string
 }
 

@@ -1,17 +1,12 @@
 package drill
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
-
-	// The Postgres driver, for the one case that plays a restored backup.
-	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
@@ -38,8 +33,8 @@ func reconcileCases() []Case {
 			"paid, cancelled, callback held: a run finds PAYMENT_FOR_UNPAYABLE_ORDER and refunds through the payment service; once the callbacks flow every service agrees and a second run finds nothing", false, reconcilePaymentForUnpayable),
 		newCase("reconcile", "lost-effect",
 			"inventory restored from a backup older than the payment: a run finds MISSING_EFFECT, republishes the order's events under their eventIds, a second run takes no second action, inventory converges", false, reconcileLostEffect),
-		newCase("reconcile", "order-restored",
-			"the order service's database restored from a backup taken before the order was paid: a run names ORDER_VERSION_REGRESSED for each consumer past it, for a person, and takes no action; the order put back, it converges and a run finds nothing", false, reconcileOrderRestored),
+		newCase("reconcile", "restore-from-backup",
+			"the order database backed up with pg_dump once an order is paid, the order refunded and a second order paid, the database restored with pg_restore: the run before traffic fences the refunded order at the highest version its consumers applied and names only the second order (ORPHAN_EFFECT) for a person; the fenced order's next refund reaches every consumer, and what the lost refund leaves is named for a person", true, reconcileRestoreFromBackup),
 		newCase("reconcile", "stuck-in-dlq",
 			"an OrderPaid dead-lettered while the consumer failed, its cause gone: a run finds STUCK_IN_DLQ and replays it once, audited, and the order converges", false, reconcileStuckInDLQ),
 	}
@@ -66,6 +61,16 @@ func (s *session) reconcile(orderIDs ...string) (runView, time.Duration, error) 
 	start := time.Now()
 	r, err := s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, orderIDs...)
 	return runView(r), time.Since(start), err
+}
+
+// reconcileClean runs reconciliation over orderIDs and fails unless it
+// finds nothing: the end of every case whose services must agree.
+func (s *session) reconcileClean(orderIDs ...string) (runView, error) {
+	run, _, err := s.reconcile(orderIDs...)
+	if err != nil {
+		return run, err
+	}
+	return run, expectFindings(run)
 }
 
 // converged asks reconciliation whether every service has reached what the
@@ -174,11 +179,8 @@ func reconcileRules(s *session) (string, error) {
 			return "", err
 		}
 	}
-	run, _, err := s.reconcile(orderID)
+	run, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(run); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d values refused with 400 where they enter; %s paid: DEDUCTED, %d points, DLQ 0; %s",
@@ -186,37 +188,24 @@ func reconcileRules(s *session) (string, error) {
 }
 
 func reconcilePartialRefund(s *session) (string, error) {
-	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
-		return "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, 2, "10.00")
+	orderID, sku, _, err := s.paidOrder("", 2, "10.00", 10)
 	if err != nil {
-		return "", err
-	}
-	if err := s.pay(orderID, amount); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
 		return "", err
 	}
 	var seen []string
 	start := time.Now()
 	for _, step := range []struct {
-		body                        map[string]any
+		body                        refundBody
 		status, inventory, refunded string
+		version                     int64
 		available, notes, led       int
 		points                      int64
 	}{
-		{map[string]any{"amount": "0.01"}, "PARTIALLY_REFUNDED", "DEDUCTED", "0.01", 8, 2, 2, 19},
-		{map[string]any{"items": []map[string]any{{"sku": sku, "quantity": 1}}}, "PARTIALLY_REFUNDED", "PARTIALLY_RESTOCKED", "10.01", 9, 3, 3, 9},
+		{refundBody{Amount: "0.01"}, "PARTIALLY_REFUNDED", "DEDUCTED", "0.01", 5, 8, 2, 2, 19},
+		{refundBody{Items: []refundLine{{SKU: sku, Quantity: 1}}}, "PARTIALLY_REFUNDED", "PARTIALLY_RESTOCKED", "10.01", 7, 9, 3, 3, 9},
 	} {
-		var res commandResult
-		if err := s.api.Call(s.ctx, Order, "POST", "/orders/"+url.PathEscape(orderID)+"/refunds", step.body, &res); err != nil {
+		if _, err := s.refund(orderID, step.status, step.version, step.body); err != nil {
 			return "", err
-		}
-		if res.BusinessCode != "SUCCESS" {
-			return "", fmt.Errorf("refund %v: %s", step.body, res.BusinessCode)
 		}
 		if _, err := s.waitEffects(orderID, step.inventory, step.led, step.notes); err != nil {
 			return "", err
@@ -240,10 +229,7 @@ func reconcilePartialRefund(s *session) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		var points int64
-		for _, e := range eff.Ledger {
-			points += e.Points
-		}
+		points := ledgerPoints(eff.Ledger)
 		if o.Status != step.status || status != step.status || refunded != step.refunded || st.Available != step.available || points != step.points {
 			return "", fmt.Errorf("after %v: order %s, payment %s refunded %s, stock %d available, %d points; want %s, %s, %s, %d, %d",
 				step.body, o.Status, status, refunded, st.Available, points, step.status, step.status, step.refunded, step.available, step.points)
@@ -252,11 +238,8 @@ func reconcilePartialRefund(s *session) (string, error) {
 			status, refunded, eff.Inventory, st.Available, points, len(eff.Notifications)))
 	}
 	s.converged = time.Since(start)
-	run, _, err := s.reconcile(orderID)
+	run, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(run); err != nil {
 		return "", err
 	}
 	return strings.Join(seen, "; then ") + "; " + run.String(), nil
@@ -318,10 +301,7 @@ func reconcileLastUnitRace(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var points int64
-	for _, e := range eff.Ledger {
-		points += e.Points
-	}
+	points := ledgerPoints(eff.Ledger)
 	told := len(eff.Notifications) > 0 && strings.Contains(eff.Notifications[len(eff.Notifications)-1].Body, "out of stock")
 	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {
@@ -331,11 +311,8 @@ func reconcileLastUnitRace(s *session) (string, error) {
 		return "", fmt.Errorf("%s: payment %s refunded %s, %s, %d points, told out of stock %v, stock %d/%d; want REFUNDED 50.00, REJECTED, 0, true, 0/1",
 			refunded, status, back, eff, points, told, st.Available, st.Deducted)
 	}
-	run, _, err := s.reconcile(ids...)
+	run, err := s.reconcileClean(ids...)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(run); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s kept the unit (stock 0/1); %s: inventory REJECTED, payment REFUNDED %s, order CANCELLED %s, %d points, told out of stock; both converged; %s",
@@ -429,11 +406,8 @@ func reconcilePaymentReturned(s *session) (string, error) {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	run, _, err := s.reconcile(orderID)
+	run, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(run); err != nil {
 		return "", err
 	}
 	return seen + "; " + run.String(), nil
@@ -468,80 +442,17 @@ func reconcilePaymentForUnpayable(s *session) (string, error) {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	second, _, err := s.reconcile(orderID)
+	second, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(second); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s in %s: %s; callbacks let go: %s (one refund, the order's return id); %s",
 		run, took.Round(time.Millisecond), strings.TrimPrefix(run.Findings[0].Outcome, "DONE: "), seen, second), nil
 }
 
-// restoreBackup plays a restore of service's database from a backup taken
-// before the order was paid (RestoreBackup).
-func (s *session) restoreBackup(service, orderID string, eventIDs []string) error {
-	dsn := s.t.Databases[service]
-	if dsn == "" {
-		return skip("no database URL of " + service + " to play a restored backup on")
-	}
-	return RestoreBackup(s.ctx, dsn, service, orderID, eventIDs)
-}
-
-// RestoreBackup plays a restore of the inventory service's database (at
-// dsn) from a backup taken before the order was paid: the order's rows are
-// gone (its stock movements and record, its dedup rows, its version guard)
-// and its stock is back as it was. It is the one place a drill writes a
-// database: the fault itself, never the repair, which reconciliation makes
-// through the services' APIs.
-func RestoreBackup(ctx context.Context, dsn, service, orderID string, eventIDs []string) error {
-	if service != Inventory {
-		return fmt.Errorf("a restored backup is played on inventory only, not %s", service)
-	}
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	consumer := service + "-service"
-	for _, stmt := range []struct {
-		sql  string
-		args []any
-	}{
-		{`UPDATE stock s SET available = s.available - m.delta, deducted = s.deducted + m.delta
-		  FROM (SELECT sku, sum(delta) AS delta FROM stock_movements WHERE order_id = $1 GROUP BY sku) m
-		  WHERE s.sku = m.sku`, []any{orderID}},
-		{`DELETE FROM stock_movements WHERE order_id = $1`, []any{orderID}},
-		{`DELETE FROM inventory_orders WHERE order_id = $1`, []any{orderID}},
-		{`DELETE FROM aggregate_versions WHERE consumer = $1 AND aggregate_id = $2`, []any{consumer, orderID}},
-		{`DELETE FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`, []any{consumer, pq.Array(eventIDs)}},
-	} {
-		if _, err := tx.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
-			return fmt.Errorf("restore %s: %w", service, err)
-		}
-	}
-	return tx.Commit()
-}
-
 func reconcileLostEffect(s *session) (string, error) {
-	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
-		return "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, 2, "10.00")
+	orderID, sku, _, err := s.paidOrder("", 2, "10.00", 10)
 	if err != nil {
-		return "", err
-	}
-	if err := s.pay(orderID, amount); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
 		return "", err
 	}
 	if err := s.waitRelayed(orderID, 3); err != nil {
@@ -599,11 +510,8 @@ func reconcileLostEffect(s *session) (string, error) {
 	if err := s.processedOnce(ids[2]); err != nil {
 		return "", err
 	}
-	third, _, err := s.reconcile(orderID)
+	third, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(third); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s in %s (%d events due again); second %s, 0 actions; stock 8/2 again, one dedup row per consumer; %s",
@@ -650,11 +558,8 @@ func reconcileStuckInDLQ(s *session) (string, error) {
 	if len(audit) != 1 || !strings.HasPrefix(audit[0].RequestedBy, "reconciliation run") {
 		return "", fmt.Errorf("replays of dead letter %d: %+v, want one requested by the reconciliation run", dl.ID, audit)
 	}
-	second, _, err := s.reconcile(orderID)
+	second, err := s.reconcileClean(orderID)
 	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(second); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("dead letter %d (%s, %s); %s in %s; replay audited as requested by %q (%s); %s",

@@ -1,63 +1,57 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	// The Postgres driver, for the cases that play a restored backup.
+	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// orderTables are the order service's tables that hold an order's rows,
-// parents first; each has the order's id in orderColumn.
-var orderTables = []struct{ name, orderColumn string }{
-	{"orders", "order_id"},
-	{"order_refunds", "order_id"},
-	{"processed_callbacks", "order_id"},
-	{"outbox_events", "aggregate_id"},
+// The restore cases: a service's database restored from a backup taken
+// before some of its changes. Each writes a database as the fault itself,
+// never as the repair, which reconciliation makes through the services'
+// APIs.
+
+// database returns the database URL of service, or a skip.
+func (s *session) database(service string) (string, error) {
+	dsn := s.t.Databases[service]
+	if dsn == "" {
+		return "", skip("no database URL of " + service + " to play a restored backup on")
+	}
+	return dsn, nil
 }
 
-// OrderBackup is every row the order service holds of one order, as a
-// backup of its database taken at one moment holds them: one JSON array
-// of rows a table.
-type OrderBackup struct {
-	OrderID string
-	Rows    map[string]string
-}
-
-// BackUpOrder copies the order's rows out of the order service's database
-// at dsn, in one snapshot.
-func BackUpOrder(ctx context.Context, dsn, orderID string) (OrderBackup, error) {
-	db, err := sql.Open("postgres", dsn)
+// restoreBackup plays a restore of service's database from a backup taken
+// before the order was paid (RestoreBackup).
+func (s *session) restoreBackup(service, orderID string, eventIDs []string) error {
+	dsn, err := s.database(service)
 	if err != nil {
-		return OrderBackup{}, err
+		return err
 	}
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return OrderBackup{}, err
-	}
-	defer tx.Rollback() //nolint:errcheck // read only
-	b := OrderBackup{OrderID: orderID, Rows: map[string]string{}}
-	for _, t := range orderTables {
-		var rows string
-		// The table and column names are the constants above.
-		q := fmt.Sprintf(`SELECT coalesce(json_agg(t), '[]')::text FROM %s t WHERE %s = $1`, t.name, t.orderColumn)
-		if err := tx.QueryRowContext(ctx, q, orderID).Scan(&rows); err != nil {
-			return OrderBackup{}, fmt.Errorf("back up %s of %s: %w", t.name, orderID, err)
-		}
-		b.Rows[t.name] = rows
-	}
-	return b, tx.Commit()
+	return RestoreBackup(s.ctx, dsn, service, orderID, eventIDs)
 }
 
-// RestoreOrder puts the order's rows back as b holds them, in one
-// transaction: what restoring the order service's database from that
-// backup does to this order, without touching any other order of the
-// suite. Like RestoreBackup it plays the fault (and, in the drill, the
-// person's repair), never reconciliation's part.
-func RestoreOrder(ctx context.Context, dsn string, b OrderBackup) error {
+// RestoreBackup plays a restore of the inventory service's database (at
+// dsn) from a backup taken before the order was paid: the order's rows are
+// gone (its stock movements and record, its dedup rows, its version guard)
+// and its stock is back as it was. It plays the fault, never the repair,
+// which reconciliation makes through the services' APIs.
+func RestoreBackup(ctx context.Context, dsn, service, orderID string, eventIDs []string) error {
+	if service != Inventory {
+		return fmt.Errorf("a restored backup is played on inventory only, not %s", service)
+	}
 	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return err
@@ -68,101 +62,260 @@ func RestoreOrder(ctx context.Context, dsn string, b OrderBackup) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	children := slices.Clone(orderTables)
-	slices.Reverse(children)
-	for _, t := range children {
-		q := fmt.Sprintf(`DELETE FROM %s WHERE %s = $1`, t.name, t.orderColumn)
-		if _, err := tx.ExecContext(ctx, q, b.OrderID); err != nil {
-			return fmt.Errorf("restore %s of %s: %w", t.name, b.OrderID, err)
-		}
-	}
-	for _, t := range orderTables {
-		q := fmt.Sprintf(`INSERT INTO %[1]s SELECT * FROM json_populate_recordset(NULL::%[1]s, $1::json)`, t.name)
-		if _, err := tx.ExecContext(ctx, q, b.Rows[t.name]); err != nil {
-			return fmt.Errorf("restore %s of %s: %w", t.name, b.OrderID, err)
+	consumer := service + "-service"
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{`UPDATE stock s SET available = s.available - m.delta, deducted = s.deducted + m.delta
+		  FROM (SELECT sku, sum(delta) AS delta FROM stock_movements WHERE order_id = $1 GROUP BY sku) m
+		  WHERE s.sku = m.sku`, []any{orderID}},
+		{`DELETE FROM stock_movements WHERE order_id = $1`, []any{orderID}},
+		{`DELETE FROM inventory_orders WHERE order_id = $1`, []any{orderID}},
+		{`DELETE FROM aggregate_versions WHERE consumer = $1 AND aggregate_id = $2`, []any{consumer, orderID}},
+		{`DELETE FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`, []any{consumer, pq.Array(eventIDs)}},
+	} {
+		if _, err := tx.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
+			return fmt.Errorf("restore %s: %w", service, err)
 		}
 	}
 	return tx.Commit()
 }
 
-// reconcileOrderRestored: the order service's database goes back to a
-// backup taken when the order was checked out, after it was paid and
-// every consumer applied OrderPaid. Reconciliation names the regression
-// for a person and takes no action; once the person has put the order
-// back (here: the rows as they were before the restore, standing for the
-// order rebuilt from the other services' records), the order converges and
-// a run finds nothing.
-func reconcileOrderRestored(s *session) (string, error) {
-	dsn := s.t.Databases[Order]
-	if dsn == "" {
-		return "", skip("no database URL of the order service to play a restored backup on")
-	}
-	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, 10); err != nil {
-		return "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, 1, "10.00")
+// Backup is a dump of one database in pg_dump's custom format, in a
+// directory of its own.
+type Backup struct {
+	dir, file string
+}
+
+// BackUp dumps the database at dsn with pg_dump -Fc, as an operator's
+// backup does: one consistent snapshot of every table.
+func BackUp(ctx context.Context, dsn string) (Backup, error) {
+	dir, err := os.MkdirTemp("", "drill-backup-")
 	if err != nil {
-		return "", err
+		return Backup{}, err
 	}
-	// Created and checked out (version 2, PENDING_PAYMENT): the backup.
-	if err := s.waitRelayed(orderID, 2); err != nil {
-		return "", err
+	b := Backup{dir: dir, file: filepath.Join(dir, "backup.dump")}
+	if err := pgTool(ctx, "pg_dump", "--format=custom", "--file="+b.file, "--dbname="+dsn); err != nil {
+		return Backup{}, errors.Join(err, b.Remove())
 	}
-	backup, err := BackUpOrder(s.ctx, dsn, orderID)
-	if err != nil {
-		return "", err
-	}
-	if err := s.pay(orderID, amount); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
-		return "", err
-	}
-	if err := s.waitRelayed(orderID, 3); err != nil {
-		return "", err
-	}
-	if _, err := s.waitConverged(orderID); err != nil {
-		return "", err
-	}
-	settled, err := BackUpOrder(s.ctx, dsn, orderID)
-	if err != nil {
-		return "", err
-	}
-	if err := RestoreOrder(s.ctx, dsn, backup); err != nil {
-		return "", err
-	}
-	run, took, err := s.reconcile(orderID)
-	if err != nil {
-		return "", err
-	}
-	var regressed []string
-	for _, f := range run.Findings {
-		if f.Kind != "ORDER_VERSION_REGRESSED" || f.Action != "MANUAL_REVIEW" || !strings.Contains(f.Outcome, "past 3") {
-			return "", fmt.Errorf("after the restore %s; want only ORDER_VERSION_REGRESSED MANUAL_REVIEW naming version 3", run)
+	return b, nil
+}
+
+// Restore puts the database at dsn back as b holds it with pg_restore
+// --clean --if-exists, in one transaction: every table dropped and
+// recreated with the backup's rows. Nothing may use the database
+// meanwhile: stop its service first.
+func (b Backup) Restore(ctx context.Context, dsn string) error {
+	return pgTool(ctx, "pg_restore", "--clean", "--if-exists", "--single-transaction", "--no-owner", "--no-privileges",
+		"--dbname="+dsn, b.file)
+}
+
+// Remove deletes the backup.
+func (b Backup) Remove() error { return os.RemoveAll(b.dir) }
+
+// havePGTools reports whether pg_dump and pg_restore, the PostgreSQL
+// client programs a restore drill runs, are on PATH, or a skip.
+func havePGTools() error {
+	for _, tool := range []string{"pg_dump", "pg_restore"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return skip(tool + " is not installed (apt-get install postgresql-client)")
 		}
-		regressed = append(regressed, f.Service)
 	}
-	if !slices.Contains(regressed, Inventory) || run.Actions != 0 {
-		return "", fmt.Errorf("after the restore %s, %d actions; want inventory's regression named and no action", run, run.Actions)
+	return nil
+}
+
+// pgTool runs a PostgreSQL client program and returns its output with its
+// failure.
+func pgTool(ctx context.Context, name string, args ...string) error {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
 	}
-	// The person's repair: the order as the other services' records say
-	// it is.
-	if err := RestoreOrder(s.ctx, dsn, settled); err != nil {
+	return nil
+}
+
+// whileStopped stops service, runs during and starts the service again,
+// also when during fails.
+func (s *session) whileStopped(service string, during func() error) (err error) {
+	stopper, ok := s.t.Controller.(ServiceStopper)
+	if !ok {
+		return skip("the controller cannot stop a service")
+	}
+	if err := stopper.Stop(s.ctx, service); err != nil {
+		return fmt.Errorf("stop the %s service: %w", service, err)
+	}
+	defer func() {
+		if rerr := s.t.Controller.Restart(context.WithoutCancel(s.ctx), service, nil); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("start the %s service again: %w", service, rerr))
+		}
+	}()
+	return during()
+}
+
+// reconcileRestoreFromBackup: the order service's database is backed up
+// with pg_dump once an order is paid; then that order is refunded and a
+// second order paid; then the database is restored from the backup with
+// pg_restore, the order service stopped meanwhile. Reconciliation runs
+// before any traffic (the restore procedure of docs/decisions.md, A
+// restore is fenced): it fences the refunded order, whose consumers are
+// past the version it went back to, and names the second order, which the
+// order service no longer knows, for a person. A refund of the fenced
+// order then reaches every consumer; what the lost refund leaves (the
+// payment and the customer's messages hold it, the order does not) is
+// named for a person too.
+func reconcileRestoreFromBackup(s *session) (string, error) {
+	dsn, err := s.database(Order)
+	if err != nil {
 		return "", err
 	}
+	if err := havePGTools(); err != nil {
+		return "", err
+	}
+	if _, ok := s.t.Controller.(ServiceStopper); !ok {
+		return "", skip("the controller cannot stop the order service for the restore")
+	}
+	fenced, sku, _, err := s.paidOrder("-fenced", refundQuantity, refundUnitPrice, refundStock)
+	if err != nil {
+		return "", err
+	}
+	if err := s.waitRelayed(fenced, 3); err != nil {
+		return "", err
+	}
+	backup, err := BackUp(s.ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer backup.Remove() //nolint:errcheck // a temporary file
+
+	// After the backup: the paid order is refunded (versions 4 and 5,
+	// which the consumers apply), and a second order is paid.
+	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 5, lostRefund()); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(fenced, "DEDUCTED", 2, 2); err != nil {
+		return "", err
+	}
+	orphan, _, _, err := s.paidOrder("-orphan", 1, "10.00", 10)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range []string{fenced, orphan} {
+		if _, err := s.waitConverged(id); err != nil {
+			return "", err
+		}
+	}
+
+	if err := s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) }); err != nil {
+		return "", err
+	}
+	if o, err := s.api.Order(s.ctx, fenced); err != nil || o.Status != "PAID" || o.Version != 3 {
+		return "", fmt.Errorf("after the restore %s is %s v%d (%v); want PAID v3, as backed up", fenced, o.Status, o.Version, err)
+	}
+	var missing *StatusError
+	if _, err := s.api.Order(s.ctx, orphan); !errors.As(err, &missing) || missing.Status != 404 {
+		return "", fmt.Errorf("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)
+	}
+
+	// Before traffic: a run over the case's orders. The procedure's run is
+	// over every order; on a suite other drills share, that one also
+	// meets their orders and their synthetic orphans, and names at most
+	// 100 orphans a service, so it might not reach this case's.
 	start := time.Now()
-	if _, err := s.waitConverged(orderID); err != nil {
+	run, took, err := s.reconcile(fenced, orphan)
+	if err != nil {
+		return "", err
+	}
+	regressed, orphaned, err := restoreFindings(run.Findings, fenced, orphan)
+	if err != nil {
+		return "", err
+	}
+	o, err := s.api.Order(s.ctx, fenced)
+	if err != nil {
+		return "", err
+	}
+	if o.Status != "PAID" || o.Version != 5 {
+		return "", fmt.Errorf("after the run %s is %s v%d; want PAID fenced at v5, the highest version its consumers applied", fenced, o.Status, o.Version)
+	}
+
+	// The next change of the fenced order: a unit and half the money back.
+	// Every consumer applies it: none ignores it as stale.
+	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 7, nextRefund(sku)); err != nil {
+		return "", err
+	}
+	if _, err := s.waitEffects(fenced, "PARTIALLY_RESTOCKED", 3, 3); err != nil {
 		return "", err
 	}
 	s.converged = time.Since(start)
-	after, _, err := s.reconcile(orderID)
+	st, err := s.refundStateOf(fenced, sku)
 	if err != nil {
 		return "", err
 	}
-	if err := expectFindings(after); err != nil {
+	if st.order.RefundedAmount != "40.00" || st.refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
+		ledgerPoints(st.effects.Ledger) != 40 {
+		return "", fmt.Errorf("%s, %d points; want order refunded 40.00, payment 50.00 (the lost 10.00 too), stock %d/1, 40 points",
+			st, ledgerPoints(st.effects.Ledger), refundStock-1)
+	}
+	// What is left is the refund the restore lost, for a person.
+	after, _, err := s.reconcile(fenced)
+	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s in %s (%d consumers past the order's version 2), 0 actions; order put back by hand: %s",
-		run, took.Round(time.Millisecond), len(regressed), after), nil
+	if err := expectFindings(after, "AMOUNT_MISMATCH payment MANUAL_REVIEW", "EXTRA_EFFECT notification MANUAL_REVIEW"); err != nil {
+		return "", fmt.Errorf("after the next refund: %w (the lost refund's two findings)", err)
+	}
+	return fmt.Sprintf("pg_dump, then %s refunded and %s paid, pg_restore; the run before traffic in %s fenced %s at v5 "+
+		"(%s regressed, one action) and named only %s for a person (ORPHAN_EFFECT at %s); the next refund reached every consumer: %s; "+
+		"left for a person: the lost refund (%s)",
+		fenced, orphan, took.Round(time.Millisecond), fenced, strings.Join(regressed, ", "), orphan, strings.Join(orphaned, ", "),
+		st, after), nil
+}
+
+// lostRefund is the refund the restore loses: 10.00, no goods.
+func lostRefund() refundBody { return refundBody{Amount: "10.00"} }
+
+// nextRefund is the fenced order's next change: a unit and 40.00 back.
+func nextRefund(sku string) refundBody {
+	return refundBody{Amount: "40.00", Items: []refundLine{{SKU: sku, Quantity: 1}}}
+}
+
+// restoreFindings checks the run's findings of the case's orders: every
+// one of fenced is ORDER_VERSION_REGRESSED with its FENCE, taken once
+// (DONE) and ALREADY_TAKEN for the other consumers; every one of orphan
+// is ORPHAN_EFFECT for a person; nothing else. It returns the regressed
+// consumers and the services holding the orphan's effects.
+func restoreFindings(findings []suiteapi.Finding, fenced, orphan string) (regressed, orphaned []string, err error) {
+	done := 0
+	for _, f := range findings {
+		switch {
+		case f.OrderID == fenced && f.Kind == "ORDER_VERSION_REGRESSED" && f.Action == "FENCE":
+			regressed = append(regressed, f.Service)
+			if strings.HasPrefix(f.Outcome, "DONE") {
+				done++
+			} else if !strings.HasPrefix(f.Outcome, "ALREADY_TAKEN") {
+				return nil, nil, fmt.Errorf("fence of %s for %s: %s; want DONE once, ALREADY_TAKEN for the others", fenced, f.Service, f.Outcome)
+			}
+		case f.OrderID == orphan && f.Kind == "ORPHAN_EFFECT" && f.Action == "MANUAL_REVIEW":
+			orphaned = append(orphaned, f.Service)
+		default:
+			return nil, nil, fmt.Errorf("finding %s %s %s %s (%s); want only the FENCE of %s and ORPHAN_EFFECT of %s",
+				f.OrderID, f.Kind, f.Service, f.Action, f.Outcome, fenced, orphan)
+		}
+	}
+	for _, c := range consumers {
+		if !slices.Contains(regressed, c) {
+			return nil, nil, fmt.Errorf("regressed at %v: want %s among them (it applied the lost refund)", regressed, c)
+		}
+	}
+	for _, c := range append([]string{Payment}, consumers...) {
+		if !slices.Contains(orphaned, c) {
+			return nil, nil, fmt.Errorf("orphan effects at %v: want %s among them (it holds effects of the order the restore lost)", orphaned, c)
+		}
+	}
+	if done != 1 {
+		return nil, nil, fmt.Errorf("%d fences of %s taken, want 1", done, fenced)
+	}
+	return regressed, orphaned, nil
 }

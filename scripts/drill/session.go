@@ -239,6 +239,35 @@ func (s *session) pay(orderID, amount string) error {
 	return nil
 }
 
+// paidOrder places and pays an order of quantity × unitPrice for a SKU of
+// its own, with stock in stock, and waits until every consumer has applied
+// the payment.
+func (s *session) paidOrder(suffix string, quantity int, unitPrice string, stock int) (orderID, sku, amount string, err error) {
+	orderID, sku = s.orderID(suffix), s.sku(suffix)
+	if err := s.api.SetStock(s.ctx, sku, stock); err != nil {
+		return "", "", "", err
+	}
+	if amount, err = s.placeOrder(orderID, sku, quantity, unitPrice); err != nil {
+		return "", "", "", err
+	}
+	if err := s.pay(orderID, amount); err != nil {
+		return "", "", "", err
+	}
+	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
+		return "", "", "", err
+	}
+	return orderID, sku, amount, nil
+}
+
+// ledgerPoints adds up an order's points ledger.
+func ledgerPoints(ledger []suiteapi.PointsEntry) int64 {
+	var points int64
+	for _, e := range ledger {
+		points += e.Points
+	}
+	return points
+}
+
 // orderEvent returns the order's only outbox event of type t.
 func (s *session) orderEvent(orderID, t string) (orderEvent, error) {
 	events, err := s.api.OrderEvents(s.ctx, orderID)

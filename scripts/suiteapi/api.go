@@ -526,8 +526,9 @@ func (r Run) Kinds() []string {
 	return out
 }
 
-// Reconcile runs reconciliation over the orders named, whatever their
-// age, in the name of requestedBy ("" leaves it to the service). A run
+// Reconcile runs reconciliation over the orders named (none: every order,
+// and the effects of orders the order service does not know), whatever
+// their age, in the name of requestedBy ("" leaves it to the service). A run
 // that did not succeed is an error, returned with the run.
 func (c *Client) Reconcile(ctx context.Context, requestedBy string, orderIDs ...string) (Run, error) {
 	var r Run

@@ -160,9 +160,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			urls[name] = u
 		}
 	}
-	// reconcile/lost-effect and reconcile/order-restored play a restored
-	// backup of inventory's and the order service's databases: the suite's
-	// databases on make run's Postgres.
+	// reconcile/lost-effect and reconcile/restore-from-backup play a
+	// restored backup of inventory's and the order service's databases:
+	// the suite's databases on make run's Postgres.
 	databases := map[string]string{}
 	for _, svc := range suite.Services() {
 		if svc.ConsumerGroup == "" && svc.Name != drill.Order {

@@ -194,6 +194,44 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 	return current, nil
 }
 
+// FenceVersion raises the stored version of order id to at least atLeast
+// (order.FenceVersion) in one transaction, with no event: the version
+// fence reconciliation puts on an order restored from an earlier backup.
+// updated_at moves with it, so the next scheduled run looks at the order
+// again. A fence that does not raise the version writes nothing.
+func (r *Repository) FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error) {
+	var out *order.Order
+	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
+		o, err := get(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		out = o
+		work := o.Clone()
+		moved, err := work.FenceVersion(atLeast)
+		if err != nil || !moved {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE orders SET version = $3, updated_at = now()
+			WHERE order_id = $1 AND version = $2`, id, o.Version, work.Version)
+		if err != nil {
+			return fmt.Errorf("fence order %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("fence order %s: %w", id, err)
+		} else if n != 1 {
+			return fmt.Errorf("%w: %s at version %d", order.ErrConcurrentUpdate, id, o.Version)
+		}
+		out = work
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // emit adds the envelopes of events to the outbox in tx.
 func (r *Repository) emit(ctx context.Context, tx *sqlx.Tx, o *order.Order, events []order.Event) error {
 	traceID := observability.TraceID(ctx)

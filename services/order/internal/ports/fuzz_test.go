@@ -12,6 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
@@ -77,6 +78,18 @@ func (m *memOrders) Update(ctx context.Context, id string, change func(*order.Or
 
 func (m *memOrders) ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error) {
 	return m.Update(ctx, cb.OrderID, func(o *order.Order) ([]order.Event, error) { return o.ApplyCallback(cb) })
+}
+
+func (m *memOrders) FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error) {
+	current, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := current.FenceVersion(atLeast); err != nil {
+		return nil, err
+	}
+	m.orders[id] = current
+	return current.Clone(), nil
 }
 
 func (m *memOrders) Events(context.Context, string) ([]adapters.EventRecord, error) { return nil, nil }
@@ -153,6 +166,11 @@ func FuzzRequests(f *testing.F) {
 		{4, "", `{"orderIds":[]}`},
 		{0, "", `{"customerId":"C-1","currency":"CNY","items":null}`},
 		{1, "O/..%2F", `[`},
+		{5, "O-PAID", `{"atLeast":7}`},
+		{5, "O-PAID", `{"atLeast":-1}`},
+		{5, "O-PAID", `{"atLeast":9007199254740992}`},
+		{5, "O-PAID", `{"atLeast":"7"}`},
+		{5, "O-MISSING", `{"atLeast":7}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.route, s.id, []byte(s.body))
@@ -163,7 +181,7 @@ func FuzzRequests(f *testing.F) {
 		var target string
 		requireCode := true
 		header := map[string]string{}
-		switch route % 5 {
+		switch route % 6 {
 		case 0:
 			target = "/orders"
 		case 1:
@@ -175,6 +193,10 @@ func FuzzRequests(f *testing.F) {
 		case 4:
 			target, requireCode = "/admin/reconciliation/orders", false
 			header["Authorization"] = "Bearer " + adminToken
+		case 5:
+			target = "/admin/orders/" + path + "/version"
+			header["Authorization"] = "Bearer " + adminToken
+			header[admin.OperatorHeader] = "fuzz"
 		}
 		httpapitest.CheckAnswer(t, httpapitest.Do(h, http.MethodPost, target, body, header), requireCode)
 	})

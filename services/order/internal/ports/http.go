@@ -41,6 +41,7 @@ type Orders interface {
 	Get(ctx context.Context, id string) (*order.Order, error)
 	Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error)
 	ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error)
+	FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error)
 	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
 	Records(ctx context.Context, ids []string) (map[string]adapters.OrderRecord, error)
 	ChangedOrders(ctx context.Context, p adapters.ChangedPage) ([]adapters.OrderRecord, error)
@@ -119,6 +120,7 @@ func (h *Handler) Register(srv *httpapi.Server, adminGroup *echo.Group) {
 		srv.Exempt(http.MethodPost, path)
 	}
 	adminGroup.POST("/orders/:id/refunds", h.operatorRefund)
+	adminGroup.POST("/orders/:id/version", h.fenceVersion)
 	adminGroup.POST("/reconciliation/orders", h.reconcile)
 	adminGroup.GET("/reconciliation/orders", h.changed)
 }
@@ -295,6 +297,43 @@ func (h *Handler) operatorRefund(c echo.Context) error {
 	}
 	req.Reason, req.RequestedBy = body.Reason, operator
 	return h.requestRefund(c, req)
+}
+
+// fenceAnswer answers POST /admin/orders/{id}/version: the order's status
+// and version after the fence, and who asked.
+type fenceAnswer struct {
+	BusinessCode string       `json:"businessCode"`
+	OrderID      string       `json:"orderId"`
+	Status       order.Status `json:"status"`
+	Version      int64        `json:"version"`
+	FencedBy     string       `json:"fencedBy"`
+}
+
+// fenceVersion answers POST /admin/orders/{id}/version {"atLeast": n}: the
+// version fence of docs/decisions.md (A restore is fenced). It raises the
+// order's version to at least n in one transaction, with no event, so the
+// order's next change gets a version past every one its consumers have
+// applied; a fence at or below the version changes nothing. Who asks
+// (X-Operator) is required, as for an operator's refund: reconciliation
+// sends its run, a person their name.
+func (h *Handler) fenceVersion(c echo.Context) error {
+	operator, err := admin.Operator(c)
+	if err != nil {
+		return err
+	}
+	var body fenceRequest
+	if err := httpapi.Bind(c, &body); err != nil {
+		return err
+	}
+	if body.AtLeast == nil {
+		return event.Invalid("atLeast", "is required: the version the order must reach")
+	}
+	o, err := h.orders.FenceVersion(c.Request().Context(), c.Param("id"), *body.AtLeast)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, fenceAnswer{BusinessCode: httpapi.CodeSuccess, OrderID: o.ID, Status: o.Status, Version: o.Version,
+		FencedBy: operator})
 }
 
 // requestRefund asks for req on the order and answers where it stands.

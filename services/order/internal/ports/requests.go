@@ -98,6 +98,12 @@ type operatorRefundRequest struct {
 	Reason   string `json:"reason"`
 }
 
+// fenceRequest is the body of POST /admin/orders/{id}/version: the version
+// the order must reach at least.
+type fenceRequest struct {
+	AtLeast *int64 `json:"atLeast"`
+}
+
 // cancelRequest is the optional body of POST /orders/{id}/cancel.
 type cancelRequest struct {
 	Reason string `json:"reason"`

@@ -310,4 +310,22 @@ func (p *Peers) Replay(ctx context.Context, service string, deadLetterID int64) 
 	return fmt.Sprintf("dead letter %d of %s (%s) %s", deadLetterID, service, out.EventID, out.Outcome), nil
 }
 
+// Fence asks the order service to raise the order's version to at least
+// atLeast (POST /admin/orders/{id}/version), and returns where the order
+// stands after it.
+func (p *Peers) Fence(ctx context.Context, orderID string, atLeast int64) (string, error) {
+	var out struct {
+		Status  string `json:"status"`
+		Version int64  `json:"version"`
+	}
+	body := map[string]int64{"atLeast": atLeast}
+	if err := p.call(ctx, rec.ServiceOrder, http.MethodPost, "/admin/orders/"+url.PathEscape(orderID)+"/version", body, &out); err != nil {
+		return "", err
+	}
+	if out.Version < atLeast {
+		return "", fmt.Errorf("order service answered %s at version %d to a fence at %d", orderID, out.Version, atLeast)
+	}
+	return fmt.Sprintf("order %s fenced at version %d (%s)", orderID, out.Version, out.Status), nil
+}
+
 func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }

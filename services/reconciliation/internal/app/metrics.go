@@ -41,12 +41,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.runs.WithLabelValues(o)
 	}
 	for _, k := range []rec.Kind{rec.PaymentForUnpayableOrder, rec.MissingEffect, rec.ExtraEffect, rec.AmountMismatch,
-		rec.StuckInDLQ, rec.StuckInOutbox, rec.BusinessRejection} {
+		rec.StuckInDLQ, rec.StuckInOutbox, rec.BusinessRejection, rec.OrderVersionRegressed, rec.OrphanEffect} {
 		for _, s := range []string{rec.ServiceOrder, rec.ServicePayment, rec.ServiceInventory, rec.ServicePoints, rec.ServiceNotification} {
 			m.findings.WithLabelValues(string(k), s)
 		}
 	}
-	for _, a := range []rec.ActionType{rec.ActionRefund, rec.ActionRepublish, rec.ActionReplay} {
+	for _, a := range []rec.ActionType{rec.ActionRefund, rec.ActionRepublish, rec.ActionReplay, rec.ActionFence} {
 		for _, o := range []string{"done", "failed"} {
 			m.actions.WithLabelValues(string(a), o)
 		}

@@ -66,6 +66,7 @@ type Peers interface {
 	Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error)
 	Republish(ctx context.Context, service string, eventIDs []string) (string, error)
 	Replay(ctx context.Context, service string, deadLetterID int64) (string, error)
+	Fence(ctx context.Context, orderID string, atLeast int64) (string, error)
 	EffectOrders(ctx context.Context, service, after string, before time.Time, limit int) ([]string, string, error)
 }
 
@@ -166,15 +167,21 @@ func (r *Reconciler) pages(ctx context.Context, run *rec.Run, scope rec.Scope, e
 			if err != nil {
 				return err
 			}
-			settled := orders[:0:0]
+			settled, unknown := orders[:0:0], orders[:0:0]
 			for _, o := range orders {
-				if o.Found && scope.MinAge > 0 && !o.UpdatedAt.Before(before) {
+				switch {
+				case !o.Found:
+					unknown = append(unknown, o)
+				case scope.MinAge > 0 && !o.UpdatedAt.Before(before):
 					run.InFlight = append(run.InFlight, o.ID)
-					continue
+				default:
+					settled = append(settled, o)
 				}
-				settled = append(settled, o)
 			}
 			if err := r.compare(ctx, settled, each); err != nil {
+				return err
+			}
+			if err := r.namedOrphans(ctx, run, unknown); err != nil {
 				return err
 			}
 		}
@@ -249,6 +256,33 @@ func (r *Reconciler) orphans(ctx context.Context, run *rec.Run, before time.Time
 	return nil
 }
 
+// namedOrphans records an ORPHAN_EFFECT finding for each service holding
+// effects of an order named by id that the order service does not know:
+// after a restore, the orders created since the backup, which a run over
+// every order names only up to MaxOrphans a service.
+func (r *Reconciler) namedOrphans(ctx context.Context, run *rec.Run, unknown []rec.Order) error {
+	if len(unknown) == 0 {
+		return nil
+	}
+	facts, err := r.peers.Facts(ctx, unknown)
+	if err != nil {
+		return err
+	}
+	var recorded []rec.Recorded
+	for _, f := range facts {
+		for _, finding := range rec.Orphans(f) {
+			out, _, err := r.act(ctx, run, finding) // a person's action: nothing is taken
+			if err != nil {
+				return err
+			}
+			recorded = append(recorded, out)
+			r.metrics.finding(finding)
+		}
+	}
+	run.Findings = append(run.Findings, recorded...)
+	return r.audit.AddFindings(ctx, run.ID, recorded)
+}
+
 func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func([]rec.Facts) error) error {
 	var known []rec.Order
 	for _, o := range orders {
@@ -277,7 +311,8 @@ func (r *Reconciler) compare(ctx context.Context, orders []rec.Order, each func(
 // first read of the payment, so it sees the status that payment belongs
 // to. A consumer's version past the order's, seen on the first read and
 // still past the order read again, is an ORDER_VERSION_REGRESSED finding
-// for a person, and the order's other findings wait for it.
+// whose action fences the order's version; the order's other findings
+// wait for the next run, which compares the fenced order anew.
 func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts) ([]rec.Recorded, int, error) {
 	stuckBefore := r.now().Add(-r.cfg.Deadline)
 	first := map[string][]rec.Finding{}
@@ -304,9 +339,10 @@ func (r *Reconciler) settle(ctx context.Context, run *rec.Run, facts []rec.Facts
 		if len(findings) == 0 {
 			findings = rec.Compare(f, stuckBefore)
 		}
-		// An order whose version went back is judged by a person: its
-		// other findings follow from the changes it lost, and their
-		// actions would act on a state the services have left.
+		// An order whose version went back is fenced first: its other
+		// findings follow from the changes it lost, and their actions
+		// (a republish of its events, say) would emit versions every
+		// consumer ignores as stale.
 		for _, finding := range findings {
 			if finding.Action.Type == rec.ActionRefund && !sameAction(first[f.Order.ID], finding) {
 				out = append(out, r.deferred(run, finding))
@@ -423,6 +459,8 @@ func (r *Reconciler) take(ctx context.Context, orderID string, a rec.Action) (st
 		return r.peers.Republish(ctx, a.Service, a.EventIDs)
 	case rec.ActionReplay:
 		return r.peers.Replay(ctx, a.Service, a.DeadLetterID)
+	case rec.ActionFence:
+		return r.peers.Fence(ctx, orderID, a.AtLeast)
 	}
 	return "", fmt.Errorf("no way to take action %s", a.Type)
 }

@@ -146,6 +146,20 @@ func (s *services) Replay(_ context.Context, service string, id int64) (string, 
 	return s.call(fmt.Sprintf("replay %s %d", service, id))
 }
 
+// Fence raises the order's version as the order service does.
+func (s *services) Fence(_ context.Context, orderID string, atLeast int64) (string, error) {
+	out, err := s.call(fmt.Sprintf("fence %s %d", orderID, atLeast))
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.facts[orderID]
+	f.Order.Version = max(f.Order.Version, atLeast)
+	s.facts[orderID] = f
+	return out, nil
+}
+
 func (s *services) taken() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -364,14 +378,15 @@ func TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded(t *testing.T) {
 	}
 }
 
-// TestARestoredOrderIsForAPerson: the order service went back to version 2
+// TestARestoredOrderIsFenced: the order service went back to version 2
 // (PENDING_PAYMENT) while its consumers applied version 3 (OrderPaid). The
-// run names the regression for a person and takes none of the actions
-// the order's stale state calls for (republishing the payment's callback
-// would make the order emit OrderPaid as version 3, which every consumer
-// ignores as stale). An order that merely moved on between the run's
-// reads is no regression.
-func TestARestoredOrderIsForAPerson(t *testing.T) {
+// run fences the order at version 3, once for both regressed consumers,
+// and takes none of the actions the order's stale state calls for
+// (republishing the payment's callback before the fence would make the
+// order emit OrderPaid as version 3, which every consumer ignores as
+// stale). The next run compares the fenced order anew and fences nothing.
+// An order that merely moved on between the run's reads is no regression.
+func TestARestoredOrderIsFenced(t *testing.T) {
 	restored := paidButLost("O-1")
 	restored.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 3, State: "DEDUCTED"}}
 	restored.Points.Consumer = rec.ConsumerState{Version: 3, State: "EARNED"}
@@ -384,22 +399,69 @@ func TestARestoredOrderIsForAPerson(t *testing.T) {
 	before.Order.Status, before.Order.Version, before.Order.PaymentID = rec.StatusPendingPayment, 2, ""
 	svc := newServices(restored, before)
 	svc.moves = map[string]rec.Facts{"O-2": moving}
-	r, _, _ := newReconciler(t, svc, time.Minute)
+	r, store, reg := newReconciler(t, svc, time.Minute)
+	ctx := context.Background()
 
-	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-2"}})
+	check, err := r.Check(ctx, "O-1")
+	if err != nil || check.Converged || len(check.Mismatches) != 2 || check.Mismatches[0].Kind != rec.OrderVersionRegressed {
+		t.Fatalf("check of O-1 before the run: %+v, %v", check, err)
+	}
+	run, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1", "O-2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN", "O-1 ORDER_VERSION_REGRESSED MANUAL_REVIEW OPEN"}
-	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 0 || len(svc.taken()) != 0 {
-		t.Fatalf("run: %v, %d actions, compensations %v; want %v and none", got, run.Actions, svc.taken(), want)
+	want := []string{"O-1 ORDER_VERSION_REGRESSED FENCE DONE", "O-1 ORDER_VERSION_REGRESSED FENCE ALREADY_TAKEN"}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 || !slices.Equal(svc.taken(), []string{"fence O-1 3"}) {
+		t.Fatalf("run: %v, %d actions, compensations %v; want %v and one fence at 3", got, run.Actions, svc.taken(), want)
 	}
-	if f := run.Findings[0]; f.Service != rec.ServiceInventory || !strings.Contains(f.Outcome, "past 3") {
-		t.Fatalf("finding %+v, want inventory's, naming version 3", f)
+	f := run.Findings[0]
+	if f.Service != rec.ServiceInventory || f.ActionKey != "FENCE:order:O-1:v2:v3" || !strings.Contains(f.Outcome, "fence O-1 3 done") {
+		t.Fatalf("finding %+v, want inventory's, fenced under FENCE:order:O-1:v2:v3", f)
 	}
-	check, err := r.Check(context.Background(), "O-1")
-	if err != nil || check.Converged || len(check.Mismatches) != 2 || check.Mismatches[0].Kind != rec.OrderVersionRegressed {
-		t.Fatalf("check of O-1: %+v, %v", check, err)
+	stored, err := store.Run(ctx, run.ID)
+	if err != nil || !slices.Equal(outcomes(stored), want) {
+		t.Fatalf("audited run %v, %v; want %v", outcomes(stored), err, want)
+	}
+	if v := sample(t, reg, "reconciliation_actions_total", map[string]string{"action": "FENCE", "outcome": "done"}); v != 1 {
+		t.Fatalf("reconciliation_actions_total{FENCE,done} = %v, want 1", v)
+	}
+
+	// Fenced at 3, the order is no longer behind its consumers: the next
+	// run judges its state, and fences nothing again.
+	next, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range next.Findings {
+		if f.Kind == rec.OrderVersionRegressed || f.Action == rec.ActionFence {
+			t.Fatalf("the next run: %v; want no regression once fenced", outcomes(next))
+		}
+	}
+	if n := len(svc.taken()); n != 1+next.Actions {
+		t.Fatalf("compensations %v after the next run's %d actions", svc.taken(), next.Actions)
+	}
+}
+
+// TestAFenceThatFailsIsRetried: a fence the order service does not answer
+// is FAILED, and the next run takes it again.
+func TestAFenceThatFailsIsRetried(t *testing.T) {
+	restored := paidButLost("O-1")
+	restored.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}, Consumer: rec.ConsumerState{Version: 5, State: "DEDUCTED"}}
+	svc := newServices(restored)
+	svc.failing = true
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	ctx := context.Background()
+	first, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if got, want := outcomes(first), []string{"O-1 ORDER_VERSION_REGRESSED FENCE FAILED"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("run with the order service down: %v, %v; want %v", got, err, want)
+	}
+	svc.mu.Lock()
+	svc.failing = false
+	svc.mu.Unlock()
+	second, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
+	if got, want := outcomes(second), []string{"O-1 ORDER_VERSION_REGRESSED FENCE DONE"}; err != nil || !slices.Equal(got, want) ||
+		!slices.Equal(svc.taken(), []string{"fence O-1 5"}) {
+		t.Fatalf("the next run: %v, %v, compensations %v; want %v and one fence at 5", got, err, svc.taken(), want)
 	}
 }
 
@@ -451,6 +513,42 @@ func TestOrphanEffects(t *testing.T) {
 	}
 	if len(svc.taken()) != 1 {
 		t.Fatalf("compensations %v, want only O-1's refund", svc.taken())
+	}
+}
+
+// TestNamedOrphans: a run over orders named by id names, for a person,
+// each service holding effects of a named order the order service does
+// not know (one created after the backup its database was restored from),
+// and takes no action; an id nobody knows is no finding.
+func TestNamedOrphans(t *testing.T) {
+	lost := paidButLost("O-lost")
+	lost.Order = rec.Order{ID: "O-lost"}
+	lost.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{{SKU: "S", Quantity: 1}}}
+	svc := newServices(cancelledAndCharged("O-1"), lost)
+	r, _, reg := newReconciler(t, svc, time.Minute)
+	run, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-lost", "O-nobody"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"O-1 PAYMENT_FOR_UNPAYABLE_ORDER REFUND DONE",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+		"O-lost ORPHAN_EFFECT MANUAL_REVIEW OPEN",
+	}
+	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 {
+		t.Fatalf("run: %v, %d actions; want %v, 1", got, run.Actions, want)
+	}
+	var services []string
+	for _, f := range run.Findings[1:] {
+		services = append(services, f.Service)
+	}
+	if !slices.Equal(services, rec.Consumers()) {
+		t.Fatalf("orphan effects named at %v, want %v", services, rec.Consumers())
+	}
+	if v := sample(t, reg, "reconciliation_findings_total", map[string]string{"kind": "ORPHAN_EFFECT", "service": "inventory"}); v != 1 {
+		t.Fatalf("reconciliation_findings_total{ORPHAN_EFFECT,inventory} = %v, want 1", v)
 	}
 }
 

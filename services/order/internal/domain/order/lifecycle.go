@@ -435,3 +435,28 @@ func (o *Order) rejectRefund(cb Callback) ([]Event, error) {
 }
 
 func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }
+
+// MaxFenceVersion is the highest version a fence may raise an order to:
+// the largest integer a JSON number carries exactly, so every client reads
+// the version the fence wrote.
+const MaxFenceVersion int64 = 1<<53 - 1
+
+// FenceVersion raises the order's version to atLeast, if it is below,
+// without a state change and without an event: the version fence of
+// docs/decisions.md (A restore is fenced). An order restored from an
+// earlier backup holds a version its consumers have passed; its next
+// change would reuse a version they already applied and be ignored as
+// stale. Raised to the highest version any consumer applied, the next
+// change gets the version after it. It reports whether the version moved;
+// a fence at or below the current version changes nothing, so a repeat is
+// harmless.
+func (o *Order) FenceVersion(atLeast int64) (bool, error) {
+	if atLeast < 1 || atLeast > MaxFenceVersion {
+		return false, event.Invalid("atLeast", "must be between 1 and %d, got %d", MaxFenceVersion, atLeast)
+	}
+	if atLeast <= o.Version {
+		return false, nil
+	}
+	o.Version = atLeast
+	return true, nil
+}

@@ -44,7 +44,8 @@ type Line struct {
 }
 
 // Order is the aggregate. Version counts its state changes: 1 after
-// creation, and one more for each event it emits.
+// creation, and one more for each event it emits; a version fence
+// (FenceVersion) may raise it past that count, never lower it.
 type Order struct {
 	ID         string
 	CustomerID string

@@ -54,6 +54,10 @@ const (
 	// ActionReplay replays a dead letter to its original topic with its
 	// original eventId.
 	ActionReplay ActionType = "REPLAY"
+	// ActionFence raises the order's version at the order service to the
+	// highest any consumer has applied (POST /admin/orders/{id}/version),
+	// so its next change gets a version no consumer ignores as stale.
+	ActionFence ActionType = "FENCE"
 	// ActionManualReview: no safe automatic action exists.
 	ActionManualReview ActionType = "MANUAL_REVIEW"
 )
@@ -69,6 +73,8 @@ type Action struct {
 	EventIDs []string
 	// DeadLetterID is the dead letter to replay.
 	DeadLetterID int64
+	// AtLeast is the version a fence raises the order to.
+	AtLeast int64
 	// PaymentID, RefundID and Amount are the refund to make.
 	PaymentID string
 	RefundID  string

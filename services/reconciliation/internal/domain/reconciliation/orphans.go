@@ -19,3 +19,27 @@ func Orphan(service, orderID string) Finding {
 		Action: manual("effects for an order the order service does not know: restore the order from a backup " +
 			"or the other services' records, or, for a drill's or a benchmark's synthetic order, remove its rows")}
 }
+
+// Orphans returns the ORPHAN_EFFECT finding of each service that holds
+// effects in f of an order the order service does not know (f.Order not
+// found): what a run over orders named by id reports for one the order
+// service lost, as a run over every order does from the services' lists
+// of the orders they hold effects for.
+func Orphans(f Facts) []Finding {
+	if f.Order.Found {
+		return nil
+	}
+	holds := map[string]bool{
+		ServicePayment:      f.Payment.Found,
+		ServiceInventory:    f.Inventory.Status != "" && f.Inventory.Status != InventoryNone,
+		ServicePoints:       len(f.Points.Entries) > 0,
+		ServiceNotification: len(f.Notifications.Sent) > 0,
+	}
+	var out []Finding
+	for _, service := range Consumers() {
+		if holds[service] {
+			out = append(out, Orphan(service, f.Order.ID))
+		}
+	}
+	return out
+}

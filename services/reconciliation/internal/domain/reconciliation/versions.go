@@ -31,12 +31,15 @@ func (f Facts) consumerState(service string) ConsumerState {
 // Reading them the other way round would take an order that moved on
 // between the two reads for a regression.
 //
-// Nothing is repaired automatically: the order's state went back with its
-// version, the consumers hold the later states, and an event emitted from
-// the restored state would be applied from a state the consumer has left.
-// A person settles the order's state from the other services' records
-// and raises its version past the highest one any consumer applied; the
-// finding names both.
+// Each finding's action is the version fence (docs/decisions.md, A
+// restore is fenced): the order service raises the order's version to the
+// highest any consumer applied, so its next change gets the version after
+// it and reaches every consumer instead of being ignored as stale. The
+// findings of one order share the fence's key, so it is taken once. The
+// fence repairs the versions only: the changes the order service lost
+// stay lost, and once the order is fenced the next run compares it
+// anew and names what they leave (a refund the payment service holds and
+// the order does not, say) for a person.
 func VersionRegressions(order Order, seen Facts) []Finding {
 	if !order.Found {
 		return nil
@@ -54,9 +57,17 @@ func VersionRegressions(order Order, seen Facts) []Finding {
 		out = append(out, Finding{OrderID: order.ID, Kind: OrderVersionRegressed, Service: service,
 			Expected: fmt.Sprintf("order at version %d or later (%s applied version %d, state %s)", c.Version, service, c.Version, c.State),
 			Actual:   fmt.Sprintf("order at version %d (%s)", order.Version, order.Status),
-			Action: manual(fmt.Sprintf("the order service lost changes %d..%d of the order (database restored from an earlier backup?) "+
-				"and its next events would be ignored as stale: settle the order's state from the other services' records, "+
-				"then raise its version past %d, the highest any consumer applied", order.Version+1, c.Version, highest))})
+			Action:   Fence(order, highest)})
 	}
 	return out
+}
+
+// Fence is the action that raises order's version to atLeast. Its key
+// names the order, the version it went back to and the one it is raised
+// to: one fence per regression, however many consumers and runs see it.
+func Fence(order Order, atLeast int64) Action {
+	return Action{Type: ActionFence, Service: ServiceOrder, AtLeast: atLeast,
+		Key: fmt.Sprintf("%s:%s:%s:v%d:v%d", ActionFence, ServiceOrder, order.ID, order.Version, atLeast),
+		Reason: fmt.Sprintf("the order service lost changes %d..%d of the order (database restored from an earlier backup?); "+
+			"its next events would reuse versions its consumers have applied and be ignored as stale", order.Version+1, atLeast)}
 }

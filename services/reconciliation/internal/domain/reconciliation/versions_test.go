@@ -33,13 +33,49 @@ func TestVersionRegressions(t *testing.T) {
 			var got []string
 			for _, f := range rec.VersionRegressions(tt.order, tt.seen) {
 				got = append(got, f.Service)
-				if f.Kind != rec.OrderVersionRegressed || f.Action.Type != rec.ActionManualReview ||
-					!strings.Contains(f.Action.Reason, "past 3") || !strings.Contains(f.Actual, "version 2") {
+				// One fence for the order, to the highest version any
+				// consumer applied, under one key.
+				if f.Kind != rec.OrderVersionRegressed || f.Action.Type != rec.ActionFence || f.Action.Service != rec.ServiceOrder ||
+					f.Action.AtLeast != 3 || f.Action.Key != "FENCE:order:O-1:v2:v3" ||
+					!strings.Contains(f.Action.Reason, "changes 3..3") || !strings.Contains(f.Actual, "version 2") {
 					t.Errorf("finding %+v", f)
 				}
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("regressed at %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOrphans(t *testing.T) {
+	unknown := func(f rec.Facts) rec.Facts {
+		f.Order = rec.Order{ID: "O-1"}
+		return f
+	}
+	onlyPoints := unknown(rec.Facts{})
+	onlyPoints.Points.Entries = []rec.PointsEntry{{Type: "EARN", Points: 20}}
+	tests := []struct {
+		name  string
+		facts rec.Facts
+		want  []string
+	}{
+		{"an order the order service knows", paid(), nil},
+		{"unknown, effects everywhere", unknown(paid()), []string{"payment", "inventory", "points", "notification"}},
+		{"unknown, points only", onlyPoints, []string{"points"}},
+		{"unknown to everyone", unknown(rec.Facts{Inventory: rec.Inventory{Status: rec.InventoryNone}}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, f := range rec.Orphans(tt.facts) {
+				if f.Kind != rec.OrphanEffect || f.OrderID != "O-1" || f.Action.Type != rec.ActionManualReview {
+					t.Errorf("finding %+v", f)
+				}
+				got = append(got, f.Service)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("orphans at %v, want %v", got, tt.want)
 			}
 		})
 	}
