@@ -220,6 +220,9 @@ func TestService(t *testing.T) {
 		if got := s.Counter("consumer_messages_total", `outcome="error"`) - failures; got != 2 {
 			t.Fatalf("failed attempts = %v, want 2", got)
 		}
+		if p := s.FailPoint("shipping.apply"); p.Hits != 2 || p.Remaining != 0 {
+			t.Fatalf("fail point = %+v, want 2 hits, spent", p)
+		}
 		if got := s.Counter("consumer_retries_total", `consumer="shipping-service"`) - retries; got != 2 {
 			t.Fatalf("retries = %v, want 2", got)
 		}
@@ -288,6 +291,9 @@ func TestService(t *testing.T) {
 		s.Publish(paid)
 		s.WaitFor("the dead letter", func() bool { return s.DeadLetters("O-replay").Count == 1 })
 		s.SetFailPoint("shipping.apply", "off", 0)
+		if p := s.FailPoint("shipping.apply"); p.Hits != 5 {
+			t.Fatalf("fail point = %+v, want 5 hits, one per attempt", p)
+		}
 		rec := s.DeadLetters("O-replay").Items[0]
 		if rec.EventID != paid.EventID || rec.ErrorClass != "RETRYABLE" || rec.Attempts != 5 {
 			t.Fatalf("dead letter = %s %s after %d attempts, want %s RETRYABLE after 5", rec.EventID, rec.ErrorClass, rec.Attempts, paid.EventID)

@@ -59,9 +59,24 @@ type FailPointRequest struct {
 	Times int `json:"times"`
 }
 
+// FailPoints answers GET /admin/failpoints: every point the service
+// declares, armed or not, sorted by name.
+type FailPoints struct {
+	Points []failpoint.Point `json:"points"`
+}
+
+// CodeUnknownFailPoint answers a fail point name the service does not
+// declare; the message lists the ones it does.
+const CodeUnknownFailPoint = "UNKNOWN_FAIL_POINT"
+
 // RegisterFailPoints lets tests and drills arm fail points at run time
-// (PUT /admin/failpoints/{name} {"action":"error","times":2}).
+// (PUT /admin/failpoints/{name} {"action":"error","times":2}) and see
+// what fired (GET /admin/failpoints: action, remaining and hits of each).
+// A name the service does not declare is a 404 UNKNOWN_FAIL_POINT.
 func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry) {
+	g.GET("/failpoints", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, FailPoints{Points: fp.List()})
+	})
 	g.PUT("/failpoints/:name", func(c echo.Context) error {
 		var req FailPointRequest
 		if err := httpapi.Bind(c, &req); err != nil {
@@ -69,10 +84,10 @@ func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry) {
 		}
 		times := req.Times
 		if times <= 0 {
-			times = -1
+			times = failpoint.Unlimited
 		}
 		if err := fp.Set(c.Param("name"), req.Action, times); err != nil {
-			return httpapi.BadRequest("%v", err)
+			return mapError(err)
 		}
 		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "action": req.Action, "times": req.Times})
 	})

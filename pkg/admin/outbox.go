@@ -1,14 +1,12 @@
 package admin
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
@@ -53,7 +51,7 @@ func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 	g.GET("/outbox/:eventId", func(c echo.Context) error {
 		s, err := outbox.Lookup(c.Request().Context(), db, c.Param("eventId"))
 		if err != nil {
-			return outboxError(err)
+			return mapError(err)
 		}
 		return c.JSON(http.StatusOK, s)
 	})
@@ -68,7 +66,7 @@ func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 		}
 		s, err := outbox.Republish(c.Request().Context(), db, id, operator)
 		if err != nil {
-			return outboxError(err)
+			return mapError(err)
 		}
 		return c.JSON(http.StatusOK, s)
 	})
@@ -76,11 +74,3 @@ func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 
 // CodeEventNotFound answers an event id the outbox does not hold.
 const CodeEventNotFound = "EVENT_NOT_FOUND"
-
-// outboxError answers an event id the outbox does not hold with 404.
-func outboxError(err error) error {
-	if errors.Is(err, outbox.ErrNotFound) {
-		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeEventNotFound, Message: err.Error(), Err: err}
-	}
-	return err
-}

@@ -37,6 +37,12 @@ const (
 	FailPointAfterPublish = "relay.after-publish"
 )
 
+// FailPoints are the relay's fail points, for the process that runs a
+// relay to declare (failpoint.Config.Names).
+func FailPoints() []string {
+	return []string{FailPointBeforePublish, FailPointAfterPublish}
+}
+
 // RelayConfig tunes the relay.
 type RelayConfig struct {
 	BatchSize      int

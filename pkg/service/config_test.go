@@ -8,12 +8,14 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
 
 // audit is the identity of a service the tests declare.
 func audit() service.Identity {
-	return service.Identity{Name: "audit-service", Database: "audit", Port: 8099}
+	return service.Identity{Name: "audit-service", Database: "audit", Port: 8099,
+		FailPoints: append(outbox.FailPoints(), "audit.apply")}
 }
 
 // dev is the environment of development mode, overlaid by env.
@@ -88,6 +90,12 @@ func TestLoadConsumerConfig(t *testing.T) {
 		{"batch size", map[string]string{"CONSUMER_BATCH_SIZE": "0"}, []string{"CONSUMER_BATCH_SIZE"}},
 		{"fail points while disabled", map[string]string{"FAILPOINTS": "relay.after-publish=exit"}, []string{"FAILPOINTS_ENABLED"}},
 		{"fail points enabled", map[string]string{"FAILPOINTS": "relay.after-publish=exit", "FAILPOINTS_ENABLED": "true"}, nil},
+		{"the service's own fail point", map[string]string{"FAILPOINTS": "audit.apply=error*2", "FAILPOINTS_ENABLED": "true"}, nil},
+		{"the consumer kit's fail point", map[string]string{"FAILPOINTS": "consumer.after-commit=exit", "FAILPOINTS_ENABLED": "true"}, nil},
+		{"misspelt fail point", map[string]string{"FAILPOINTS": "audit.aply=error", "FAILPOINTS_ENABLED": "true"},
+			[]string{"FAILPOINTS", `"audit.aply": unknown fail point (known: audit.apply, consumer.after-commit, relay.after-publish, relay.before-publish)`}},
+		{"another service's fail point", map[string]string{"FAILPOINTS": "order.before-commit=error", "FAILPOINTS_ENABLED": "true"},
+			[]string{"FAILPOINTS", "unknown fail point"}},
 		{"unknown mode", map[string]string{"SUITE_MODE": "demo"}, []string{"SUITE_MODE"}},
 		{"development on every interface without a token", map[string]string{"HTTP_ADDR": ":8099"}, []string{"ADMIN_TOKEN", "HTTP_ADDR"}},
 		{"development on every interface with a token", map[string]string{"HTTP_ADDR": ":8099", "ADMIN_TOKEN": "short"}, nil},

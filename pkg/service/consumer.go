@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
@@ -26,8 +27,10 @@ type ConsumerConfig struct {
 }
 
 // ReadConsumerConfig reads a consumer service's shared settings through r;
-// the default consumer group is id.Name.
+// the default consumer group is id.Name. The consumer kit's fail point
+// (consumer.FailPointAfterCommit) joins id.FailPoints.
 func ReadConsumerConfig(r *envconfig.Reader, id Identity) ConsumerConfig {
+	id.FailPoints = append(slices.Clone(id.FailPoints), consumer.FailPointAfterCommit)
 	return ConsumerConfig{Config: ReadConfig(r, id), Consumer: consumer.ReadEnv(r, id.Name)}
 }
 
@@ -95,6 +98,9 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig, stdout io.Writer, opts
 		return nil, err
 	}
 	opts.Migrations = append([]postgres.MigrationSet{inbox.Schema(), versionguard.Schema(), dlq.Schema()}, opts.Migrations...)
+	// The router fires the kit's fail point whatever the config was read
+	// with; declaring a name twice is harmless.
+	cfg.FailPointNames = append(slices.Clone(cfg.FailPointNames), consumer.FailPointAfterCommit)
 	opts.Pool = postgres.PoolConfig{MaxOpen: cfg.Consumer.DBMaxConns}
 	s, err := New(ctx, cfg.Config, stdout, opts)
 	if err != nil {

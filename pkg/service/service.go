@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -43,6 +44,12 @@ type Identity struct {
 	Database string
 	// Port is the default port of HTTP_ADDR: 8083.
 	Port int
+	// FailPoints are the fail points the service declares, each an
+	// exported constant next to the code that fires it; FAILPOINTS and
+	// PUT /admin/failpoints/{name} arm only these. A service that adds a
+	// relay declares outbox.FailPoints(); ReadConsumerConfig adds the
+	// consumer kit's own.
+	FailPoints []string
 }
 
 // Config is the part of the environment every service shares (README.md,
@@ -56,7 +63,11 @@ type Config struct {
 	HTTPAddr    string
 	AdminToken  string
 	LogLevel    string
-	FailPoints  string
+	// FailPoints is FAILPOINTS, the points armed at start.
+	FailPoints string
+	// FailPointNames are the service's declared fail points
+	// (Identity.FailPoints); they are not read from the environment.
+	FailPointNames []string
 	// Mode is SUITE_MODE: ModeProduction or ModeDevelopment
 	// (docs/security.md).
 	Mode string
@@ -122,6 +133,7 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		AdminToken:        r.String("ADMIN_TOKEN", ""),
 		LogLevel:          strings.ToLower(r.String("LOG_LEVEL", "info")),
 		FailPoints:        r.String("FAILPOINTS", ""),
+		FailPointNames:    id.FailPoints,
 		Mode:              mode,
 		FailPointsEnabled: r.Bool("FAILPOINTS_ENABLED", false),
 		ProfilingEnabled:  r.Bool("PPROF_ENABLED", false),
@@ -166,7 +178,7 @@ func (c Config) Validate() error {
 	if c.MemoryLimitMiB < 0 {
 		errs = append(errs, fmt.Errorf("MEMORY_LIMIT_MIB=%d: want 0 (the Go runtime's default) or more", c.MemoryLimitMiB))
 	}
-	if _, err := failpoint.Parse(c.FailPoints); err != nil {
+	if _, err := c.failPointRegistry(); err != nil {
 		errs = append(errs, fmt.Errorf("FAILPOINTS: %w", err))
 	} else if c.FailPoints != "" && !c.FailPointsEnabled {
 		errs = append(errs, errors.New("FAILPOINTS is set but fail points are disabled: set FAILPOINTS_ENABLED=true (drills and tests only)"))
@@ -181,6 +193,12 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// failPointRegistry declares the service's fail points and arms what
+// FAILPOINTS says.
+func (c Config) failPointRegistry() (*failpoint.Registry, error) {
+	return failpoint.New(failpoint.Config{Names: c.FailPointNames, Spec: c.FailPoints})
 }
 
 // DatabaseDSN is the URL of the service's own database.
@@ -228,7 +246,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	}
 	// Disabled fail points are an empty registry: every Inject is inert
 	// and nothing can arm one.
-	fp, err := failpoint.Parse(cfg.FailPoints)
+	fp, err := cfg.failPointRegistry()
 	if err != nil {
 		return nil, fmt.Errorf("FAILPOINTS: %w", err)
 	}
@@ -284,7 +302,9 @@ func adminPath(path string) bool {
 }
 
 // AddRelay runs the outbox relay with the service: committed rows of the
-// service's outbox go to sink. The relay relays at once when it is woken
+// service's outbox go to sink. The service must declare the relay's fail
+// points (outbox.FailPoints() in Identity.FailPoints), so they can be
+// armed like its own. The relay relays at once when it is woken
 // (Wake it once a transaction that added rows has committed), or when a
 // relay of another instance that was woken notifies it, and polls
 // otherwise. It also exposes the outbox: outbox_pending_events,
@@ -295,6 +315,11 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Re
 	dsn, err := s.Config.DatabaseDSN()
 	if err != nil {
 		return nil, err
+	}
+	for _, name := range outbox.FailPoints() {
+		if !slices.Contains(s.Config.FailPointNames, name) {
+			return nil, fmt.Errorf("outbox relay: fail point %s is not declared: add outbox.FailPoints() to the service's Identity.FailPoints", name)
+		}
 	}
 	cfg.ListenURL, cfg.LockURL = dsn, dsn
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
@@ -43,7 +44,7 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 			})
 			cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
 				LogLevel: "error", Mode: service.ModeDevelopment, FailPointsEnabled: tt.enabled, ProfilingEnabled: tt.enabled,
-				DB: postgres.DefaultTimeouts()}
+				DB: postgres.DefaultTimeouts(), FailPointNames: outbox.FailPoints()}
 			ctx, cancel := context.WithCancel(context.Background())
 			svc, err := service.New(ctx, cfg, io.Discard, service.Options{})
 			if err != nil {
@@ -77,10 +78,40 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 			if got := call("PUT", "/admin/failpoints/relay.after-publish", `{"action":"error"}`); got != tt.want {
 				t.Errorf("PUT /admin/failpoints = %d, want %d", got, tt.want)
 			}
+			if got := call("GET", "/admin/failpoints", ""); got != tt.want {
+				t.Errorf("GET /admin/failpoints = %d, want %d", got, tt.want)
+			}
 			if got := call("GET", "/admin/debug/pprof/", ""); got != tt.want {
 				t.Errorf("GET /admin/debug/pprof/ = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAddRelayWantsItsFailPointsDeclared: a service that adds a relay
+// without declaring the relay's fail points could never arm them, so
+// AddRelay refuses, naming what to declare.
+func TestAddRelayWantsItsFailPointsDeclared(t *testing.T) {
+	server := postgrestest.ServerURL(t)
+	db := postgrestest.UniqueName("t_service")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := postgres.DropDatabase(ctx, server, db); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
+		LogLevel: "error", Mode: service.ModeDevelopment, DB: postgres.DefaultTimeouts(), FailPointNames: []string{"audit.apply"}}
+	svc, err := service.New(context.Background(), cfg, io.Discard, service.Options{Migrations: []postgres.MigrationSet{outbox.Schema()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	_, err = svc.AddRelay(outbox.RelayConfig{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "fail point relay.before-publish is not declared") ||
+		!strings.Contains(err.Error(), "outbox.FailPoints()") {
+		t.Fatalf("AddRelay = %v, want a refusal naming the undeclared relay fail point", err)
 	}
 }
 

@@ -101,8 +101,12 @@ func holdRelay(s *session) error {
 	return nil
 }
 
-// releaseRelay disarms the held relay.
+// releaseRelay disarms the held relay once it has held the pending row
+// at least once.
 func releaseRelay(s *session) error {
+	if err := s.waitFired(Order, outbox.FailPointBeforePublish, 1); err != nil {
+		return fmt.Errorf("the held relay: %w", err)
+	}
 	return s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0)
 }
 
@@ -362,6 +366,9 @@ func lossConsumerFailure(s *session) (seen string, err error) {
 	if got := retriesAfter - retriesBefore; got < failures {
 		return "", fmt.Errorf("consumer_retries_total of inventory grew by %v, want at least %d", got, failures)
 	}
+	if err := s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", failures); err != nil {
+		return "", err
+	}
 	dl, err := s.api.DeadLetters(s.ctx, Inventory, orderID, "")
 	if err != nil {
 		return "", err
@@ -423,6 +430,9 @@ func lossRollback(s *session) (seen string, err error) {
 	}
 	if code != http.StatusInternalServerError {
 		return "", fmt.Errorf("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
+	}
+	if err := s.api.FailPointFired(s.ctx, Order, failPointBeforeCommit, 1); err != nil {
+		return "", err
 	}
 	o, err := s.api.Order(s.ctx, orderID)
 	if err != nil {

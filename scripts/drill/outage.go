@@ -377,6 +377,9 @@ func lossCallbackOutage(s *session) (seen string, err error) {
 	}); err != nil {
 		return "", err
 	}
+	if err := s.waitFired(Payment, outbox.FailPointBeforePublish, 1); err != nil {
+		return "", fmt.Errorf("the held payment relay: %w", err)
+	}
 	if err := stopper.Stop(s.ctx, Order); err != nil {
 		return "", fmt.Errorf("stop the order service: %w", err)
 	}

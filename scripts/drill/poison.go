@@ -196,6 +196,9 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	if err := checkMetadata(s, Inventory, dl, paid.EventID, "RETRYABLE", attempts); err != nil {
 		return "", err
 	}
+	if err := s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", attempts); err != nil {
+		return "", err
+	}
 	// From the first failure to the dead letter the message held its
 	// order; the records' own times measure it.
 	held, bound := dl.DeadLetteredAt.Sub(dl.FirstFailedAt), s.t.RetryBound()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -323,9 +324,9 @@ func reconcileLastUnitRace(s *session) (string, error) {
 // callbacks (they wait in its outbox), or lets them go again.
 func (s *session) holdCallbacks(hold bool) error {
 	if hold {
-		return s.api.ArmFailPoint(s.ctx, Payment, "relay.before-publish", "error", 1_000_000)
+		return s.api.ArmFailPoint(s.ctx, Payment, outbox.FailPointBeforePublish, "error", 1_000_000)
 	}
-	return s.api.ArmFailPoint(s.ctx, Payment, "relay.before-publish", "off", 0)
+	return s.api.ArmFailPoint(s.ctx, Payment, outbox.FailPointBeforePublish, "off", 0)
 }
 
 // paidThenCancelled pays an order and cancels it before the payment's
@@ -348,7 +349,9 @@ func (s *session) paidThenCancelled(orderID string) error {
 	if res.Status != "CANCELLED" {
 		return fmt.Errorf("cancel %s: %s %s", orderID, res.BusinessCode, res.Status)
 	}
-	return nil
+	// The payment's callback is in the payment outbox: the held relay
+	// meets it.
+	return s.waitFired(Payment, outbox.FailPointBeforePublish, 1)
 }
 
 // returned waits until the order, the payment and the notification service
@@ -474,15 +477,19 @@ func reconcileLostEffect(s *session) (string, error) {
 	}
 	// Hold the order service's relay, so the second run sees the same
 	// facts as the first.
-	if err := s.api.ArmFailPoint(s.ctx, Order, "relay.before-publish", "error", 1_000_000); err != nil {
+	if err := s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "error", 1_000_000); err != nil {
 		return "", err
 	}
-	release := func() error { return s.api.ArmFailPoint(s.ctx, Order, "relay.before-publish", "off", 0) }
+	release := func() error { return s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0) }
 	first, took, err := s.reconcile(orderID)
 	if err != nil {
 		return "", errors.Join(err, release())
 	}
 	if err := expectFindings(first, "MISSING_EFFECT inventory REPUBLISH"); err != nil {
+		return "", errors.Join(err, release())
+	}
+	// The republished events are due again: the held relay meets them.
+	if err := s.waitFired(Order, outbox.FailPointBeforePublish, 1); err != nil {
 		return "", errors.Join(err, release())
 	}
 	second, _, err := s.reconcile(orderID)
@@ -537,6 +544,9 @@ func reconcileStuckInDLQ(s *session) (string, error) {
 	}
 	dl, _, err := s.waitDeadLetter(Inventory, orderID)
 	if err != nil {
+		return "", err
+	}
+	if err := s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", s.t.RetryMaxAttempts); err != nil {
 		return "", err
 	}
 	run, took, err := s.reconcile(orderID)

@@ -57,6 +57,9 @@ func deadLetteredPayment(s *session) (orderID, sku string, dl deadLetter, err er
 	if err := checkMetadata(s, Inventory, dl, paid.EventID, "RETRYABLE", s.t.RetryMaxAttempts); err != nil {
 		return "", "", deadLetter{}, err
 	}
+	if err := s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", s.t.RetryMaxAttempts); err != nil {
+		return "", "", deadLetter{}, err
+	}
 	return orderID, sku, dl, nil
 }
 

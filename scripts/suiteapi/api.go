@@ -3,11 +3,14 @@ package suiteapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 )
 
 // Success is the businessCode of an accepted command.
@@ -471,14 +474,76 @@ func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r
 }
 
 // ArmFailPoint arms a fail point of a service at run time; times 0 fires
-// every time, action "off" disarms it.
+// every time, action "off" disarms it (and keeps its hit count, so the
+// caller can check afterwards that it fired: FailPointFired). A name the
+// service does not declare is refused (UNKNOWN_FAIL_POINT, the message
+// lists the declared ones).
 func (c *Client) ArmFailPoint(ctx context.Context, service, name, action string, times int) error {
 	err := c.Call(ctx, service, http.MethodPut, "/admin/failpoints/"+url.PathEscape(name),
 		map[string]any{"action": action, "times": times}, nil)
-	if IsStatus(err, http.StatusNotFound) {
-		return fmt.Errorf("%s serves no fail points: start it with FAILPOINTS_ENABLED=true (make run does; compose: FAILPOINTS_ENABLED=true make up): %w", service, err)
+	return failPointsError(service, err)
+}
+
+// CodeUnknownFailPoint answers a fail point name a service does not
+// declare.
+const CodeUnknownFailPoint = "UNKNOWN_FAIL_POINT"
+
+// failPointsError explains a 404 of the fail point routes: a name the
+// service does not declare, or a service started without fail points.
+func failPointsError(service string, err error) error {
+	var se *StatusError
+	switch {
+	case !errors.As(err, &se) || se.Status != http.StatusNotFound:
+		return err
+	case se.BusinessCode == CodeUnknownFailPoint:
+		return fmt.Errorf("%s: %w", service, err)
 	}
-	return err
+	return fmt.Errorf("%s serves no fail points: start it with FAILPOINTS_ENABLED=true (make run does; compose: FAILPOINTS_ENABLED=true make up): %w", service, err)
+}
+
+// FailPoint is one of a service's declared fail points (GET
+// /admin/failpoints).
+type FailPoint = failpoint.Point
+
+// FailPoints lists a service's declared fail points with their action,
+// remaining count and hits.
+func (c *Client) FailPoints(ctx context.Context, service string) ([]FailPoint, error) {
+	var out struct {
+		Points []FailPoint `json:"points"`
+	}
+	if err := c.Call(ctx, service, http.MethodGet, "/admin/failpoints", nil, &out); err != nil {
+		return nil, failPointsError(service, err)
+	}
+	return out.Points, nil
+}
+
+// FailPointHits is how often a service's fail point fired since it was
+// last armed.
+func (c *Client) FailPointHits(ctx context.Context, service, name string) (int, error) {
+	points, err := c.FailPoints(ctx, service)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range points {
+		if p.Name == name {
+			return p.Hits, nil
+		}
+	}
+	return 0, fmt.Errorf("%s does not declare fail point %s", service, name)
+}
+
+// FailPointFired is an error unless a service's fail point fired at least
+// min times since it was last armed: whoever arms a fault proves that it
+// happened, so a test cannot pass without its fault.
+func (c *Client) FailPointFired(ctx context.Context, service, name string, min int) error {
+	hits, err := c.FailPointHits(ctx, service, name)
+	if err != nil {
+		return err
+	}
+	if hits < min {
+		return fmt.Errorf("%s fail point %s fired %d times, want at least %d: the fault never happened", service, name, hits, min)
+	}
+	return nil
 }
 
 // FailConsumer makes a consumer's apply step fail times times with a

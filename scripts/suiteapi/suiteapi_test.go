@@ -421,3 +421,55 @@ func TestRefundKey(t *testing.T) {
 		})
 	}
 }
+
+// TestFailPointFired reads GET /admin/failpoints: a point that fired
+// often enough passes, one that did not, one the service does not declare
+// and a service without fail points are errors that say which.
+func TestFailPointFired(t *testing.T) {
+	const listing = `{"points":[{"name":"inventory.apply","action":"off","remaining":0,"hits":2},` +
+		`{"name":"relay.before-publish","action":"error","remaining":-1,"hits":0}]}`
+	tests := []struct {
+		name, point string
+		min         int
+		status      int
+		body        string
+		// want is in the error; empty: no error.
+		want string
+	}{
+		{"fired enough", "inventory.apply", 2, 200, listing, ""},
+		{"fired too little", "inventory.apply", 3, 200, listing, "fired 2 times, want at least 3: the fault never happened"},
+		{"armed but never reached", "relay.before-publish", 1, 200, listing, "fired 0 times"},
+		{"not declared", "inventory.aply", 1, 200, listing, "does not declare fail point inventory.aply"},
+		{"fail points off", "inventory.apply", 1, 404, `{"businessCode":"NOT_FOUND","message":"not found"}`, "FAILPOINTS_ENABLED=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeService{status: tt.status, body: tt.body}
+			err := newClient(t, f).FailPointFired(context.Background(), suiteapi.Inventory, tt.point, tt.min)
+			if req, _ := f.last(t); req.Method != "GET" || req.URL.Path != "/admin/failpoints" {
+				t.Errorf("sent %s %s, want GET /admin/failpoints", req.Method, req.URL.Path)
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestArmUnknownFailPoint: a 404 UNKNOWN_FAIL_POINT passes the service's
+// message on, and is not taken for a service without fail points.
+func TestArmUnknownFailPoint(t *testing.T) {
+	f := &fakeService{status: 404, body: `{"businessCode":"UNKNOWN_FAIL_POINT","message":"fail point \"inventory.aply\": unknown fail point (known: consumer.after-commit, inventory.apply)"}`}
+	err := newClient(t, f).ArmFailPoint(context.Background(), suiteapi.Inventory, "inventory.aply", "error", 1)
+	var se *suiteapi.StatusError
+	if !errors.As(err, &se) || se.BusinessCode != suiteapi.CodeUnknownFailPoint || !strings.Contains(err.Error(), "known: consumer.after-commit, inventory.apply") ||
+		strings.Contains(err.Error(), "FAILPOINTS_ENABLED") {
+		t.Fatalf("err = %v, want the UNKNOWN_FAIL_POINT answer with the known names", err)
+	}
+}

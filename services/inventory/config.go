@@ -26,7 +26,7 @@ type config struct {
 // service does, and reports every malformed or missing value at once.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
-	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "inventory", Port: 8083})
+	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "inventory", Port: 8083, FailPoints: failPoints()})
 	cfg := config{
 		ConsumerConfig: shared,
 		OrderURL:       r.URL("ORDER_URL", "http://127.0.0.1:8081"),

@@ -51,3 +51,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	stock := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: stock.Transitions(), ApplyBatch: stock.Apply})
 }
+
+// failPoints are the fail points the service declares (README.md, Fail
+// points): its own, next to the code that fires them, and its relay's. The
+// consumer kit adds its own.
+func failPoints() []string {
+	return append([]string{app.FailPoint}, outbox.FailPoints()...)
+}

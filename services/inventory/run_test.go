@@ -219,6 +219,9 @@ func TestService(t *testing.T) {
 		if got := s.Counter("consumer_messages_total", `outcome="error"`) - failures; got != 2 {
 			t.Fatalf("failed attempts = %v, want 2", got)
 		}
+		if p := s.FailPoint("inventory.apply"); p.Hits != 2 || p.Remaining != 0 {
+			t.Fatalf("fail point = %+v, want 2 hits, spent", p)
+		}
 		if n := s.DeadLetters("O-retry").Count; n != 0 {
 			t.Fatalf("dead letters = %d, want 0", n)
 		}
@@ -234,6 +237,9 @@ func TestService(t *testing.T) {
 		rec := s.DeadLetters("O-exhaust").Items[0]
 		if rec.ErrorClass != "RETRYABLE" || rec.Attempts != 5 {
 			t.Fatalf("dead letter = %s after %d attempts, want RETRYABLE after 5", rec.ErrorClass, rec.Attempts)
+		}
+		if p := s.FailPoint("inventory.apply"); p.Hits != 5 {
+			t.Fatalf("fail point = %+v, want 5 hits, one per attempt", p)
 		}
 		if got := s.status("O-exhaust"); got != "NONE" {
 			t.Fatalf("status = %s, want NONE", got)
@@ -253,6 +259,9 @@ func TestService(t *testing.T) {
 		s.Publish(paid)
 		s.WaitFor("dead letter", func() bool { return s.DeadLetters("O-replay").Count == 1 })
 		s.SetFailPoint("inventory.apply", "off", 0)
+		if p := s.FailPoint("inventory.apply"); p.Hits != 5 {
+			t.Fatalf("fail point = %+v, want 5 hits, one per attempt", p)
+		}
 		dead := s.DeadLetters("O-replay").Items[0]
 		if dead.EventID != paid.EventID || dead.ErrorClass != "RETRYABLE" || dead.Attempts != 5 {
 			t.Fatalf("dead letter = %s %s after %d attempts, want %s RETRYABLE after 5",
@@ -299,6 +308,7 @@ func TestService(t *testing.T) {
 		s.Publish(paid)
 		s.WaitFor("dead letter", func() bool { return s.DeadLetters("O-stale").Count == 1 })
 		s.SetFailPoint("inventory.apply", "off", 0)
+		s.FailPointFired("inventory.apply", 5)
 		// Meanwhile the order's version 3 arrives under another event id
 		// and is applied: the dead letter is stale now.
 		s.Publish(newEvent(t, event.OrderPaid, "O-stale", 3, paidData(item("STALE-1", 2))))

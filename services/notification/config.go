@@ -11,5 +11,5 @@ const serviceName = "notification-service"
 // of DB_NAME and HTTP_ADDR, and every other setting is one every consumer
 // shares (README.md, Configuration).
 func loadConfig(getenv func(string) string) (service.ConsumerConfig, error) {
-	return service.LoadConsumerConfig(getenv, service.Identity{Name: serviceName, Database: "notification", Port: 8085})
+	return service.LoadConsumerConfig(getenv, service.Identity{Name: serviceName, Database: "notification", Port: 8085, FailPoints: failPoints()})
 }

@@ -34,3 +34,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	notices := app.NewConsumer(app.DBSink(repo, svc.Logger), svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: notices.Transitions(), ApplyBatch: notices.Apply, LateFacts: notices.LateFacts()})
 }
+
+// failPoints are the fail points the service declares (README.md, Fail
+// points): its own, next to the code that fires it; the consumer kit adds
+// its own.
+func failPoints() []string {
+	return []string{app.FailPoint}
+}

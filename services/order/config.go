@@ -27,7 +27,7 @@ type config struct {
 // named after the producer of its events.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
-	shared := service.ReadConfig(r, service.Identity{Name: adapters.Producer, Database: "orders", Port: 8081})
+	shared := service.ReadConfig(r, service.Identity{Name: adapters.Producer, Database: "orders", Port: 8081, FailPoints: failPoints()})
 	cfg := config{
 		Config: shared,
 		Events: messaging.ReadEnv(r),

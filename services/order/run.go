@@ -54,3 +54,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	err = svc.Run(ctx, "brokers", cfg.Events.Brokers, "topic", cfg.Events.OrderEventsTopic)
 	return errors.Join(err, pub.Close())
 }
+
+// failPoints are the fail points the service declares (README.md, Fail
+// points): its own, next to the code that fires them, and its relay's.
+func failPoints() []string {
+	return append([]string{adapters.FailPointBeforeCommit, ports.FailPointAfterCommit}, outbox.FailPoints()...)
+}

@@ -85,6 +85,39 @@ func TestLoadConfigRejects(t *testing.T) {
 	}
 }
 
+// TestFailPointsDeclared: FAILPOINTS arms the order service's own points
+// and its relay's; any other name, another service's or a misspelt one,
+// is refused with the known ones listed.
+func TestFailPointsDeclared(t *testing.T) {
+	const known = "known: order.after-commit, order.before-commit, relay.after-publish, relay.before-publish"
+	tests := []struct {
+		spec string
+		ok   bool
+	}{
+		{"order.before-commit=error*1", true},
+		{"order.after-commit=error", true},
+		{"relay.before-publish=exit,relay.after-publish=error*2", true},
+		{"order.befor-commit=error", false},
+		{"inventory.apply=error", false},
+		{"consumer.after-commit=exit", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			_, err := loadConfig(devEnv(map[string]string{"FAILPOINTS": tt.spec, "FAILPOINTS_ENABLED": "true"}))
+			if tt.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "FAILPOINTS") || !strings.Contains(err.Error(), "unknown fail point") ||
+				!strings.Contains(err.Error(), known) {
+				t.Fatalf("loadConfig = %v, want FAILPOINTS refused with the %s", err, known)
+			}
+		})
+	}
+}
+
 // TestRunRefusesToStartWithoutSecrets runs the service as a deployment
 // would, with only the database and the brokers set: it must refuse to
 // start, naming both missing secrets.

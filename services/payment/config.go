@@ -25,7 +25,7 @@ type config struct {
 // service does, and reports every malformed value at once.
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
-	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "payments", Port: 8082})
+	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "payments", Port: 8082, FailPoints: failPoints()})
 	cfg := config{
 		ConsumerConfig: shared,
 		OrderURL:       r.URL("ORDER_URL", "http://127.0.0.1:8081"),

@@ -11,5 +11,5 @@ const serviceName = "points-service"
 // of DB_NAME and HTTP_ADDR, and every other setting is one every consumer
 // shares (README.md, Configuration).
 func loadConfig(getenv func(string) string) (service.ConsumerConfig, error) {
-	return service.LoadConsumerConfig(getenv, service.Identity{Name: serviceName, Database: "points", Port: 8084})
+	return service.LoadConsumerConfig(getenv, service.Identity{Name: serviceName, Database: "points", Port: 8084, FailPoints: failPoints()})
 }

@@ -32,3 +32,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ledger := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: ledger.Transitions(), ApplyBatch: ledger.Apply})
 }
+
+// failPoints are the fail points the service declares (README.md, Fail
+// points): its own, next to the code that fires it; the consumer kit adds
+// its own.
+func failPoints() []string {
+	return []string{app.FailPoint}
+}

@@ -202,6 +202,9 @@ func TestService(t *testing.T) {
 		if got := s.Counter("consumer_messages_total", `outcome="error"`) - failures; got != 2 {
 			t.Fatalf("failed attempts = %v, want 2", got)
 		}
+		if p := s.FailPoint("points.apply"); p.Hits != 2 || p.Remaining != 0 {
+			t.Fatalf("fail point = %+v, want 2 hits, spent", p)
+		}
 		if n := s.DeadLetters("O-retry").Count; n != 0 {
 			t.Fatalf("dead letters = %d, want 0", n)
 		}

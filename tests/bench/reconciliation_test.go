@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
@@ -98,7 +99,7 @@ func BenchmarkReconciliation(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	s.JSON("order", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "error", "times": 1_000_000}, 200)
+	s.ArmFailPoint("order", outbox.FailPointBeforePublish, "error", 0)
 
 	var first, second benchRun
 	b.ResetTimer()
@@ -107,7 +108,9 @@ func BenchmarkReconciliation(b *testing.B) {
 		second = reconcileAll(b, s)
 	}
 	b.StopTimer()
-	s.JSON("order", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "off"}, 200)
+	// The first run republished the lost events: the held relay met them.
+	s.WaitFailPointFired("order", outbox.FailPointBeforePublish, 1, 10*time.Second)
+	s.ArmFailPoint("order", outbox.FailPointBeforePublish, "off", 0)
 	if first.Checked < set.ReconcileOrders || len(first.Findings) != len(lost) || second.Actions != 0 || len(second.Findings) != len(lost) {
 		b.Fatalf("first run checked %d, %d findings, %d actions; second run %d findings, %d actions; want %d checked, %d findings and actions, then the same findings and no action",
 			first.Checked, len(first.Findings), first.Actions, len(second.Findings), second.Actions, set.ReconcileOrders, len(lost))

@@ -136,6 +136,7 @@ func TestEventualConsistencyWhenConsumerFailsTwice(t *testing.T) {
 	if st := s.Inventory("SKU-1"); st.Deducted != 2 {
 		t.Errorf("stock deducted %d after two failures and a success, want exactly 2", st.Deducted)
 	}
+	s.FailPointFired("inventory", "inventory.apply", 2)
 }
 
 // Paying twice, and ten times at once, makes one payment and one state change.

@@ -50,7 +50,8 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	}
 
 	// The fix, then the replay.
-	s.JSON("inventory", "PUT", "/admin/failpoints/inventory.apply", map[string]any{"action": "off"}, 200)
+	s.ArmFailPoint("inventory", "inventory.apply", "off", 0)
+	s.FailPointFired("inventory", "inventory.apply", 4)
 	id := int(rec["id"].(float64))
 	replay, err := s.API().Replay(context.Background(), "inventory", int64(id), "e2e")
 	// The replay answers what the inventory consumer did with the event.

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -231,15 +232,13 @@ func TestOrderServiceDownKeepsCallbacksPending(t *testing.T) {
 	// callback, which the payment's relay holds (every publish fails) until
 	// the order service is down. A fail point that exits the payment
 	// service there instead raced its answer to the payment.
-	failRelay := func(action string) {
-		s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": action, "times": 100000}, 200)
-	}
-	failRelay("error")
+	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "error", 0)
 	if code, out := s.Pay("O-L5", "80.00", "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
 		t.Fatalf("pay: %d %v", code, out)
 	}
+	s.WaitFailPointFired("payment", outbox.FailPointBeforePublish, 1, 10*time.Second)
 	s.Stop("order")
-	failRelay("off")
+	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "off", 0)
 
 	// Attempts from now on fail because the order service is down (one
 	// may still be the fail point's, in flight when it was disarmed).

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
@@ -85,14 +86,16 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 		Items: []harness.Item{{SKU: "SKU-C", Quantity: 1, UnitPrice: "10.00"}}})
 
 	// Hold the payment service's callbacks, as failed deliveries do.
-	s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "error", "times": 1000}, 200)
+	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "error", 1000)
 	if code, out := s.Pay("O-C1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
 		t.Fatalf("pay: %d %v", code, out)
 	}
 	if out := s.JSON("order", "POST", "/orders/O-C1/cancel", nil, 200); out["businessCode"] != "SUCCESS" || out["status"] != "CANCELLED" {
 		t.Fatalf("cancel: %v", out)
 	}
-	s.JSON("payment", "PUT", "/admin/failpoints/relay.before-publish", map[string]any{"action": "off"}, 200)
+	// The held relay met the callback before the cancel could be undone.
+	s.WaitFailPointFired("payment", outbox.FailPointBeforePublish, 1, 10*time.Second)
+	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "off", 0)
 
 	s.WaitSnapshot("O-C1", harness.Snapshot{Order: "CANCELLED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "NONE",
 		PointsLedger: 0, Notifications: 1}, 30*time.Second)

@@ -144,6 +144,38 @@ func (s *Suite) FailConsumer(service string, times int) {
 	s.must(s.api.FailConsumer(ctx(), service, times))
 }
 
+// ArmFailPoint arms a service's fail point at run time (times 0: every
+// time; action "off" disarms it and keeps its hit count). A test that arms
+// one checks afterwards that it fired: FailPointFired.
+func (s *Suite) ArmFailPoint(service, name, action string, times int) {
+	s.t.Helper()
+	s.must(s.api.ArmFailPoint(ctx(), service, name, action, times))
+}
+
+// FailPointFired fails the test unless a service's fail point fired at
+// least min times since it was armed (GET /admin/failpoints). A point that
+// ends its process cannot be read after; its exit status 137 is the proof.
+func (s *Suite) FailPointFired(service, name string, min int) {
+	s.t.Helper()
+	s.must(s.api.FailPointFired(ctx(), service, name, min))
+}
+
+// WaitFailPointFired waits until a service's fail point has fired at least
+// min times, for a fault whose moment the test does not control (a held
+// relay meeting its row).
+func (s *Suite) WaitFailPointFired(service, name string, min int, timeout time.Duration) {
+	s.t.Helper()
+	hits := 0
+	if _, ok := waitFor(timeout, func() bool {
+		var err error
+		hits, err = s.api.FailPointHits(ctx(), service, name)
+		s.must(err)
+		return hits >= min
+	}); !ok {
+		s.t.Fatalf("%s fail point %s fired %d times within %v, want at least %d: the fault never happened", service, name, hits, timeout, min)
+	}
+}
+
 // Order is what the walk-through creates.
 type Order struct {
 	ID       string

@@ -96,6 +96,7 @@ func TestEveryUsedMetricIsExported(t *testing.T) {
 	}
 	s.WaitSnapshot("O-MON-PAID", harness.Snapshot{Order: "PAID", OrderVersion: 3, Payment: "SUCCEEDED", Inventory: "DEDUCTED",
 		PointsLedger: 1, Notifications: 1, DLQ: 0}, 30*time.Second)
+	s.FailPointFired("inventory", "inventory.apply", 1)
 
 	publishPoison(t, s, "O-MON-POISON")
 	s.Publish(s.Events("O-MON-GAP", "SKU-MON", 1, "10.00").Refunded())

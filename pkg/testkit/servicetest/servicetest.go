@@ -28,6 +28,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/broker"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
@@ -369,6 +370,31 @@ func (s *Service) SetFailPoint(name, action string, times int) {
 	}
 	if code, raw := s.Do(http.MethodPut, "/admin/failpoints/"+name, string(body)); code != http.StatusOK {
 		s.t.Fatalf("fail point %s %s: %d %s", name, action, code, raw)
+	}
+}
+
+// FailPoint reads fail point name as GET /admin/failpoints shows it,
+// failing the test if the service does not declare it.
+func (s *Service) FailPoint(name string) failpoint.Point {
+	s.t.Helper()
+	var out admin.FailPoints
+	s.GetJSON("/admin/failpoints", &out)
+	for _, p := range out.Points {
+		if p.Name == name {
+			return p
+		}
+	}
+	s.t.Fatalf("fail point %s is not declared: %+v", name, out.Points)
+	return failpoint.Point{}
+}
+
+// FailPointFired fails the test unless fail point name fired at least
+// min times since it was last armed: a test that arms a fault proves it
+// happened.
+func (s *Service) FailPointFired(name string, min int) {
+	s.t.Helper()
+	if p := s.FailPoint(name); p.Hits < min {
+		s.t.Fatalf("fail point %s fired %d times, want at least %d: the fault never happened", name, p.Hits, min)
 	}
 }
 

@@ -39,7 +39,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), outbox.Schema(),
 		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +262,9 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	f.process(t, env)
 	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
 		t.Fatalf("stock after retry = %+v, want 8 available, 2 deducted", s)
+	}
+	if n := f.fp.Hits(app.FailPoint); n != 1 {
+		t.Fatalf("%s fired %d times, want 1 (the retry passes it disarmed)", app.FailPoint, n)
 	}
 }
 

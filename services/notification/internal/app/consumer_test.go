@@ -33,7 +33,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +253,8 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	}
 	if got := f.sent(t, "O-1"); len(got) != 1 {
 		t.Fatalf("notifications after retry = %v, want one", got)
+	}
+	if n := f.fp.Hits(app.FailPoint); n != 1 {
+		t.Fatalf("%s fired %d times, want 1 (the retry passes it disarmed)", app.FailPoint, n)
 	}
 }

@@ -33,7 +33,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	db := consumertest.Database(t, postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func TestUnknownOrder(t *testing.T) {
 func TestFailureAfterOutboxInsertRollsBackBoth(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{adapters.FailPointBeforeCommit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestFailureAfterOutboxInsertRollsBackBoth(t *testing.T) {
 func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	fp, err := failpoint.Parse(adapters.FailPointBeforeCommit + "=error*1")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{adapters.FailPointBeforeCommit}, Spec: adapters.FailPointBeforeCommit + "=error*1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +186,9 @@ func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d rows survived a rolled-back create", n)
+	}
+	if n := fp.Hits(adapters.FailPointBeforeCommit); n != 1 {
+		t.Fatalf("%s fired %d times, want 1", adapters.FailPointBeforeCommit, n)
 	}
 }
 

@@ -51,7 +51,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, idempotency.Schema(), outbox.Schema(), postgres.MigrationSet{Name: "order", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{adapters.FailPointBeforeCommit, ports.FailPointAfterCommit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,6 +664,9 @@ func TestFailureAfterCommit(t *testing.T) {
 	expect(t, e.callback(payBody("E-pay-1")), 200, "SUCCESS")
 	if n := e.events("O-1001", "OrderPaid"); n != 1 {
 		t.Fatalf("%d OrderPaid rows, want 1", n)
+	}
+	if n := e.fp.Hits(ports.FailPointAfterCommit); n != 1 {
+		t.Fatalf("%s fired %d times, want 1", ports.FailPointAfterCommit, n)
 	}
 }
 

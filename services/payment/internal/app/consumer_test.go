@@ -50,7 +50,7 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +261,9 @@ func TestFailPointFailsApplyWithoutSideEffects(t *testing.T) {
 	f.process(t, env, versionguard.Applied)
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows after the retry, want 1", len(rows))
+	}
+	if n := f.fp.Hits(app.FailPoint); n != 1 {
+		t.Fatalf("%s fired %d times, want 1 (the retry passes it disarmed)", app.FailPoint, n)
 	}
 }
 

@@ -54,7 +54,7 @@ func setupAdmin(t *testing.T) *adminFixture {
 		postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
 	orders := &fakeOrders{orders: map[string]payment.Order{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "points", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.Parse("")
+	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +210,9 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	f.process(t, env)
 	if got, want := f.entries(t, "O-1"), []string{"EARN 80 80.00"}; !equal(got, want) {
 		t.Fatalf("entries after retry = %v, want %v", got, want)
+	}
+	if n := f.fp.Hits(app.FailPoint); n != 1 {
+		t.Fatalf("%s fired %d times, want 1 (the retry passes it disarmed)", app.FailPoint, n)
 	}
 }
 
