@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
 
@@ -16,9 +15,7 @@ const serviceName = "payment-service"
 // and where and how the callback relay delivers (README.md, Configuration).
 type config struct {
 	service.ConsumerConfig
-	OrderURL  string
-	Callbacks service.CallbackConfig
-	Relay     outbox.RelayConfig
+	service.CallbackSenderConfig
 }
 
 // loadConfig reads the environment through getenv, the only place the
@@ -26,12 +23,7 @@ type config struct {
 func loadConfig(getenv func(string) string) (config, error) {
 	r := envconfig.New(getenv)
 	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "payments", Port: 8082})
-	cfg := config{
-		ConsumerConfig: shared,
-		OrderURL:       r.URL("ORDER_URL", "http://127.0.0.1:8081"),
-		Callbacks:      service.ReadCallbackConfig(r, shared.Config),
-		Relay:          outbox.ReadRelayEnv(r),
-	}
+	cfg := config{ConsumerConfig: shared, CallbackSenderConfig: service.ReadCallbackSenderConfig(r, shared.Config)}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, fmt.Errorf("configuration: %w", err)
 	}
@@ -40,5 +32,5 @@ func loadConfig(getenv func(string) string) (config, error) {
 
 // Validate reports every unusable setting, naming its variable.
 func (c config) Validate() error {
-	return errors.Join(c.ConsumerConfig.Validate(), c.Relay.Validate(), c.Callbacks.Validate())
+	return errors.Join(c.ConsumerConfig.Validate(), c.CallbackSenderConfig.Validate())
 }
