@@ -73,3 +73,28 @@ func (c CallbackSenderConfig) Client(inFlight int) *http.Client {
 func (c CallbackSenderConfig) Sink(client *http.Client, path string) *outbox.HTTPSink {
 	return outbox.NewHTTPSink(client, strings.TrimRight(c.OrderURL, "/")+path, []byte(c.Callbacks.Secret))
 }
+
+// SenderConfig is the environment of a consumer service that sends
+// callbacks to the order service (payment, inventory): what every consumer
+// shares, and how it reaches the order service.
+type SenderConfig struct {
+	ConsumerConfig
+	CallbackSenderConfig
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (c SenderConfig) Validate() error {
+	return errors.Join(c.ConsumerConfig.Validate(), c.CallbackSenderConfig.Validate())
+}
+
+// LoadSenderConfig reads and checks the environment of a consumer service
+// that sends callbacks, when it has no other settings of its own.
+func LoadSenderConfig(getenv func(string) string, id Identity) (SenderConfig, error) {
+	r := envconfig.New(getenv)
+	shared := ReadConsumerConfig(r, id)
+	cfg := SenderConfig{ConsumerConfig: shared, CallbackSenderConfig: ReadCallbackSenderConfig(r, shared.Config)}
+	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
+		return SenderConfig{}, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}

@@ -91,22 +91,26 @@ func (s *Suite) Inventory(sku string) Stock {
 	return st
 }
 
-// PointsLedgerCount is the number of ledger entries of an order.
-func (s *Suite) PointsLedgerCount(orderID string) int {
+// pointsLedger reads an order's ledger entries.
+func (s *Suite) pointsLedger(orderID string) []suiteapi.PointsEntry {
 	s.t.Helper()
 	entries, err := s.api.PointsLedger(ctx(), orderID)
 	s.must(err)
-	return len(entries)
+	return entries
+}
+
+// PointsLedgerCount is the number of ledger entries of an order.
+func (s *Suite) PointsLedgerCount(orderID string) int {
+	s.t.Helper()
+	return len(s.pointsLedger(orderID))
 }
 
 // Points is what an order is worth in points: the sum of its ledger
 // entries.
 func (s *Suite) Points(orderID string) int64 {
 	s.t.Helper()
-	entries, err := s.api.PointsLedger(ctx(), orderID)
-	s.must(err)
 	var sum int64
-	for _, e := range entries {
+	for _, e := range s.pointsLedger(orderID) {
 		sum += e.Points
 	}
 	return sum
