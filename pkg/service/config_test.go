@@ -31,6 +31,26 @@ func dev(env map[string]string) func(string) string {
 	}
 }
 
+// requireNamed requires err to name every variable in want, or, with want
+// empty, no error at all.
+func requireNamed(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("configuration refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("configuration accepted, want an error naming %v", want)
+	}
+	for _, v := range want {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("error %q does not name %s", err, v)
+		}
+	}
+}
+
 func TestLoadConsumerConfigDefaults(t *testing.T) {
 	c, err := service.LoadConsumerConfig(dev(nil), audit())
 	if err != nil {
@@ -116,20 +136,7 @@ func TestLoadConsumerConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := service.LoadConsumerConfig(dev(tt.env), audit())
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("LoadConsumerConfig: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("LoadConsumerConfig succeeded, want an error")
-			}
-			for _, v := range tt.want {
-				if !strings.Contains(err.Error(), v) {
-					t.Errorf("error %q does not name %s", err, v)
-				}
-			}
+			requireNamed(t, err, tt.want)
 		})
 	}
 }
@@ -160,19 +167,8 @@ func TestSecretsOutsideDevelopment(t *testing.T) {
 			shared := service.ReadConfig(r, audit())
 			cb := service.ReadCallbackConfig(r, shared)
 			err := errors.Join(r.Err(), shared.Validate(), cb.Validate())
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
+			if requireNamed(t, err, tt.want); err == nil {
 				return
-			}
-			if err == nil {
-				t.Fatal("Validate succeeded, want an error")
-			}
-			for _, v := range tt.want {
-				if !strings.Contains(err.Error(), v) {
-					t.Errorf("error %q does not name %s", err, v)
-				}
 			}
 			for k, v := range tt.env {
 				if k != "SUITE_MODE" && k != "CALLBACK_REPLAY_WINDOW" && strings.Contains(err.Error(), v) {

@@ -1,22 +1,15 @@
 package service_test
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // TestEveryServiceTakesIdempotencyKeys starts a service with an admin
@@ -25,72 +18,32 @@ import (
 // refused before its key is looked at, so it neither runs, nor consumes
 // the key, nor reads the key's answer.
 func TestEveryServiceTakesIdempotencyKeys(t *testing.T) {
-	server := postgrestest.ServerURL(t)
-	db := postgrestest.UniqueName("t_service")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := postgres.DropDatabase(ctx, server, db); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
 	const token = "an-admin-token-for-this-test"
-	cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
-		LogLevel: "error", Mode: service.ModeDevelopment, DB: postgres.DefaultTimeouts(), AdminToken: token}
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, io.Discard, service.Options{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	cfg := testConfig(t)
+	cfg.AdminToken = token
 	var publicRuns, adminRuns atomic.Int64
-	svc.HTTP.Echo.POST("/things", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]int64{"run": publicRuns.Add(1)})
+	base := startService(t, cfg, service.Options{}, func(svc *service.Service) {
+		svc.HTTP.Echo.POST("/things", func(c echo.Context) error {
+			return c.JSON(http.StatusOK, map[string]int64{"run": publicRuns.Add(1)})
+		})
+		svc.Admin.POST("/things", func(c echo.Context) error {
+			return c.JSON(http.StatusOK, map[string]int64{"run": adminRuns.Add(1)})
+		})
 	})
-	svc.Admin.POST("/things", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]int64{"run": adminRuns.Add(1)})
-	})
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		_ = svc.Close()
-	})
-	base := "http://" + cfg.HTTPAddr
 	type answer struct {
 		status   int
 		body     string
 		replayed string
 	}
 	call := func(path, key, auth string) answer {
-		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"n":1}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotency.Header, key)
+		header := http.Header{}
+		header.Set(idempotency.Header, key)
 		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
+			header.Set("Authorization", "Bearer "+auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return answer{}
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, string(body), resp.Header.Get(idempotency.ReplayedHeader)}
+		status, answered, body := send(t, http.MethodPost, base+path, `{"n":1}`, header)
+		return answer{status, body, answered.Get(idempotency.ReplayedHeader)}
 	}
-	poll.Until(t, 30*time.Second, "the service to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
 
 	steps := []struct {
 		name, path, key, auth string

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // TestDebugRoutesOnlyWhenEnabled starts a service with and without
@@ -31,50 +27,16 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 		{"disabled", false, http.StatusNotFound},
 		{"enabled", true, http.StatusOK},
 	}
-	server := postgrestest.ServerURL(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := postgrestest.UniqueName("t_service")
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := postgres.DropDatabase(ctx, server, db); err != nil {
-					t.Errorf("drop database: %v", err)
-				}
-			})
-			cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
-				LogLevel: "error", Mode: service.ModeDevelopment, FailPointsEnabled: tt.enabled, ProfilingEnabled: tt.enabled,
-				DB: postgres.DefaultTimeouts(), FailPointNames: outbox.FailPoints()}
-			ctx, cancel := context.WithCancel(context.Background())
-			svc, err := service.New(ctx, cfg, io.Discard, service.Options{})
-			if err != nil {
-				cancel()
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- svc.Run(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				_ = svc.Close()
-			})
-			base := "http://" + cfg.HTTPAddr
+			cfg := testConfig(t)
+			cfg.FailPointsEnabled, cfg.ProfilingEnabled = tt.enabled, tt.enabled
+			cfg.FailPointNames = outbox.FailPoints()
+			base := startService(t, cfg, service.Options{}, func(*service.Service) {})
 			call := func(method, path, body string) int {
-				req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return 0
-				}
-				resp.Body.Close()
-				return resp.StatusCode
+				status, _, _ := send(t, method, base+path, body, nil)
+				return status
 			}
-			poll.Until(t, 30*time.Second, "the service to be ready", func() bool { return call("GET", "/readyz", "") == http.StatusOK })
 			if got := call("PUT", "/admin/failpoints/relay.after-publish", `{"action":"error"}`); got != tt.want {
 				t.Errorf("PUT /admin/failpoints = %d, want %d", got, tt.want)
 			}
@@ -92,17 +54,8 @@ func TestDebugRoutesOnlyWhenEnabled(t *testing.T) {
 // without declaring the relay's fail points could never arm them, so
 // AddRelay refuses, naming what to declare.
 func TestAddRelayWantsItsFailPointsDeclared(t *testing.T) {
-	server := postgrestest.ServerURL(t)
-	db := postgrestest.UniqueName("t_service")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := postgres.DropDatabase(ctx, server, db); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
-		LogLevel: "error", Mode: service.ModeDevelopment, DB: postgres.DefaultTimeouts(), FailPointNames: []string{"audit.apply"}}
+	cfg := testConfig(t)
+	cfg.FailPointNames = []string{"audit.apply"}
 	svc, err := service.New(context.Background(), cfg, io.Discard, service.Options{Migrations: []postgres.MigrationSet{outbox.Schema()}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,50 +74,18 @@ func TestAddRelayWantsItsFailPointsDeclared(t *testing.T) {
 // OVERLOADED and Retry-After, while readiness (which pings the database)
 // still answers.
 func TestAdmissionDefaultsToTwiceThePool(t *testing.T) {
-	server := postgrestest.ServerURL(t)
-	db := postgrestest.UniqueName("t_service")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := postgres.DropDatabase(ctx, server, db); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	cfg := service.Config{Name: "audit-service", DatabaseURL: server, DBName: db, HTTPAddr: servicetest.FreeAddr(t),
-		LogLevel: "error", Mode: service.ModeDevelopment, DB: postgres.DefaultTimeouts(),
-		Admission: httpapi.Admission{QueueWait: httpapi.DefaultQueueWait}}
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, io.Discard, service.Options{Pool: postgres.PoolConfig{MaxOpen: 1}})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	cfg := testConfig(t)
+	cfg.Admission = httpapi.Admission{QueueWait: httpapi.DefaultQueueWait}
 	entered, release := make(chan struct{}, 2), make(chan struct{})
-	svc.HTTP.Echo.GET("/work", func(c echo.Context) error {
-		if err := svc.DB.PingContext(c.Request().Context()); err != nil {
-			return err
-		}
-		entered <- struct{}{}
-		<-release
-		return c.NoContent(http.StatusOK)
-	})
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		_ = svc.Close()
-	})
-	base := "http://" + cfg.HTTPAddr
-	poll.Until(t, 30*time.Second, "the service to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+	base := startService(t, cfg, service.Options{Pool: postgres.PoolConfig{MaxOpen: 1}}, func(svc *service.Service) {
+		svc.HTTP.Echo.GET("/work", func(c echo.Context) error {
+			if err := svc.DB.PingContext(c.Request().Context()); err != nil {
+				return err
+			}
+			entered <- struct{}{}
+			<-release
+			return c.NoContent(http.StatusOK)
+		})
 	})
 
 	answered := make(chan int, 2)

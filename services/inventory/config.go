@@ -1,45 +1,16 @@
 package main
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
-	"github.com/reliable-orders/fulfillment/pkg/service"
-)
+import "github.com/reliable-orders/fulfillment/pkg/service"
 
 // serviceName names the service in logs and is its default consumer group.
 const serviceName = "inventory-service"
 
-// config is the inventory service's environment: what every consumer
-// shares, and where and how the relay of its callbacks (a paid order the
-// stock could not cover) delivers them (README.md, Configuration).
-type config struct {
-	service.ConsumerConfig
-	OrderURL  string
-	Callbacks service.CallbackConfig
-	Relay     outbox.RelayConfig
-}
-
 // loadConfig reads the environment through getenv, the only place the
-// service does, and reports every malformed or missing value at once.
-func loadConfig(getenv func(string) string) (config, error) {
-	r := envconfig.New(getenv)
-	shared := service.ReadConsumerConfig(r, service.Identity{Name: serviceName, Database: "inventory", Port: 8083, FailPoints: failPoints()})
-	cfg := config{
-		ConsumerConfig: shared,
-		OrderURL:       r.URL("ORDER_URL", "http://127.0.0.1:8081"),
-		Callbacks:      service.ReadCallbackConfig(r, shared.Config),
-		Relay:          outbox.ReadRelayEnv(r),
-	}
-	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
-		return config{}, fmt.Errorf("configuration: %w", err)
-	}
-	return cfg, nil
-}
-
-// Validate reports every unusable setting, naming its variable.
-func (c config) Validate() error {
-	return errors.Join(c.ConsumerConfig.Validate(), c.Relay.Validate(), c.Callbacks.Validate())
+// service does, and reports every malformed or missing value at once. The
+// inventory service has no settings of its own: it declares the defaults
+// of DB_NAME and HTTP_ADDR; the rest is what every consumer shares and
+// where and how the relay of its callbacks (a paid order the stock could
+// not cover) delivers them (README.md, Configuration).
+func loadConfig(getenv func(string) string) (service.SenderConfig, error) {
+	return service.LoadSenderConfig(getenv, service.Identity{Name: serviceName, Database: "inventory", Port: 8083, FailPoints: failPoints()})
 }

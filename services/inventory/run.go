@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"io"
-	"net/http"
-	"strings"
-	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
@@ -15,13 +11,6 @@ import (
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
 )
-
-// stockCallbackPath is where the order service receives the inventory
-// service's callbacks, relative to ORDER_URL.
-const stockCallbackPath = "/inventory/callback"
-
-// orderServiceTimeout bounds one callback to the order service.
-const orderServiceTimeout = 5 * time.Second
 
 // run wires the service and serves until ctx ends: the consumer that moves
 // stock with its HTTP API, plus the relay of its callbacks. It returns nil
@@ -40,9 +29,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
-	client := &http.Client{Timeout: orderServiceTimeout, Transport: httpapi.ClientTransport(outbox.DefaultHTTPSinkParallel)}
-	sink := outbox.NewHTTPSink(client, strings.TrimRight(cfg.OrderURL, "/")+stockCallbackPath, []byte(cfg.Callbacks.Secret))
-	if _, err := svc.AddRelay(cfg.Relay, sink); err != nil {
+	orders := adapters.NewOrderService(cfg.CallbackSenderConfig)
+	if _, err := svc.AddRelay(cfg.Relay, orders.Callbacks); err != nil {
 		return err
 	}
 	repo := adapters.NewRepository(svc.DB)

@@ -28,7 +28,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer svc.Close()
 
-	orders := adapters.NewOrderService(cfg.OrderURL, []byte(cfg.Callbacks.Secret), cfg.AdminToken)
+	orders := adapters.NewOrderService(cfg.CallbackSenderConfig, cfg.AdminToken)
 	relay, err := svc.AddRelay(cfg.Relay, orders.Callbacks)
 	if err != nil {
 		return err

@@ -18,13 +18,7 @@ import (
 // floor(paid − refunded) points, and the customer hears of each refund.
 func TestPartialRefundsTellOneStory(t *testing.T) {
 	s := harness.Start(t, harness.Options{})
-	s.SetStock("SKU-P", 10)
-	amount := s.CreateOrder(harness.Order{ID: "O-P1", Customer: "C-1", Currency: "CNY",
-		Items: []harness.Item{{SKU: "SKU-P", Quantity: 2, UnitPrice: "10.00"}}})
-	if code, out := s.Pay("O-P1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
-		t.Fatalf("pay: %d %v", code, out)
-	}
-	s.WaitSnapshot("O-P1", paidSnapshot(), 30*time.Second)
+	placePaid(t, s, "O-P1", "SKU-P", "10.00")
 
 	steps := []struct {
 		name      string
@@ -32,7 +26,7 @@ func TestPartialRefundsTellOneStory(t *testing.T) {
 		snapshot  harness.Snapshot
 		refunded  string
 		available int
-		points    float64
+		points    int64
 	}{
 		// The case: 0.01 of a 2-unit 20.00 order. Nothing comes
 		// back to stock, the order is worth 19 points, and the order and the
@@ -48,26 +42,19 @@ func TestPartialRefundsTellOneStory(t *testing.T) {
 				PointsLedger: 4, Notifications: 4}, "20.00", 10, 0},
 	}
 	for _, step := range steps {
-		out := s.JSON("order", "POST", "/orders/O-P1/refunds", step.body, 200)
-		if out["businessCode"] != "SUCCESS" {
-			t.Fatalf("%s: %v", step.name, out)
-		}
-		s.WaitSnapshot("O-P1", step.snapshot, 30*time.Second)
-		order := s.JSON("order", "GET", "/orders/O-P1", nil, 200)
-		payment := s.JSON("payment", "GET", "/payments/orders/O-P1", nil, 200)
-		if order["refundedAmount"] != step.refunded || payment["refunded"] != step.refunded {
-			t.Fatalf("%s: order refunded %v, payment refunded %v, want %s", step.name, order["refundedAmount"], payment["refunded"], step.refunded)
-		}
-		if st := s.Inventory("SKU-P"); st.Available != step.available || st.Available+st.Deducted != 10 {
-			t.Fatalf("%s: stock %+v, want %d available of 10", step.name, st, step.available)
-		}
-		ledger := s.JSON("points", "GET", "/points/orders/O-P1", nil, 200)
-		sum := 0.0
-		for _, e := range ledger["entries"].([]any) {
-			sum += e.(map[string]any)["points"].(float64)
-		}
-		if sum != step.points {
-			t.Fatalf("%s: the order is worth %v points, want %v", step.name, sum, step.points)
+		// Each step starts where the one before it ended.
+		if !t.Run(step.name, func(t *testing.T) {
+			refund(t, s, "O-P1", step.body)
+			s.WaitSnapshot("O-P1", step.snapshot, 30*time.Second)
+			requireRefunded(t, s, "O-P1", step.refunded)
+			if st := s.Inventory("SKU-P"); st.Available != step.available || st.Available+st.Deducted != 10 {
+				t.Fatalf("stock %+v, want %d available of 10", st, step.available)
+			}
+			if p := s.Points("O-P1"); p != step.points {
+				t.Fatalf("the order is worth %d points, want %d", p, step.points)
+			}
+		}) {
+			t.FailNow()
 		}
 	}
 	if out := s.JSON("order", "POST", "/orders/O-P1/refunds", map[string]any{"amount": "0.01"}, 200); out["businessCode"] != "ORDER_NOT_REFUNDABLE" {
@@ -82,14 +69,10 @@ func TestPartialRefundsTellOneStory(t *testing.T) {
 // told. Nothing is edited in another service's database.
 func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	s := harness.Start(t, harness.Options{})
-	amount := s.CreateOrder(harness.Order{ID: "O-C1", Customer: "C-1", Currency: "CNY",
-		Items: []harness.Item{{SKU: "SKU-C", Quantity: 1, UnitPrice: "10.00"}}})
-
 	// Hold the payment service's callbacks, as failed deliveries do.
 	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "error", 1000)
-	if code, out := s.Pay("O-C1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
-		t.Fatalf("pay: %d %v", code, out)
-	}
+	s.PayOrder(harness.Order{ID: "O-C1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-C", Quantity: 1, UnitPrice: "10.00"}}})
 	if out := s.JSON("order", "POST", "/orders/O-C1/cancel", nil, 200); out["businessCode"] != "SUCCESS" || out["status"] != "CANCELLED" {
 		t.Fatalf("cancel: %v", out)
 	}
@@ -103,9 +86,8 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	if payment["refunded"] != "10.00" || payment["amount"] != "10.00" {
 		t.Fatalf("payment %v, want all 10.00 refunded", payment)
 	}
-	items := s.JSON("notification", "GET", "/notifications?orderId=O-C1", nil, 200)["items"].([]any)
-	if kind := items[0].(map[string]any)["kind"]; kind != "PAYMENT_RETURNED" {
-		t.Fatalf("notification %v, want PAYMENT_RETURNED", items[0])
+	if n := lastNotice(t, s, "O-C1"); n.Kind != "PAYMENT_RETURNED" {
+		t.Fatalf("notification %+v, want PAYMENT_RETURNED", n)
 	}
 	events := s.JSON("order", "GET", "/orders/O-C1/events", nil, 200)["events"].([]any)
 	var types []string
@@ -131,11 +113,8 @@ func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
 	s.SetStock("SKU-L", 1)
 	ids := []string{"O-L1", "O-L2"}
 	for _, id := range ids {
-		amount := s.CreateOrder(harness.Order{ID: id, Customer: "C-" + id, Currency: "CNY",
+		s.PayOrder(harness.Order{ID: id, Customer: "C-" + id, Currency: "CNY",
 			Items: []harness.Item{{SKU: "SKU-L", Quantity: 1, UnitPrice: "50.00"}}})
-		if code, out := s.Pay(id, amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
-			t.Fatalf("pay %s: %d %v", id, code, out)
-		}
 	}
 	cancelled := harness.Snapshot{Order: "CANCELLED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "REJECTED",
 		PointsLedger: 2, Notifications: 2}
@@ -153,32 +132,21 @@ func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
 	if st := s.Inventory("SKU-L"); st.Available != 0 || st.Deducted != 1 {
 		t.Fatalf("stock %+v, want the one unit deducted", st)
 	}
-	order := s.JSON("order", "GET", "/orders/"+loser, nil, 200)
-	payment := s.JSON("payment", "GET", "/payments/orders/"+loser, nil, 200)
-	if order["reason"] != "OUT_OF_STOCK" || order["refundedAmount"] != "50.00" || payment["refunded"] != "50.00" {
-		t.Fatalf("order %v, payment %v: want cancelled OUT_OF_STOCK with 50.00 back", order, payment)
+	if order := requireRefunded(t, s, loser, "50.00"); order.Reason != "OUT_OF_STOCK" {
+		t.Fatalf("order %+v: want cancelled OUT_OF_STOCK", order)
 	}
-	ledger := s.JSON("points", "GET", "/points/orders/"+loser, nil, 200)
-	sum := 0.0
-	for _, e := range ledger["entries"].([]any) {
-		sum += e.(map[string]any)["points"].(float64)
+	if p := s.Points(loser); p != 0 {
+		t.Fatalf("the refunded order is worth %d points, want 0", p)
 	}
-	if sum != 0 {
-		t.Fatalf("the refunded order is worth %v points, want 0", sum)
-	}
-	items := s.JSON("notification", "GET", "/notifications?orderId="+loser, nil, 200)["items"].([]any)
-	last := items[len(items)-1].(map[string]any)
-	if body, _ := last["body"].(string); last["kind"] != "ORDER_REFUNDED" || !strings.Contains(body, "out of stock") {
-		t.Fatalf("last notification %v, want the refund told as out of stock", last)
+	if last := lastNotice(t, s, loser); last.Kind != "ORDER_REFUNDED" || !strings.Contains(last.Body, "out of stock") {
+		t.Fatalf("last notification %+v, want the refund told as out of stock", last)
 	}
 	for _, id := range []string{winner, loser} {
 		if !s.Converged(id) {
 			t.Fatalf("%s is not converged", id)
 		}
 	}
-	if run := s.Reconcile(winner, loser); len(run.Findings) != 0 {
-		t.Fatalf("reconciliation found %+v", run.Findings)
-	}
+	requireReconciled(t, s, winner, loser)
 }
 
 // An operator refunds part of a paid order through the payment service's
@@ -189,13 +157,7 @@ func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
 // Without X-Operator nothing happens.
 func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
 	s := harness.Start(t, harness.Options{})
-	s.SetStock("SKU-OP", 10)
-	amount := s.CreateOrder(harness.Order{ID: "O-OP1", Customer: "C-1", Currency: "CNY",
-		Items: []harness.Item{{SKU: "SKU-OP", Quantity: 2, UnitPrice: "40.00"}}})
-	if code, out := s.Pay("O-OP1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
-		t.Fatalf("pay: %d %v", code, out)
-	}
-	s.WaitSnapshot("O-OP1", paidSnapshot(), 30*time.Second)
+	placePaid(t, s, "O-OP1", "SKU-OP", "40.00")
 
 	if code, raw := s.Call("payment", "POST", "/admin/payments/orders/O-OP1/refunds",
 		map[string]any{"refundId": "R-OP-0", "amount": "10.00", "reason": "no operator"}); code != 400 {
@@ -208,20 +170,15 @@ func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
 	}
 	s.WaitSnapshot("O-OP1", harness.Snapshot{Order: "PARTIALLY_REFUNDED", OrderVersion: 5, Payment: "PARTIALLY_REFUNDED",
 		Inventory: "PARTIALLY_RESTOCKED", PointsLedger: 2, Notifications: 2}, 30*time.Second)
-	order := s.JSON("order", "GET", "/orders/O-OP1", nil, 200)
-	payment := s.JSON("payment", "GET", "/payments/orders/O-OP1", nil, 200)
-	refunds := order["refunds"].([]any)
-	r := refunds[0].(map[string]any)
-	if order["refundedAmount"] != "10.00" || payment["refunded"] != "10.00" || len(refunds) != 1 ||
-		r["requestedBy"] != "alice@ops" || r["reason"] != "damaged in transit" || r["status"] != "SUCCEEDED" {
-		t.Fatalf("order %v, payment %v", order, payment)
+	order := requireRefunded(t, s, "O-OP1", "10.00")
+	if len(order.Refunds) != 1 || order.Refunds[0].RequestedBy != "alice@ops" || order.Refunds[0].Reason != "damaged in transit" ||
+		order.Refunds[0].Status != "SUCCEEDED" {
+		t.Fatalf("refunds %+v, want the operator's, recorded with who asked and why", order.Refunds)
 	}
 	if st := s.Inventory("SKU-OP"); st.Available != 9 || st.Deducted != 1 {
 		t.Fatalf("stock %+v, want the returned unit back", st)
 	}
-	if run := s.Reconcile("O-OP1"); len(run.Findings) != 0 {
-		t.Fatalf("reconciliation found %+v", run.Findings)
-	}
+	requireReconciled(t, s, "O-OP1")
 }
 
 // The whole amount came back as money alone; then the customer sends the
@@ -231,20 +188,11 @@ func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
 // reconciliation finds nothing.
 func TestGoodsReturnedAfterAMoneyOnlyRefund(t *testing.T) {
 	s := harness.Start(t, harness.Options{})
-	s.SetStock("SKU-G", 10)
-	amount := s.CreateOrder(harness.Order{ID: "O-G1", Customer: "C-1", Currency: "CNY",
-		Items: []harness.Item{{SKU: "SKU-G", Quantity: 2, UnitPrice: "10.00"}}})
-	if code, out := s.Pay("O-G1", amount, "CNY"); code != 200 || out["businessCode"] != "SUCCESS" {
-		t.Fatalf("pay: %d %v", code, out)
-	}
-	s.WaitSnapshot("O-G1", paidSnapshot(), 30*time.Second)
-	if out := s.JSON("order", "POST", "/orders/O-G1/refunds", map[string]any{"amount": "20.00"}, 200); out["businessCode"] != "SUCCESS" {
-		t.Fatalf("money back: %v", out)
-	}
+	placePaid(t, s, "O-G1", "SKU-G", "10.00")
+	refund(t, s, "O-G1", map[string]any{"amount": "20.00"})
 	s.WaitSnapshot("O-G1", harness.Snapshot{Order: "REFUNDED", OrderVersion: 5, Payment: "REFUNDED", Inventory: "DEDUCTED",
 		PointsLedger: 2, Notifications: 2}, 30*time.Second)
-	out := s.JSON("order", "POST", "/orders/O-G1/refunds", map[string]any{"items": []any{map[string]any{"sku": "SKU-G", "quantity": 2}}}, 200)
-	if out["businessCode"] != "SUCCESS" || out["status"] != "REFUNDED" || out["amount"] != "0.00" {
+	if out := refund(t, s, "O-G1", map[string]any{"items": []any{map[string]any{"sku": "SKU-G", "quantity": 2}}}); out["status"] != "REFUNDED" || out["amount"] != "0.00" {
 		t.Fatalf("goods back: %v", out)
 	}
 	s.WaitSnapshot("O-G1", harness.Snapshot{Order: "REFUNDED", OrderVersion: 6, Payment: "REFUNDED", Inventory: "RESTOCKED",
@@ -252,16 +200,61 @@ func TestGoodsReturnedAfterAMoneyOnlyRefund(t *testing.T) {
 	if st := s.Inventory("SKU-G"); st.Available != 10 || st.Deducted != 0 {
 		t.Fatalf("stock %+v, want both units back", st)
 	}
-	order := s.JSON("order", "GET", "/orders/O-G1", nil, 200)
-	payment := s.JSON("payment", "GET", "/payments/orders/O-G1", nil, 200)
-	if order["refundedAmount"] != "20.00" || payment["refunded"] != "20.00" {
-		t.Fatalf("order %v, payment %v: want 20.00 refunded once", order, payment)
+	requireRefunded(t, s, "O-G1", "20.00")
+	if last := lastNotice(t, s, "O-G1"); !strings.Contains(last.Body, "received the items") {
+		t.Fatalf("last notification %+v, want the goods told as received", last)
 	}
-	items := s.JSON("notification", "GET", "/notifications?orderId=O-G1", nil, 200)["items"].([]any)
-	if body, _ := items[len(items)-1].(map[string]any)["body"].(string); !strings.Contains(body, "received the items") {
-		t.Fatalf("last notification %v, want the goods told as received", items[len(items)-1])
+	requireReconciled(t, s, "O-G1")
+}
+
+// placePaid seeds ten of sku, places an order of two at unitPrice, pays
+// it and waits until every service has taken the payment.
+func placePaid(t *testing.T, s *harness.Suite, orderID, sku, unitPrice string) {
+	t.Helper()
+	s.SetStock(sku, 10)
+	s.PayOrder(harness.Order{ID: orderID, Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: sku, Quantity: 2, UnitPrice: unitPrice}}})
+	s.WaitSnapshot(orderID, paidSnapshot(), 30*time.Second)
+}
+
+// refund asks for a refund of an order as its customer and requires it to
+// be accepted; it returns the order service's answer.
+func refund(t *testing.T, s *harness.Suite, orderID string, body map[string]any) map[string]any {
+	t.Helper()
+	out := s.JSON("order", "POST", "/orders/"+orderID+"/refunds", body, 200)
+	if out["businessCode"] != "SUCCESS" {
+		t.Fatalf("refund %v of %s: %v", body, orderID, out)
 	}
-	if run := s.Reconcile("O-G1"); len(run.Findings) != 0 {
+	return out
+}
+
+// requireRefunded requires the order and its payment to agree that amount
+// came back, and returns the order.
+func requireRefunded(t *testing.T, s *harness.Suite, orderID, amount string) harness.OrderView {
+	t.Helper()
+	order := s.Order(orderID)
+	payment := s.JSON("payment", "GET", "/payments/orders/"+orderID, nil, 200)
+	if order.RefundedAmount != amount || payment["refunded"] != amount {
+		t.Fatalf("%s refunded %s at the order, %v at the payment, want %s", orderID, order.RefundedAmount, payment["refunded"], amount)
+	}
+	return order
+}
+
+// lastNotice is the last notification sent for an order.
+func lastNotice(t *testing.T, s *harness.Suite, orderID string) harness.Notice {
+	t.Helper()
+	ns := s.Notifications(orderID)
+	if len(ns) == 0 {
+		t.Fatalf("no notification for %s", orderID)
+	}
+	return ns[len(ns)-1]
+}
+
+// requireReconciled requires a reconciliation run over the orders to find
+// nothing.
+func requireReconciled(t *testing.T, s *harness.Suite, orderIDs ...string) {
+	t.Helper()
+	if run := s.Reconcile(orderIDs...); len(run.Findings) != 0 {
 		t.Fatalf("reconciliation found %+v", run.Findings)
 	}
 }

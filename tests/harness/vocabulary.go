@@ -91,20 +91,46 @@ func (s *Suite) Inventory(sku string) Stock {
 	return st
 }
 
-// PointsLedgerCount is the number of ledger entries of an order.
-func (s *Suite) PointsLedgerCount(orderID string) int {
+// pointsLedger reads an order's ledger entries.
+func (s *Suite) pointsLedger(orderID string) []suiteapi.PointsEntry {
 	s.t.Helper()
 	entries, err := s.api.PointsLedger(ctx(), orderID)
 	s.must(err)
-	return len(entries)
+	return entries
+}
+
+// PointsLedgerCount is the number of ledger entries of an order.
+func (s *Suite) PointsLedgerCount(orderID string) int {
+	s.t.Helper()
+	return len(s.pointsLedger(orderID))
+}
+
+// Points is what an order is worth in points: the sum of its ledger
+// entries.
+func (s *Suite) Points(orderID string) int64 {
+	s.t.Helper()
+	var sum int64
+	for _, e := range s.pointsLedger(orderID) {
+		sum += e.Points
+	}
+	return sum
+}
+
+// Notice is a notification sent to the customer.
+type Notice = suiteapi.Notice
+
+// Notifications lists the notifications sent for an order, oldest first.
+func (s *Suite) Notifications(orderID string) []Notice {
+	s.t.Helper()
+	items, err := s.api.Notifications(ctx(), orderID)
+	s.must(err)
+	return items
 }
 
 // NotificationCount is the number of notifications sent for an order.
 func (s *Suite) NotificationCount(orderID string) int {
 	s.t.Helper()
-	items, err := s.api.Notifications(ctx(), orderID)
-	s.must(err)
-	return len(items)
+	return len(s.Notifications(orderID))
 }
 
 // Snapshot is the order's state across every service (README.md, API:
@@ -193,6 +219,28 @@ func (s *Suite) CreateOrder(o Order) string {
 	amount, err := s.api.PlaceOrder(ctx(), suiteapi.NewOrder{OrderID: o.ID, CustomerID: o.Customer, Currency: o.Currency, Items: o.Items})
 	s.must(err)
 	return amount
+}
+
+// PayOrder creates, checks out and pays an order, requires the payment
+// service to take the money, and returns the amount.
+func (s *Suite) PayOrder(o Order) string {
+	s.t.Helper()
+	amount := s.CreateOrder(o)
+	if code, out := s.Pay(o.ID, amount, o.Currency); code != 200 || out["businessCode"] != "SUCCESS" {
+		s.t.Fatalf("pay %s: %d %v", o.ID, code, out)
+	}
+	return amount
+}
+
+// OrderView is an order as GET /orders/{id} shows it.
+type OrderView = suiteapi.OrderView
+
+// Order reads GET /orders/{id}.
+func (s *Suite) Order(orderID string) OrderView {
+	s.t.Helper()
+	o, err := s.api.Order(ctx(), orderID)
+	s.must(err)
+	return o
 }
 
 // Pay pays an order through the payment service and returns the answer,

@@ -55,17 +55,8 @@ func (r *Repository) Record(ctx context.Context, tx *sqlx.Tx, ns []notification.
 
 // List returns an order's notifications in the order they were sent.
 func (r *Repository) List(ctx context.Context, orderID string) ([]notification.Sent, error) {
-	var rows []notificationRow
-	if err := r.db.SelectContext(ctx, &rows, `
-		SELECT order_id, customer_id, event_id, kind, channel, body, created_at
-		FROM notifications WHERE order_id = $1 ORDER BY id`, orderID); err != nil {
-		return nil, fmt.Errorf("list notifications of order %s: %w", orderID, err)
-	}
-	out := make([]notification.Sent, len(rows))
-	for i, row := range rows {
-		out[i] = row.sent()
-	}
-	return out, nil
+	byOrder, err := r.ListOf(ctx, r.db, []string{orderID})
+	return byOrder[orderID], err
 }
 
 // ListOf reads the notifications of many orders through q with one

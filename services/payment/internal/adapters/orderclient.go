@@ -16,14 +16,12 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // maxBody bounds how much of an answer is read.
 const maxBody = 1 << 20
-
-// orderServiceTimeout bounds one callback to the order service.
-const orderServiceTimeout = 5 * time.Second
 
 // orderLookupTimeout bounds one order look-up, shorter than a callback: a
 // payment's client is waiting, the look-up is one indexed read, and an
@@ -41,17 +39,13 @@ type OrderService struct {
 	Callbacks *outbox.HTTPSink
 }
 
-// NewOrderService returns the order service at baseURL (ORDER_URL), whose
-// callbacks are signed with secret (CALLBACK_SECRET) and whose admin routes
-// take adminToken (ADMIN_TOKEN).
-func NewOrderService(baseURL string, secret []byte, adminToken string) OrderService {
-	// Keep enough idle connections for the callbacks in flight (Go's
-	// default keeps two).
-	client := &http.Client{Timeout: orderServiceTimeout, Transport: httpapi.ClientTransport(2 * outbox.DefaultHTTPSinkParallel)}
-	return OrderService{
-		Orders:    NewOrderClient(client, baseURL, adminToken),
-		Callbacks: outbox.NewHTTPSink(client, strings.TrimRight(baseURL, "/")+CallbackPath, secret),
-	}
+// NewOrderService returns the order service cfg names, whose callbacks
+// are signed with cfg's callback secret and whose admin routes take
+// adminToken (ADMIN_TOKEN).
+func NewOrderService(cfg service.CallbackSenderConfig, adminToken string) OrderService {
+	// The look-ups share the callbacks' connections: room for both.
+	client := cfg.Client(2 * outbox.DefaultHTTPSinkParallel)
+	return OrderService{Orders: NewOrderClient(client, cfg.OrderURL, adminToken), Callbacks: cfg.Sink(client, CallbackPath)}
 }
 
 // OrderClient looks orders up in the order service (GET
@@ -142,13 +136,12 @@ type OrderAnswer struct {
 // the admin token, so the order, not the payment service alone, keeps the
 // books of every refund of the money it holds. A 400 is returned as an
 // *httpapi.Error carrying the order service's businessCode and message.
+// The client's timeout bounds the call.
 func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r OperatorRefund) (OrderAnswer, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return OrderAnswer{}, fmt.Errorf("encode refund of order %s: %w", orderID, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, orderServiceTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/admin/orders/"+url.PathEscape(orderID)+"/refunds", bytes.NewReader(body))
 	if err != nil {
 		return OrderAnswer{}, fmt.Errorf("refund request: %w", err)

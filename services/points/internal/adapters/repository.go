@@ -88,17 +88,8 @@ func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, entries []points.Ledg
 
 // Entries returns an order's ledger entries in the order they were applied.
 func (r *Repository) Entries(ctx context.Context, orderID string) ([]points.LedgerEntry, error) {
-	var rows []entryRow
-	if err := r.db.SelectContext(ctx, &rows, `
-		SELECT order_id, customer_id, event_id, entry_type, points, amount, created_at
-		FROM points_ledger WHERE order_id = $1 ORDER BY id`, orderID); err != nil {
-		return nil, fmt.Errorf("list points of order %s: %w", orderID, err)
-	}
-	out := make([]points.LedgerEntry, len(rows))
-	for i, row := range rows {
-		out[i] = row.entry()
-	}
-	return out, nil
+	byOrder, err := r.EntriesOf(ctx, r.db, []string{orderID})
+	return byOrder[orderID], err
 }
 
 func (row entryRow) entry() points.LedgerEntry {
