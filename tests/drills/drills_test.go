@@ -179,21 +179,19 @@ func TestDrills(t *testing.T) {
 	}
 }
 
-// deliberateLeftovers are the findings a drill leaves for a person on
-// purpose, by order id (docs/drills.md, What drills leave for a person):
-// none.
-var deliberateLeftovers = map[string]bool{}
-
 // nothingOpen runs reconciliation over every order, whatever its age,
 // after the cases that ran: each removed the synthetic orders it planted
 // and left its real ones converged, so the run finds nothing but the
 // deliberate leftovers.
 func nothingOpen(t *testing.T, s *harness.Suite) {
 	t.Helper()
+	// The findings a drill leaves for a person on purpose, by order id
+	// (docs/drills.md, What drills leave for a person): none.
+	deliberate := map[string]bool{}
 	run := s.Reconcile()
 	open := 0
 	for _, f := range run.Findings {
-		if !deliberateLeftovers[f.OrderID] {
+		if !deliberate[f.OrderID] {
 			open++
 			t.Errorf("left open: %s %s %s: expected %s, found %s; %s", f.OrderID, f.Kind, f.Service, f.Expected, f.Actual, f.Action)
 		}
