@@ -9,9 +9,13 @@
 // /orders/{id}/events and /metrics, and raw Kafka records published with
 // franz-go, with the key and headers the outbox relay sets. Every id it
 // creates starts with the run id, so drills can be run again and again
-// against one long-lived suite. The crash drills also need a Controller to
-// restart a service with a fail point armed: `make run` offers one over its
-// control API (NewControlClient), the test harness another.
+// against one long-lived suite. It writes the services' databases in two
+// places only: the restored backups it plays (RestoreBackup, RestoreOrder),
+// and the removal of the synthetic orders a case planted, once its verdict
+// is taken (RemovePlanted), so a reconciliation run over all orders finds
+// nothing. The crash drills also need a Controller to restart a service
+// with a fail point armed: `make run` offers one over its control API
+// (NewControlClient), the test harness another.
 //
 // The same cases run in three places: `make drills` against `make run`,
 // `go run ./scripts/drill/run` against any suite, and tests/drills in
