@@ -140,7 +140,8 @@ vet: ## go vet every module
 	@$(call each_module,vet,$(GO) vet ./...) [ $$rc -eq 0 ] || exit 1; done
 
 # The drills run against a suite that is already running (`make run` in
-# another terminal); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1".
+# another terminal); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1"
+# (--keep-planted keeps the synthetic orders a case plants, docs/drills.md).
 # Each exits non-zero when a case fails (docs/exercises/, README.md (Drills)).
 DRILL       := $(GO) run ./scripts/drill/run
 DRILL_FLAGS ?=

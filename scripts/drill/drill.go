@@ -9,9 +9,13 @@
 // /orders/{id}/events and /metrics, and raw Kafka records published with
 // franz-go, with the key and headers the outbox relay sets. Every id it
 // creates starts with the run id, so drills can be run again and again
-// against one long-lived suite. The crash drills also need a Controller to
-// restart a service with a fail point armed: `make run` offers one over its
-// control API (NewControlClient), the test harness another.
+// against one long-lived suite. It writes the services' databases in two
+// places only: the restored backups it plays (RestoreBackup, RestoreOrder),
+// and the removal of the synthetic orders a case planted, once its verdict
+// is taken (RemovePlanted), so a reconciliation run over all orders finds
+// nothing. The crash drills also need a Controller to restart a service
+// with a fail point armed: `make run` offers one over its control API
+// (NewControlClient), the test harness another.
 //
 // The same cases run in three places: `make drills` against `make run`,
 // `go run ./scripts/drill/run` against any suite, and tests/drills in
@@ -141,8 +145,15 @@ type Target struct {
 	// reconcile/lost-effect, which plays a restored backup of inventory's,
 	// and reconcile/restore-from-backup, which backs up and restores the
 	// order service's with pg_dump and pg_restore (the fault, never
-	// reconciliation's repair). Without one that case is skipped.
+	// reconciliation's repair). Without one that case is skipped. Every
+	// case also uses them to remove the synthetic orders it planted once
+	// its verdict is taken (docs/drills.md, What a drill may touch);
+	// without them those orders' rows stay, and the result line says so.
 	Databases map[string]string
+	// KeepPlanted keeps the rows of the synthetic orders the cases plant,
+	// for inspection: a reconciliation run over all orders then names
+	// them (ORPHAN_EFFECT).
+	KeepPlanted bool
 }
 
 // Defaults of a Target, those of `make run` (README.md (Configuration)).
@@ -393,19 +404,27 @@ func newCase(drill, name, expected string, needsController bool, run body) Case 
 		s := newSession(ctx, t, strings.ReplaceAll(full, "/", "-"))
 		defer s.close()
 		seen, err := run(s)
-		r.Convergence = s.converged
-		var skipped *skipError
-		if errors.As(err, &skipped) {
-			r.Skipped, r.Seen, r.Convergence = true, skipped.reason, 0
-			return r
-		}
-		if err != nil {
-			r.Seen = err.Error()
-			return r
-		}
-		r.Pass, r.Seen = true, seen
-		return r
+		// The evidence is read: whatever the verdict, the synthetic
+		// orders the case planted go.
+		note, cerr := s.removePlanted()
+		return withCleanup(verdict(r, s.converged, seen, err), note, cerr)
 	}}
+}
+
+// verdict turns a case body's outcome into its Result.
+func verdict(r Result, converged time.Duration, seen string, err error) Result {
+	r.Convergence = converged
+	var skipped *skipError
+	if errors.As(err, &skipped) {
+		r.Skipped, r.Seen, r.Convergence = true, skipped.reason, 0
+		return r
+	}
+	if err != nil {
+		r.Seen = err.Error()
+		return r
+	}
+	r.Pass, r.Seen = true, seen
+	return r
 }
 
 // skipError ends a case that cannot run against this suite before it has

@@ -63,7 +63,7 @@ func nextOnPartition(s *session, p int32) (orderID, sku string, quantity int, er
 	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", "", 0, err
 	}
-	ev, err := newOrderEvents(orderID, sku, quantity, "10.00")
+	ev, err := s.newOrderEvents(orderID, sku, quantity, "10.00")
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -109,6 +109,7 @@ func checkMetadata(s *session, who string, dl deadLetter, eventID, class string,
 func poisonInvalidJSON(s *session) (string, error) {
 	orderID := s.orderID("")
 	eventID := event.NewEventID()
+	s.planted(orderID, eventID)
 	rec := &kgo.Record{Topic: s.t.Topic, Key: []byte(orderID),
 		Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
 		Headers: []kgo.RecordHeader{
@@ -160,7 +161,7 @@ func poisonRetriesExhausted(s *session) (seen string, err error) {
 	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
 		return "", err
 	}
-	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
+	ev, err := s.newOrderEvents(orderID, sku, quantity, "20.00")
 	if err != nil {
 		return "", err
 	}
@@ -268,7 +269,7 @@ func (s *session) noRetries(before map[string]float64) error {
 // publish it, with change applied to its JSON (and header) before it is
 // sent.
 func mutatedPaid(s *session, orderID string, change func(m map[string]any, rec *kgo.Record)) (*kgo.Record, string, error) {
-	ev, err := newOrderEvents(orderID, s.sku(""), 1, "10.00")
+	ev, err := s.newOrderEvents(orderID, s.sku(""), 1, "10.00")
 	if err != nil {
 		return nil, "", err
 	}

@@ -44,7 +44,7 @@ func reorderRefundBeforePayment(s *session) (string, error) {
 	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
-	ev, err := newOrderEvents(orderID, sku, quantity, amount)
+	ev, err := s.newOrderEvents(orderID, sku, quantity, amount)
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +118,7 @@ func reorderLateCreated(s *session) (string, error) {
 	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
-	ev, err := newOrderEvents(orderID, sku, quantity, "30.00")
+	ev, err := s.newOrderEvents(orderID, sku, quantity, "30.00")
 	if err != nil {
 		return "", err
 	}
@@ -214,7 +214,7 @@ func reorderOrdersInParallel(s *session) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			ev, err := newOrderEvents(id, sku, quantity, amount)
+			ev, err := s.newOrderEvents(id, sku, quantity, amount)
 			if err != nil {
 				return "", err
 			}
@@ -319,7 +319,7 @@ func reorderCrossClientPartition(s *session) (string, error) {
 	recs := make([]*kgo.Record, orders)
 	for i := range ids {
 		ids[i] = s.orderID("-" + strconv.Itoa(i))
-		ev, err := newOrderEvents(ids[i], sku, quantity, "10.00")
+		ev, err := s.newOrderEvents(ids[i], sku, quantity, "10.00")
 		if err != nil {
 			return "", err
 		}
@@ -375,7 +375,7 @@ func reorderGapDeadline(s *session) (string, error) {
 	if err := s.api.SetStock(s.ctx, sku, reorderStock); err != nil {
 		return "", err
 	}
-	ev, err := newOrderEvents(orderID, sku, quantity, "20.00")
+	ev, err := s.newOrderEvents(orderID, sku, quantity, "20.00")
 	if err != nil {
 		return "", err
 	}

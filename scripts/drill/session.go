@@ -23,6 +23,9 @@ type session struct {
 	api  *suiteapi.Client
 
 	converged time.Duration
+	// plants are the synthetic orders the case planted (planted), removed
+	// once its verdict is taken.
+	plants plantings
 }
 
 func newSession(ctx context.Context, t Target, slug string) *session {
@@ -199,12 +202,15 @@ func (s *session) sameKeyPartition(base string, p int32, n int) (string, error) 
 }
 
 // orderEvents builds the events of one synthetic order, as the order
-// service would emit them, for cases that publish straight to the broker.
+// service would emit them, for cases that publish straight to the broker
+// (session.newOrderEvents, which records the order as planted).
 type orderEvents struct {
 	orderID  string
 	sku      string
 	quantity int
 	amount   event.Money
+	// plants, if set, records the id of every event built.
+	plants *plantings
 }
 
 func newOrderEvents(orderID, sku string, quantity int, amount string) (orderEvents, error) {
@@ -216,7 +222,11 @@ func newOrderEvents(orderID, sku string, quantity int, amount string) (orderEven
 }
 
 func (o orderEvents) build(t event.Type, version int64, data any) (event.Envelope, error) {
-	return event.New(t, event.Meta{AggregateID: o.orderID, AggregateVersion: version, Producer: "drill"}, data)
+	env, err := event.New(t, event.Meta{AggregateID: o.orderID, AggregateVersion: version, Producer: "drill"}, data)
+	if err == nil && o.plants != nil {
+		o.plants.add(o.orderID, env.EventID)
+	}
+	return env, err
 }
 
 func (o orderEvents) created() (event.Envelope, error) {

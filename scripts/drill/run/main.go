@@ -9,7 +9,10 @@
 // broker on 127.0.0.1:9092 and the runner's control API, which the crash
 // drills use to restart a service with a fail point armed, and the broker
 // and outage drills to stop and fault the broker or stop the order service,
-// on 127.0.0.1:8090. --outage sets how long an outage lasts (30 s). ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
+// on 127.0.0.1:8090. --outage sets how long an outage lasts (30 s). Each
+// case removes the synthetic orders it planted from the suite's databases
+// on DATABASE_URL's server (--database-url; none with --target unless
+// given), unless --keep-planted. ADMIN_TOKEN, CALLBACK_SECRET, RETRY_MAX_ATTEMPTS,
 // RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL, PARK_DEADLINE, KAFKA_BROKERS,
 // ORDER_EVENTS_TOPIC, DLQ_TOPIC and CONTROL_ADDR are read as the suite
 // reads them (README.md (Configuration)).
@@ -123,6 +126,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	runID := fs.String("run-id", "", "prefix of every order id and SKU the drills create (default: a new one)")
 	timeout := fs.Duration("timeout", drill.DefaultTimeout, "bound of each wait for convergence")
 	outage := fs.Duration("outage", drill.DefaultOutage, "how long loss/broker-outage and loss/callback-outage keep the broker or the order service away")
+	databaseURL := fs.String("database-url", "", "the Postgres server of the suite's databases, for the cleanup of planted orders and the restore cases\n(default: DATABASE_URL, make run's, unless --target names another suite: then none, and those are skipped)")
+	keepPlanted := fs.Bool("keep-planted", false, "keep the rows of the synthetic orders the cases plant, for inspection\n(by default each case removes them once its verdict is taken)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -161,16 +166,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		}
 	}
 	// reconcile/lost-effect and reconcile/restore-from-backup play a
-	// restored backup of inventory's and the order service's databases:
-	// the suite's databases on make run's Postgres.
+	// restored backup of inventory's and the order service's databases, and every
+	// case removes the synthetic orders it planted from all of them: the
+	// suite's databases on make run's Postgres, or on --database-url's.
+	// Another suite's (--target) are not make run's: without
+	// --database-url the drills leave its databases alone.
+	server := *databaseURL
+	if server == "" && *targets == "" {
+		server = env.String("DATABASE_URL", suite.DefaultDatabaseURL)
+	}
 	databases := map[string]string{}
 	for _, svc := range suite.Services() {
-		if svc.ConsumerGroup == "" && svc.Name != drill.Order {
-			continue
+		if server == "" {
+			break
 		}
-		dsn, err := postgres.WithDatabase(env.String("DATABASE_URL", suite.DefaultDatabaseURL), svc.DBName)
+		dsn, err := postgres.WithDatabase(server, svc.DBName)
 		if err != nil {
-			return options{}, fmt.Errorf("%w: DATABASE_URL: %w", errUsage, err)
+			return options{}, fmt.Errorf("%w: database URL: %w", errUsage, err)
 		}
 		databases[svc.Name] = dsn
 	}
@@ -196,6 +208,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			Timeout:              *timeout,
 			Outage:               *outage,
 			Databases:            databases,
+			KeepPlanted:          *keepPlanted,
 		},
 		names: fs.Args(),
 	}

@@ -70,3 +70,33 @@ func TestRunAgainstNothing(t *testing.T) {
 		}
 	}
 }
+
+// The suite's databases are make run's unless --target names another
+// suite; --database-url names them for one, --keep-planted keeps the
+// planted orders' rows.
+func TestDatabasesAndKeepPlanted(t *testing.T) {
+	const remote = "order=http://10.0.0.5:8081"
+	tests := []struct {
+		name      string
+		args      []string
+		databases int
+		keep      bool
+	}{
+		{"make run", []string{"all"}, 6, false},
+		{"another suite", []string{"--target", remote, "all"}, 0, false},
+		{"another suite with its server", []string{"--target", remote, "--database-url", "postgres://u@10.0.0.5:5432/postgres", "all"}, 6, false},
+		{"keep planted", []string{"--keep-planted", "all"}, 6, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			opts, err := parse(tt.args, env(nil), &stderr)
+			if err != nil {
+				t.Fatal(err, stderr.String())
+			}
+			if len(opts.target.Databases) != tt.databases || opts.target.KeepPlanted != tt.keep {
+				t.Errorf("databases %v, keep planted %v; want %d, %v", opts.target.Databases, opts.target.KeepPlanted, tt.databases, tt.keep)
+			}
+		})
+	}
+}
