@@ -140,7 +140,8 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 # minutes to hours): MUTATE_PACKAGES="pkg/versionguard
 # services/order/internal/domain/order" runs a few, MUTATE_WORKERS (default
 # 1) and MUTATE_TIMEOUT_COEFFICIENT (default 5) are gremlins' --workers and
-# --timeout-coefficient.
+# --timeout-coefficient; MUTATE_MIN_TIMEOUT (default 60s) is the least time
+# a mutant's test run gets, whatever the coefficient.
 mutate: ## mutation-test the rules' packages (gremlins), print scores and survivors, keep the raw output in docs/mutation/
 	@cd tools && GOWORK=off $(GO) build -o ../$(BIN_DIR)/gremlins github.com/go-gremlins/gremlins/cmd/gremlins && GOWORK=off $(GO) build -o ../$(BIN_DIR)/mutate ./mutate
 	@GREMLINS=$(BIN_DIR)/gremlins ./$(BIN_DIR)/mutate

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,6 +54,12 @@ type Config struct {
 	Packages []string
 	// OutDir receives the raw output (MUTATE_DIR, default docs/mutation).
 	OutDir string
+	// MinTimeout is the least time a mutant's test run gets
+	// (MUTATE_MIN_TIMEOUT, default 60s): the coefficient is raised for a
+	// package whose tests run in a second or two, since a mutant that
+	// fails a property test costs its shrinking, and compiling the
+	// mutated package, on top.
+	MinTimeout time.Duration
 }
 
 func configFrom(getenv func(string) string) (Config, error) {
@@ -63,6 +70,14 @@ func configFrom(getenv func(string) string) (Config, error) {
 		OutDir:             getenv("MUTATE_DIR"),
 		Workers:            1,
 		TimeoutCoefficient: 5,
+		MinTimeout:         time.Minute,
+	}
+	if v := getenv("MUTATE_MIN_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return c, fmt.Errorf("MUTATE_MIN_TIMEOUT=%q: %w", v, err)
+		}
+		c.MinTimeout = d
 	}
 	for name, dst := range map[string]*int{"MUTATE_WORKERS": &c.Workers, "MUTATE_TIMEOUT_COEFFICIENT": &c.TimeoutCoefficient} {
 		if v := getenv(name); v != "" {
@@ -87,8 +102,8 @@ func configFrom(getenv func(string) string) (Config, error) {
 
 // Validate refuses settings gremlins cannot run with.
 func (c Config) Validate() error {
-	if c.Workers < 1 || c.TimeoutCoefficient < 1 {
-		return errors.New("MUTATE_WORKERS and MUTATE_TIMEOUT_COEFFICIENT must be at least 1")
+	if c.Workers < 1 || c.TimeoutCoefficient < 1 || c.MinTimeout < 0 {
+		return errors.New("MUTATE_WORKERS and MUTATE_TIMEOUT_COEFFICIENT must be at least 1, MUTATE_MIN_TIMEOUT not negative")
 	}
 	return nil
 }
@@ -204,9 +219,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer raw.Close()
 	out := io.MultiWriter(stdout, raw)
-	fmt.Fprintf(raw, "date: %s\ncommit: %s\ngo-version: %s\ngremlins: %s\nworkers: %d\ntimeout-coefficient: %d\npackages: %s\n",
+	fmt.Fprintf(raw, "date: %s\ncommit: %s\ngo-version: %s\ngremlins: %s\nworkers: %d\ntimeout-coefficient: %d\nmin-timeout: %s\npackages: %s\n",
 		start.Format(time.RFC3339), commit(ctx, root), goVersion(ctx), gremlinsVersion(ctx, cfg.Gremlins),
-		cfg.Workers, cfg.TimeoutCoefficient, strings.Join(pkgs, " "))
+		cfg.Workers, cfg.TimeoutCoefficient, cfg.MinTimeout, strings.Join(pkgs, " "))
 
 	var scores []score
 	for i, p := range pkgs {
@@ -221,6 +236,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	printTable(out, scores)
 	fmt.Fprintf(stdout, "\nraw output: %s\n", rawPath)
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", ctx.Err())
+	}
 	var failed []string
 	for _, s := range scores {
 		if s.err != nil {
@@ -230,7 +248,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if len(failed) > 0 {
 		return fmt.Errorf("gremlins failed in %s", strings.Join(failed, " "))
 	}
-	return ctx.Err()
+	return nil
 }
 
 // mutate runs gremlins over one package directory and scores its report.
@@ -242,16 +260,27 @@ func mutate(ctx context.Context, cfg Config, root, tmp, pkg string, out io.Write
 		s.err = err
 		return s
 	}
+	// gremlins runs with the workspace off, in a copy of the module; -count=1
+	// because a cached coverage run would last a second, and the mutants'
+	// timeout is a multiple of it.
+	env := append(os.Environ(), "GOWORK=off", "TMPDIR="+tmp, strings.TrimSpace("GOFLAGS=-count=1 "+os.Getenv("GOFLAGS")))
+	// A mutant is killed when the tests fail, so they must pass unmutated;
+	// their time sets the coefficient that gives a mutant MinTimeout.
+	pre := exec.CommandContext(ctx, "go", "test", dir)
+	pre.Dir, pre.Env, pre.Stdout, pre.Stderr = mod, env, out, out
+	began := time.Now()
+	if err := pre.Run(); err != nil {
+		s.err = fmt.Errorf("the tests fail unmutated: %w", err)
+		return s
+	}
+	coefficient := max(cfg.TimeoutCoefficient, int(math.Ceil(cfg.MinTimeout.Seconds()/time.Since(began).Seconds())))
+	fmt.Fprintf(out, "timeout coefficient %d\n", coefficient)
 	jsonPath := filepath.Join(tmp, "report.json")
 	cmd := exec.CommandContext(ctx, cfg.Gremlins, "unleash",
 		"--workers", strconv.Itoa(cfg.Workers),
-		"--timeout-coefficient", strconv.Itoa(cfg.TimeoutCoefficient),
+		"--timeout-coefficient", strconv.Itoa(coefficient),
 		"-o", jsonPath, dir)
-	cmd.Dir = mod
-	// -count=1: a cached coverage run would last a second, and the mutants'
-	// timeout is a multiple of it.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "TMPDIR="+tmp, strings.TrimSpace("GOFLAGS=-count=1 "+os.Getenv("GOFLAGS")))
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = mod, env, out, out
 	if s.err = cmd.Run(); s.err != nil {
 		fmt.Fprintf(out, "gremlins: %v\n", s.err)
 		return s
