@@ -96,3 +96,46 @@ func TestReturnOfEveryLine(t *testing.T) {
 		})
 	}
 }
+
+// TestPaymentTheOrderCannotTakeIsReturnedWithItsReason: a payment the
+// order cannot take is returned, whole and in its own currency, and the
+// return says why, so the customer and the operator are told the right
+// story; the order stays where it was.
+func TestPaymentTheOrderCannotTakeIsReturnedWithItsReason(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     order.Status
+		amount     string
+		currency   string
+		wantReason string // a prefix: the amount mismatch names both amounts
+	}{
+		{"an order not checked out", order.StatusCreated, "80.00", "CNY", order.ReasonOrderNotPayable},
+		{"a cancelled order", order.StatusCancelled, "80.00", "CNY", order.ReasonOrderCancelled},
+		{"another amount", order.StatusPendingPayment, "79.99", "CNY", order.ReasonAmountMismatch + ": order has 80.00 CNY, payment 79.99 CNY"},
+		{"another currency", order.StatusPendingPayment, "80.00", "USD", order.ReasonAmountMismatch + ": order has 80.00 CNY, payment 80.00 USD"},
+		{"an order paid by another payment", order.StatusPaid, "80.00", "CNY", order.ReasonPaidByAnother},
+		{"an order refunded in part, paid by another payment", order.StatusPartiallyRefunded, "80.00", "CNY", order.ReasonPaidByAnother},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := at(t, tt.status)
+			if tt.status == order.StatusCreated {
+				o.Version = 1
+			}
+			version := o.Version
+			events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-2",
+				Amount: dec(tt.amount), Currency: tt.currency})
+			if err != nil || len(events) != 1 {
+				t.Fatalf("%+v %v", events, err)
+			}
+			e := events[0]
+			if e.Type != order.EventPaymentRejected || e.PaymentID != "P-2" || !e.Amount.Equal(dec(tt.amount)) || e.Currency != tt.currency ||
+				e.Reason != tt.wantReason || e.RefundID != event.ReturnRefundID("P-2") {
+				t.Fatalf("event %+v, want the return of P-2's %s %s for %q", e, tt.amount, tt.currency, tt.wantReason)
+			}
+			if o.Status != tt.status || o.Version != version+1 {
+				t.Fatalf("order %s version %d, want %s version %d", o.Status, o.Version, tt.status, version+1)
+			}
+		})
+	}
+}
