@@ -282,6 +282,9 @@ func mutate(ctx context.Context, cfg Config, root, tmp, pkg string, out io.Write
 		"-o", jsonPath, dir)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = mod, env, out, out
 	if s.err = cmd.Run(); s.err != nil {
+		if ctx.Err() != nil {
+			s.err = errors.New("interrupted")
+		}
 		fmt.Fprintf(out, "gremlins: %v\n", s.err)
 		return s
 	}
