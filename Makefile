@@ -47,7 +47,7 @@ BENCH_DIR   ?= docs/benchmarks
 FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench fuzz lint vet fmt up down clean
+.PHONY: help run build test bench fuzz mutate lint vet fmt up down clean
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -129,6 +129,22 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 	rc=$$(cat $$status); rm -f $$status; \
 	if [ "$$rc" -ne 0 ]; then echo "make bench: FAILED; raw output in $$raw, docs/benchmarks.md left as it was"; exit 1; fi; \
 	echo; echo "raw output: $$raw"; $(GO) run ./scripts/benchtables $$raw
+
+# `make mutate` is mutation testing (docs/testing.md, Mutation testing):
+# gremlins, pinned as a tool in the tools/ module (outside go.work, so its
+# dependencies never change the suite's build list and `make test` never
+# reaches it), mutates pkg/versionguard, pkg/inbox, pkg/outbox and every
+# service's internal/domain and internal/app packages one at a time, runs
+# the package's tests against each mutant and prints a table and the
+# survivors; the raw output is kept in docs/mutation/. Slow (tens of
+# minutes to hours): MUTATE_PACKAGES="pkg/versionguard
+# services/order/internal/domain/order" runs a few, MUTATE_WORKERS (default
+# 1) and MUTATE_TIMEOUT_COEFFICIENT (default 5) are gremlins' --workers and
+# --timeout-coefficient; MUTATE_MIN_TIMEOUT (default 60s) is the least time
+# a mutant's test run gets, whatever the coefficient.
+mutate: ## mutation-test the rules' packages (gremlins), print scores and survivors, keep the raw output in docs/mutation/
+	@cd tools && GOWORK=off $(GO) build -o ../$(BIN_DIR)/gremlins github.com/go-gremlins/gremlins/cmd/gremlins && GOWORK=off $(GO) build -o ../$(BIN_DIR)/mutate ./mutate
+	@GREMLINS=$(BIN_DIR)/gremlins ./$(BIN_DIR)/mutate
 
 lint: fmt vet ## gofmt must be clean and go vet must pass in every module
 

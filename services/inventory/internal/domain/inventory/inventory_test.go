@@ -43,6 +43,13 @@ func TestAggregate(t *testing.T) {
 			lines:   slices.Repeat([]inventory.Line{{SKU: "A", Quantity: event.MaxQuantity}}, inventory.MaxStock/event.MaxQuantity+1),
 			wantErr: inventory.ErrInvalidQuantity,
 		},
+		{
+			// The largest sum the stock column holds is still accepted.
+			name: "sum of exactly the stock range",
+			lines: append(slices.Repeat([]inventory.Line{{SKU: "A", Quantity: event.MaxQuantity}}, inventory.MaxStock/event.MaxQuantity),
+				inventory.Line{SKU: "A", Quantity: inventory.MaxStock % event.MaxQuantity}),
+			want: []inventory.Line{{SKU: "A", Quantity: inventory.MaxStock}},
+		},
 		{name: "empty SKU", lines: []inventory.Line{{SKU: "", Quantity: 1}}, wantErr: ruleBroken},
 		{name: "SKU with a space", lines: []inventory.Line{{SKU: "SKU 1", Quantity: 1}}, wantErr: ruleBroken},
 	}
@@ -202,6 +209,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"zero available", inventory.ValidateAvailable(0), nil},
 		{"negative available", inventory.ValidateAvailable(-1), inventory.ErrInvalidAvailable},
+		{"the most available", inventory.ValidateAvailable(inventory.MaxStock), nil},
 		{"too much available", inventory.ValidateAvailable(inventory.MaxStock + 1), inventory.ErrInvalidAvailable},
 		{"plain SKU", inventory.ValidateSKU("SKU-1"), nil},
 		{"SKU with space", inventory.ValidateSKU("SKU 1"), ruleBroken},
