@@ -59,6 +59,7 @@ func TestHappyPathConverges(t *testing.T) {
 	if order["status"] != "PAID" || order["version"].(float64) != 3 || order["amount"] != "80.00" {
 		t.Errorf("order %v", order)
 	}
+	checkFailPointsDocumented(t, s)
 }
 
 // Tutorial: refunds reverse every effect once; a refund above what was paid
