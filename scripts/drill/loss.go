@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
@@ -238,9 +239,9 @@ func lossAfterPublish(s *session) (seen string, err error) {
 		exitStatus, effectsOnce), nil
 }
 
-// consumerAfterCommit is pkg/messaging's fail point between a consumer's
-// commit and its acknowledgement.
-const consumerAfterCommit = "consumer.after-commit"
+// consumerAfterCommit is the consumer kit's fail point between a
+// consumer's commit and its acknowledgement.
+const consumerAfterCommit = consumer.FailPointAfterCommit
 
 // outcomes reads the inventory consumer's consumer_event_outcomes_total of
 // one inbox outcome (APPLIED, DUPLICATE, ...).
