@@ -47,7 +47,7 @@ BENCH_DIR   ?= docs/benchmarks
 FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench fuzz mutate lint vet fmt up down clean
+.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env clean
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -210,21 +210,23 @@ PUBLISH_ARGS ?= --count 100000 --run-id backlog-01
 publish: ## publish OrderPaid events for the backlog drill (PUBLISH_ARGS)
 	@$(GO) run ./scripts/publish_orders $(PUBLISH_ARGS)
 
-up: .env ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, services)
+# `make up` is `docker compose up`, which works alone on a fresh clone:
+# compose's one-shot service secrets generates the secrets into a volume
+# (docs/security.md). Nothing here reads or writes .env.
+up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, Grafana, services)
 	docker compose up --build -d
 
-# The compose secrets, random and written once: docker-compose.yml reads
-# CALLBACK_SECRET and ADMIN_TOKEN from this untracked file (docs/security.md).
-# Delete it to rotate both; `make down` keeps it.
-.env:
-	@umask 077; { \
-		echo "CALLBACK_SECRET=$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"; \
-		echo "ADMIN_TOKEN=$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"; \
-	} > .env
-	@echo "wrote .env with a random CALLBACK_SECRET and ADMIN_TOKEN (admin calls: -H \"Authorization: Bearer \$$ADMIN_TOKEN\")"
-
-down: ## stop the Docker suite and delete its volumes
+down: ## stop the Docker suite and delete its volumes (data and generated secrets)
 	docker compose down -v
+
+# What a shell on this machine needs to call the compose suite's /admin
+# routes and to run the drills against it: eval "$$(make -s compose-env)".
+# Read in the running order-service container, whose user owns the files.
+compose-env: ## print the compose suite's ADMIN_TOKEN, CALLBACK_SECRET and DATABASE_URL as shell exports
+	@docker compose exec -T order-service sh -euc '\
+		echo "export ADMIN_TOKEN='\''$$(cat /run/secrets/admin_token)'\''"; \
+		echo "export CALLBACK_SECRET='\''$$(cat /run/secrets/callback_secret)'\''"; \
+		echo "export DATABASE_URL='\''postgres://postgres:$$(cat /run/secrets/postgres_password)@127.0.0.1:15432/postgres?sslmode=disable'\''"'
 
 clean: ## remove binaries, the embedded broker's data and test profiles
 	rm -rf $(BIN_DIR) .data

@@ -3,16 +3,26 @@
 // Services receive getenv as an argument of run (so tests pass a map), which
 // rules out libraries that read os.Environ themselves; this small reader
 // collects every malformed value so a service reports all of them at once.
+//
+// A secret may also come from a file: Secret and SecretList read key K from
+// the file K_FILE names, the convention of the official container images
+// (POSTGRES_PASSWORD_FILE), so a container's environment, which
+// `docker inspect` prints, holds a path and never the value.
 package envconfig
 
 import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// FileSuffix turns a key into the variable naming a file that holds its
+// value: ADMIN_TOKEN_FILE for ADMIN_TOKEN.
+const FileSuffix = "_FILE"
 
 // Reader reads typed values and remembers every malformed one.
 type Reader struct {
@@ -53,6 +63,52 @@ func Split(s string) []string {
 		}
 	}
 	return out
+}
+
+// Secret returns the value of key, or of the file key+FileSuffix names, or
+// def when neither is set. The file's content is the value as written, one
+// trailing newline (LF or CRLF) removed, since `echo` and editors add one;
+// other whitespace is kept, a secret may hold it. Both variables set, a
+// file that cannot be read and an empty one are malformed: a secret file
+// that is named is meant to be used. The error names the variables and the
+// path, never the value.
+func (r *Reader) Secret(key, def string) string {
+	fileKey := key + FileSuffix
+	v := strings.TrimSpace(r.getenv(key))
+	path := strings.TrimSpace(r.getenv(fileKey))
+	switch {
+	case path == "" && v == "":
+		return def
+	case path == "":
+		return v
+	case v != "":
+		r.errs = append(r.errs, fmt.Errorf("%s and %s are both set: set one", key, fileKey))
+		return def
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: %w", fileKey, path, err))
+		return def
+	}
+	s := string(b)
+	if t, ok := strings.CutSuffix(s, "\n"); ok {
+		s = strings.TrimSuffix(t, "\r")
+	}
+	if s == "" {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: the file is empty", fileKey, path))
+		return def
+	}
+	return s
+}
+
+// SecretList returns the comma-separated values of key, or of the file
+// key+FileSuffix names (Secret), or def.
+func (r *Reader) SecretList(key string, def []string) []string {
+	v := r.Secret(key, "")
+	if v == "" {
+		return def
+	}
+	return Split(v)
 }
 
 // Int returns the integer value of key, or def.

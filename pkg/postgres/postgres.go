@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"strings"
 	"time"
 
@@ -27,6 +28,29 @@ func WithDatabase(serverURL, name string) (string, error) {
 		return "", err
 	}
 	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// WithPassword returns serverURL with password as its user's password, so
+// the password can come from a file (DATABASE_PASSWORD_FILE) and the URL
+// stay free of it. An empty password returns serverURL as it is. The URL
+// must name its user and hold no password of its own: two passwords would
+// leave which one counts to the reader. Errors never quote a password.
+func WithPassword(serverURL, password string) (string, error) {
+	if password == "" {
+		return serverURL, nil
+	}
+	u, err := parseURL(serverURL)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := u.User.Password(); ok {
+		return "", errors.New("the database url holds a password and a separate one is given: give one")
+	}
+	if u.User.Username() == "" {
+		return "", fmt.Errorf("the database url %q names no user for the password", Redact(serverURL))
+	}
+	u.User = url.UserPassword(u.User.Username(), password)
 	return u.String(), nil
 }
 

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -89,6 +90,36 @@ func TestWithDatabase(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("WithDatabase(%q) = %q, %v", tt.in, got, err)
 		}
+	}
+}
+
+func TestWithPassword(t *testing.T) {
+	tests := []struct {
+		name, in, password, want string
+		wantErr                  string // a part of the error; "" for none
+	}{
+		{"no password: as it is", "postgres://u@h:5432/postgres?sslmode=disable", "", "postgres://u@h:5432/postgres?sslmode=disable", ""},
+		{"added", "postgres://u@h:5432/postgres?sslmode=disable", "pw", "postgres://u:pw@h:5432/postgres?sslmode=disable", ""},
+		{"escaped", "postgres://u@h/postgres", "p@ss/w:rd", "postgres://u:p%40ss%2Fw%3Ard@h/postgres", ""},
+		{"the url has a password too", "postgres://u:other@h/postgres", "pw", "", "holds a password"},
+		{"the url names no user", "postgres://h/postgres", "pw", "", "names no user"},
+		{"not a postgres url", "mysql://u@h/x", "pw", "", "postgres://"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := postgres.WithPassword(tt.in, tt.password)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("WithPassword error %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("WithPassword error %v, want one saying %q", err, tt.wantErr)
+			case err != nil && strings.Contains(err.Error(), "other"):
+				t.Fatalf("WithPassword error %v quotes a password", err)
+			}
+			if got != tt.want {
+				t.Fatalf("WithPassword = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,9 @@ package service_test
 
 import (
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -174,6 +177,78 @@ func TestSecretsOutsideDevelopment(t *testing.T) {
 				if k != "SUITE_MODE" && k != "CALLBACK_REPLAY_WINDOW" && strings.Contains(err.Error(), v) {
 					t.Errorf("error %q prints the value of %s", err, k)
 				}
+			}
+		})
+	}
+}
+
+// TestSecretsFromFiles gives a production service its secrets as compose
+// does: *_FILE variables naming files, DATABASE_URL without a password.
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	admin := strings.Repeat("ad", 32)
+	callback := strings.Repeat("cb", 32)
+	compose := map[string]string{
+		"DATABASE_URL":           "postgres://postgres@postgres:5432/postgres?sslmode=disable",
+		"DATABASE_PASSWORD_FILE": write("postgres_password", "pw-from-file\n"),
+		"ADMIN_TOKEN_FILE":       write("admin_token", admin+"\n"),
+		"CALLBACK_SECRET_FILE":   write("callback_secret", callback+"\n"),
+	}
+	with := func(changes map[string]string) map[string]string {
+		env := maps.Clone(compose)
+		for k, v := range changes {
+			if v == "" {
+				delete(env, k)
+			} else {
+				env[k] = v
+			}
+		}
+		return env
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		// want are the variables the error names; none: it loads.
+		want []string
+		// dsn is the service database's URL when it loads.
+		dsn string
+	}{
+		{"every secret from a file", compose, nil, "postgres://postgres:pw-from-file@postgres:5432/audit?sslmode=disable"},
+		{"a password in the variable", with(map[string]string{"DATABASE_PASSWORD_FILE": "", "DATABASE_PASSWORD": "pw"}), nil, "postgres://postgres:pw@postgres:5432/audit?sslmode=disable"},
+		{"no password: the url as it is", with(map[string]string{"DATABASE_PASSWORD_FILE": ""}), nil, "postgres://postgres@postgres:5432/audit?sslmode=disable"},
+		{"a token file and a token", with(map[string]string{"ADMIN_TOKEN": admin}), []string{"ADMIN_TOKEN and ADMIN_TOKEN_FILE are both set"}, ""},
+		{"a missing secret file", with(map[string]string{"CALLBACK_SECRET_FILE": filepath.Join(dir, "missing")}), []string{"CALLBACK_SECRET_FILE", "CALLBACK_SECRET is not set"}, ""},
+		{"a short token in its file", with(map[string]string{"ADMIN_TOKEN_FILE": write("short", "short\n")}), []string{"ADMIN_TOKEN is 5 bytes"}, ""},
+		{"a password in the url and a password file", with(map[string]string{"DATABASE_URL": "postgres://postgres:other@postgres:5432/postgres"}), []string{"DATABASE_URL", "holds a password"}, ""},
+		{"a password file and a url without a user", with(map[string]string{"DATABASE_URL": "postgres://postgres:5432/postgres"}), []string{"DATABASE_URL", "names no user"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := envconfig.New(func(k string) string { return tt.env[k] })
+			shared := service.ReadConfig(r, audit())
+			cb := service.ReadCallbackConfig(r, shared)
+			err := errors.Join(r.Err(), shared.Validate(), cb.Validate())
+			requireNamed(t, err, tt.want)
+			if err != nil {
+				for _, secret := range []string{admin, callback, "pw-from-file", "other"} {
+					if strings.Contains(err.Error(), secret) {
+						t.Fatalf("error %q prints a secret", err)
+					}
+				}
+				return
+			}
+			if shared.AdminToken != admin || cb.Secret != callback {
+				t.Fatalf("ADMIN_TOKEN %q, CALLBACK_SECRET %q: not the files' contents", shared.AdminToken, cb.Secret)
+			}
+			if dsn, err := shared.DatabaseDSN(); err != nil || dsn != tt.dsn {
+				t.Fatalf("DatabaseDSN = %q, %v; want %q", dsn, err, tt.dsn)
 			}
 		})
 	}

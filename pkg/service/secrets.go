@@ -104,8 +104,9 @@ type CallbackConfig struct {
 	Development bool
 }
 
-// ReadCallbackConfig reads CALLBACK_SECRET, CALLBACK_SECRET_PREVIOUS and
-// CALLBACK_REPLAY_WINDOW through r; shared is the service's Config, whose
+// ReadCallbackConfig reads CALLBACK_SECRET, CALLBACK_SECRET_PREVIOUS (each
+// also from a file, envconfig.Reader.Secret) and CALLBACK_REPLAY_WINDOW
+// through r; shared is the service's Config, whose
 // mode decides the default secret.
 func ReadCallbackConfig(r *envconfig.Reader, shared Config) CallbackConfig {
 	def := ""
@@ -113,8 +114,8 @@ func ReadCallbackConfig(r *envconfig.Reader, shared Config) CallbackConfig {
 		def = DevCallbackSecret
 	}
 	return CallbackConfig{
-		Secret:       r.String("CALLBACK_SECRET", def),
-		Previous:     r.List("CALLBACK_SECRET_PREVIOUS", nil),
+		Secret:       r.Secret("CALLBACK_SECRET", def),
+		Previous:     r.SecretList("CALLBACK_SECRET_PREVIOUS", nil),
 		ReplayWindow: r.Duration("CALLBACK_REPLAY_WINDOW", event.DefaultReplayWindow),
 		Development:  shared.Development(),
 	}

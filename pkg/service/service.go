@@ -59,10 +59,14 @@ type Config struct {
 	// environment.
 	Name        string
 	DatabaseURL string
-	DBName      string
-	HTTPAddr    string
-	AdminToken  string
-	LogLevel    string
+	// DatabasePassword (DATABASE_PASSWORD, or the file
+	// DATABASE_PASSWORD_FILE names) is the password of DATABASE_URL's user
+	// when the URL holds none; ServerURL puts the two together.
+	DatabasePassword string
+	DBName           string
+	HTTPAddr         string
+	AdminToken       string
+	LogLevel         string
 	// FailPoints is FAILPOINTS, the points armed at start.
 	FailPoints string
 	// FailPointNames are the service's declared fail points
@@ -110,7 +114,8 @@ const (
 	ModeDevelopment = "development"
 )
 
-// ReadConfig reads DATABASE_URL, DB_NAME, HTTP_ADDR, ADMIN_TOKEN, LOG_LEVEL,
+// ReadConfig reads DATABASE_URL, DATABASE_PASSWORD, DB_NAME, HTTP_ADDR,
+// ADMIN_TOKEN (the secrets also from a file, envconfig.Reader.Secret), LOG_LEVEL,
 // FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
 // HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, MEMORY_LIMIT_MIB and the database timeouts
 // (postgres.ReadTimeouts) through r, with id's defaults. r collects the
@@ -128,9 +133,10 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 	return Config{
 		Name:              id.Name,
 		DatabaseURL:       r.String("DATABASE_URL", postgres.DefaultServerURL),
+		DatabasePassword:  r.Secret("DATABASE_PASSWORD", ""),
 		DBName:            r.String("DB_NAME", id.Database),
 		HTTPAddr:          r.String("HTTP_ADDR", addr),
-		AdminToken:        r.String("ADMIN_TOKEN", ""),
+		AdminToken:        r.Secret("ADMIN_TOKEN", ""),
 		LogLevel:          strings.ToLower(r.String("LOG_LEVEL", "info")),
 		FailPoints:        r.String("FAILPOINTS", ""),
 		FailPointNames:    id.FailPoints,
@@ -164,7 +170,7 @@ func (c Config) Validate() error {
 	}
 	if c.DBName == "" || len(c.DBName) > 63 {
 		errs = append(errs, fmt.Errorf("DB_NAME=%q: want 1-63 characters", c.DBName))
-	} else if _, err := postgres.WithDatabase(c.DatabaseURL, c.DBName); err != nil {
+	} else if _, err := c.DatabaseDSN(); err != nil {
 		errs = append(errs, fmt.Errorf("DATABASE_URL: %w", err))
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -201,9 +207,18 @@ func (c Config) failPointRegistry() (*failpoint.Registry, error) {
 	return failpoint.New(failpoint.Config{Names: c.FailPointNames, Spec: c.FailPoints})
 }
 
+// ServerURL is DATABASE_URL with DatabasePassword as its user's password.
+func (c Config) ServerURL() (string, error) {
+	return postgres.WithPassword(c.DatabaseURL, c.DatabasePassword)
+}
+
 // DatabaseDSN is the URL of the service's own database.
 func (c Config) DatabaseDSN() (string, error) {
-	return postgres.WithDatabase(c.DatabaseURL, c.DBName)
+	server, err := c.ServerURL()
+	if err != nil {
+		return "", err
+	}
+	return postgres.WithDatabase(server, c.DBName)
 }
 
 // Options are what a service adds to the shared start.
@@ -255,7 +270,11 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	}
 	opts.Pool.Timeouts = cfg.DB
 	migrations := append([]postgres.MigrationSet{idempotency.Schema()}, opts.Migrations...)
-	db, err := postgres.OpenService(ctx, cfg.DatabaseURL, cfg.DBName, opts.Pool, migrations...)
+	server, err := cfg.ServerURL()
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	db, err := postgres.OpenService(ctx, server, cfg.DBName, opts.Pool, migrations...)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,12 @@
 // environment variable they (and the runner) give a service is one of those
 // documented in README.md (Configuration).
 //
+// LoadCompose loads docker-compose.yml with compose's own loader as a fresh
+// clone would (no .env, no environment), and CheckComposeProject checks the
+// result: ports on 127.0.0.1 only, secrets only as files of the volume the
+// one-shot service secrets fills. CheckDockerignore and CheckDockerfile keep
+// secrets out of the build context and the images.
+//
 // CheckMonitoring checks compose's Prometheus and Grafana against the files
 // under deploy/prometheus and deploy/grafana, and PromtoolChecks are the
 // promtool runs (rules, configuration, the alerts' unit tests) its tests
@@ -192,9 +198,9 @@ func CheckCompose(compose []byte, services []suite.Service, documented map[strin
 }
 
 // SecretVars are the variables whose values must never be written in the
-// repository (docs/security.md): compose takes them from the untracked
-// .env that `make up` generates, Kubernetes from a Secret the operator
-// creates.
+// repository (docs/security.md): compose gives them as files of its secrets
+// volume (*_FILE, CheckComposeProject), Kubernetes from a Secret the
+// operator creates.
 func SecretVars() []string {
 	return []string{"CALLBACK_SECRET", "CALLBACK_SECRET_PREVIOUS", "ADMIN_TOKEN"}
 }

@@ -1,6 +1,7 @@
 package deployconsistency_test
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 // repo holds the files the checks read, as they are in the work tree.
 type repo struct {
 	compose, initSQL, prometheus, makefile, goWork []byte
+	dockerignore, dockerfile                       []byte
 	base                                           fstest.MapFS
 	grafana                                        fstest.MapFS // deploy/grafana
 	documented                                     map[string]bool
@@ -52,13 +54,15 @@ func loadRepo(t *testing.T) repo {
 		return b
 	}
 	r := repo{
-		compose:    read("docker-compose.yml"),
-		initSQL:    read("deploy/postgres/init.sql"),
-		prometheus: read("deploy/prometheus/prometheus.yml"),
-		makefile:   read("Makefile"),
-		goWork:     read("go.work"),
-		base:       fstest.MapFS{},
-		grafana:    fstest.MapFS{},
+		compose:      read("docker-compose.yml"),
+		initSQL:      read("deploy/postgres/init.sql"),
+		prometheus:   read("deploy/prometheus/prometheus.yml"),
+		makefile:     read("Makefile"),
+		goWork:       read("go.work"),
+		dockerignore: read(".dockerignore"),
+		dockerfile:   read("Dockerfile"),
+		base:         fstest.MapFS{},
+		grafana:      fstest.MapFS{},
 	}
 	var err error
 	if r.documented, err = deployconsistency.DocumentedEnv(read("README.md")); err != nil {
@@ -97,6 +101,13 @@ func (r repo) check(services []suite.Service) []error {
 	errs = append(errs, deployconsistency.CheckMakefile(r.makefile, services)...)
 	errs = append(errs, deployconsistency.CheckModules(r.goWork, r.makefile)...)
 	errs = append(errs, deployconsistency.CheckMonitoring(r.compose, r.prometheus, r.grafana)...)
+	if p, err := deployconsistency.LoadCompose(context.Background(), r.compose); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, deployconsistency.CheckComposeProject(p, services)...)
+	}
+	errs = append(errs, deployconsistency.CheckDockerignore(r.dockerignore)...)
+	errs = append(errs, deployconsistency.CheckDockerfile(r.dockerfile)...)
 	for _, s := range services {
 		env := map[string]string{}
 		for _, kv := range devrun.ServiceEnv(nil, services, s, suite.DefaultDatabaseURL, suite.DefaultKafkaBrokers) {
@@ -120,11 +131,11 @@ func TestRepositoryIsConsistent(t *testing.T) {
 func TestChecksCatchDrift(t *testing.T) {
 	tests := []struct {
 		name     string
-		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile, a deploy/base file or grafana/<path in deploy/grafana>
+		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile, go.work, .dockerignore, Dockerfile, a deploy/base file or grafana/<path in deploy/grafana>
 		old, new string
 		want     string
 	}{
-		{"compose publishes a wrong port", "docker-compose.yml", `"8083:8083"`, `"8093:8083"`, "inventory-service: port 8083 is not published as 8083:8083"},
+		{"compose publishes a wrong port", "docker-compose.yml", `"127.0.0.1:8083:8083"`, `"127.0.0.1:8093:8083"`, "inventory-service: port 8083 is not published as 8083:8083"},
 		{"compose listens on a wrong port", "docker-compose.yml", `HTTP_ADDR: ":8084"`, `HTTP_ADDR: ":8094"`, `points-service: HTTP_ADDR=":8094", want ":8084"`},
 		{"compose names a wrong database", "docker-compose.yml", "DB_NAME: payments", "DB_NAME: payment", `payment-service: DB_NAME="payment", want "payments"`},
 		{"compose uses an undocumented variable", "docker-compose.yml", "LOG_LEVEL: info", "LOGLEVEL: info", "LOGLEVEL is not a variable of README.md (Configuration)"},
@@ -141,8 +152,34 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"service exposes a wrong port", "payment-service.yaml", "      port: 8082\n", "      port: 8092\n", "Service payment-service does not expose port 8082"},
 		{"config map has an undocumented key", "configmap.yaml", "LOG_LEVEL: info", "LOG_LEVL: info", "LOG_LEVL is not a variable"},
 		{"secret is missing", "notification-service.yaml", "name: fulfillment-secrets", "name: other-secrets", `envFrom Secret "other-secrets" is not in the base`},
-		{"compose writes a secret", "docker-compose.yml", "ADMIN_TOKEN: ${ADMIN_TOKEN:?run make up, which generates .env}", "ADMIN_TOKEN: dev-admin-token", "ADMIN_TOKEN is written in the file"},
+		{"compose writes a secret", "docker-compose.yml", "ADMIN_TOKEN_FILE: /run/secrets/admin_token", "ADMIN_TOKEN: dev-admin-token", "ADMIN_TOKEN is written in the file"},
 		{"compose runs in development mode", "docker-compose.yml", "  LOG_LEVEL: info\n", "  LOG_LEVEL: info\n  SUITE_MODE: development\n", "SUITE_MODE=development accepts published secrets"},
+		{"compose needs a variable a fresh clone lacks", "docker-compose.yml", "FAILPOINTS_ENABLED: ${FAILPOINTS_ENABLED:-false}", "FAILPOINTS_ENABLED: ${FAILPOINTS_ENABLED:?run make up}", "required variable FAILPOINTS_ENABLED is missing a value"},
+		{"compose needs a .env", "docker-compose.yml", "  secrets:\n    image: alpine:3.22\n", "  secrets:\n    image: alpine:3.22\n    env_file: .env\n", "does not load on a fresh clone"},
+		{"compose has no secrets job", "docker-compose.yml", "  secrets:\n    image: alpine:3.22\n", "  keys:\n    image: alpine:3.22\n", "does not load on a fresh clone"},
+		{"console published on every interface", "docker-compose.yml", `"127.0.0.1:8080:8080"`, `"8080:8080"`, "redpanda-console: port 8080 is published on every interface; want 127.0.0.1:8080:8080"},
+		{"grafana published on 0.0.0.0", "docker-compose.yml", `"127.0.0.1:3000:3000"`, `"0.0.0.0:3000:3000"`, "grafana: port 3000 is published on 0.0.0.0"},
+		{"a service published on every interface", "docker-compose.yml", `"127.0.0.1:8086:8086"`, `"8086:8086"`, "reconciliation-service: port 8086 is published on every interface"},
+		{"postgres with a written password", "docker-compose.yml", "POSTGRES_PASSWORD_FILE: /run/secrets/postgres_password", "POSTGRES_PASSWORD: postgres", "postgres: POSTGRES_PASSWORD is set in the environment"},
+		{"postgres without its password file", "docker-compose.yml", "POSTGRES_PASSWORD_FILE: /run/secrets/postgres_password", "POSTGRES_HOST_AUTH_METHOD: trust", "postgres: POSTGRES_PASSWORD_FILE is not set"},
+		{"grafana keeps admin/admin", "docker-compose.yml", "      GF_SECURITY_ADMIN_PASSWORD__FILE: /run/secrets/grafana_admin_password\n", "", "grafana: GF_SECURITY_ADMIN_PASSWORD__FILE is not set"},
+		{"grafana with a written password", "docker-compose.yml", "GF_SECURITY_ADMIN_PASSWORD__FILE: /run/secrets/grafana_admin_password", "GF_SECURITY_ADMIN_PASSWORD: admin", "grafana: GF_SECURITY_ADMIN_PASSWORD is set in the environment"},
+		{"a password in DATABASE_URL", "docker-compose.yml", "postgres://postgres@postgres:5432", "postgres://postgres:postgres@postgres:5432", "order-service: DATABASE_URL holds a password"},
+		{"a secret from the environment", "docker-compose.yml", "ADMIN_TOKEN_FILE: /run/secrets/admin_token", "ADMIN_TOKEN: ${ADMIN_TOKEN:-}", "payment-service: ADMIN_TOKEN is set in the environment; give the service ADMIN_TOKEN_FILE"},
+		{"a service without its token file", "docker-compose.yml", "  ADMIN_TOKEN_FILE: /run/secrets/admin_token\n", "", "points-service: ADMIN_TOKEN_FILE is not set"},
+		{"services start before the secrets exist", "docker-compose.yml", "    secrets:\n      condition: service_completed_successfully\n    postgres:\n", "    postgres:\n", "order-service: reads secret files but does not depend on secrets"},
+		{"grafana only waits for the secrets job to start", "docker-compose.yml", "      secrets:\n        condition: service_completed_successfully\n      prometheus:", "      secrets:\n        condition: service_started\n      prometheus:", "grafana: reads secret files but does not depend on secrets with condition service_completed_successfully"},
+		{"services mount the secrets writable", "docker-compose.yml", "    - secrets:/run/secrets:ro\n", "    - secrets:/run/secrets\n", "inventory-service: mounts the volume secrets writable"},
+		{"postgres does not mount the secrets", "docker-compose.yml", "      - postgres:/var/lib/postgresql/data\n      - secrets:/run/secrets:ro\n", "      - postgres:/var/lib/postgresql/data\n", "postgres: reads secret files but does not mount the volume secrets"},
+		{"a secret file outside the volume", "docker-compose.yml", "DATABASE_PASSWORD_FILE: /run/secrets/postgres_password", "DATABASE_PASSWORD_FILE: /etc/postgres_password", `notification-service: DATABASE_PASSWORD_FILE="/etc/postgres_password" is not a file of the volume secrets`},
+		{"services and postgres read other passwords", "docker-compose.yml", "DATABASE_PASSWORD_FILE: /run/secrets/postgres_password", "DATABASE_PASSWORD_FILE: /run/secrets/database_password", `order-service: DATABASE_PASSWORD_FILE="/run/secrets/database_password", but postgres's POSTGRES_PASSWORD_FILE is "/run/secrets/postgres_password"`},
+		{"the secrets job misses a file", "docker-compose.yml", "        new admin_token 65532:65532\n", "", "secrets: does not generate admin_token, which"},
+		{"the secrets job has a network", "docker-compose.yml", "    network_mode: none\n", "", `secrets: network_mode ""`},
+		{"the secrets job restarts", "docker-compose.yml", "    restart: \"no\"\n    volumes:\n      - secrets:/run/secrets\n", "    restart: unless-stopped\n    volumes:\n      - secrets:/run/secrets\n", `secrets: restart "unless-stopped"`},
+		{"the secrets job cannot write", "docker-compose.yml", "      - secrets:/run/secrets\n    entrypoint", "      - secrets:/run/secrets:ro\n    entrypoint", "secrets: does not mount the volume secrets writable"},
+		{".env enters the build context", ".dockerignore", ".env\n", "", ".dockerignore: .env is not ignored"},
+		{"the Dockerfile takes a secret argument", "Dockerfile", "ARG SERVICE\nRUN test", "ARG SERVICE\nARG ADMIN_TOKEN\nRUN test", `"ARG ADMIN_TOKEN" would bake a secret`},
+		{"the Dockerfile copies .env", "Dockerfile", "COPY . .\n", "COPY . .\nCOPY .env /src/.env\n", `"COPY .env /src/.env" would bake a secret`},
 		{"config map writes a secret", "configmap.yaml", "  LOG_LEVEL: info", "  LOG_LEVEL: info\n  CALLBACK_SECRET: dev-callback-secret", "CALLBACK_SECRET is written in the file"},
 		{"deployment writes a secret", "order-service.yaml", "            - name: DB_NAME\n", "            - name: ADMIN_TOKEN\n              value: dev-admin-token\n            - name: DB_NAME\n", "ADMIN_TOKEN is written in the file"},
 		{"base ships a secret", "configmap.yaml", "kind: ConfigMap", "kind: Secret", "deploy/base ships Secret fulfillment-config"},
@@ -167,6 +204,7 @@ func TestChecksCatchDrift(t *testing.T) {
 			r := loadRepo(t)
 			target := map[string]*[]byte{
 				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile, "go.work": &r.goWork,
+				".dockerignore": &r.dockerignore, "Dockerfile": &r.dockerfile,
 			}[tt.file]
 			if name, ok := strings.CutPrefix(tt.file, "grafana/"); ok {
 				f, ok := r.grafana[name]
