@@ -196,7 +196,7 @@ drill-backlog: ## drill: 100 000-event backlog, scale-out 1 → 6, exactly-once 
 # RECONCILE_ARGS="--order O-1 --min-age 0s", "--show 12" or "--runs".
 RECONCILE_ARGS ?=
 
-reconcile: ## start a reconciliation run and print its findings (RECONCILE_ARGS)
+reconcile: ## start a reconciliation run, wait for it and print its findings (RECONCILE_ARGS)
 	@$(GO) run ./scripts/reconcile $(RECONCILE_ARGS)
 
 # DLQ_ARGS="show --service inventory --id 3", or "replay --service inventory --id 3".

@@ -1,7 +1,9 @@
-// Command reconcile starts a reconciliation run, or shows one, through the
-// reconciliation service's API and prints it as a table: the run, then one
-// line per finding with what was expected, what was found, the action and
-// what became of it.
+// Command reconcile starts a reconciliation run and waits for it to end,
+// or shows one, through the reconciliation service's API and prints it as
+// a table: the run, then one line per finding with what was expected, what
+// was found, the action and what became of it. While a run goes on it
+// reports on stderr how many orders it has checked; a run already going
+// is waited out first (one runs at a time).
 //
 //	go run ./scripts/reconcile [--order O-1 --order O-2] [--min-age 0s] [--by alice]
 //	go run ./scripts/reconcile --show 12
@@ -78,7 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	c := client{by: *by, api: suiteapi.New(suiteapi.Config{
 		URLs:       map[string]string{suiteapi.Reconciliation: env.String("RECONCILIATION_URL", "http://127.0.0.1:8086")},
 		AdminToken: env.String("ADMIN_TOKEN", ""),
-		HTTPClient: &http.Client{Timeout: 10 * time.Minute},
+		// Each call is short: the run is the service's, followed by polling.
+		HTTPClient: &http.Client{Timeout: 30 * time.Second},
 	})}
 	defer c.api.Close()
 
@@ -92,17 +95,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			err = r.print(stdout)
 		}
 	default:
-		body := map[string]any{}
-		if len(orders) > 0 {
-			body["orderIds"] = orders
+		var r suiteapi.Run
+		r, err = c.api.RunReconciliation(ctx, *by, suiteapi.RunRequest{OrderIDs: orders, MinAge: *minAge}, progress(stderr))
+		if r.ID > 0 {
+			// A run that failed is printed too: what it found before.
+			if perr := runView(r).print(stdout); err == nil {
+				err = perr
+			}
 		}
-		if *minAge != "" {
-			body["minAge"] = *minAge
-		}
-		var r runView
-		if err = c.do(ctx, http.MethodPost, "/admin/reconciliation/runs", body, &r); err == nil {
-			err = r.print(stdout)
-		}
+		err = explain(err)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "reconcile:", err)
@@ -117,13 +118,37 @@ type client struct {
 	api *suiteapi.Client
 }
 
+// progress reports a running run on w when it has checked more orders
+// than at its last report, at most every progressEvery.
+func progress(w io.Writer) func(suiteapi.Run) {
+	var last time.Time
+	checked := -1
+	return func(r suiteapi.Run) {
+		if r.Checked == checked || time.Since(last) < progressEvery {
+			return
+		}
+		checked, last = r.Checked, time.Now()
+		fmt.Fprintf(w, "run %d RUNNING for %s: %d orders checked, %d findings so far\n",
+			r.ID, time.Since(r.StartedAt).Round(time.Second), r.Checked, len(r.Findings))
+	}
+}
+
+// progressEvery is how often a long run's progress is reported.
+const progressEvery = 5 * time.Second
+
 func (c client) do(ctx context.Context, method, path string, body, out any) error {
 	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Operator": {c.by}}, body, out)
+	return explain(err)
+}
+
+// explain adds to an error of the API what the person running the command
+// can do about it.
+func explain(err error) error {
 	var se *suiteapi.StatusError
 	var ue *url.Error
 	switch {
 	case errors.As(err, &se):
-		return fmt.Errorf("%s %s: %d %s: %s", method, path, se.Status, http.StatusText(se.Status), se.Body)
+		return fmt.Errorf("%s %s: %d %s: %s", se.Method, se.URL, se.Status, http.StatusText(se.Status), se.Body)
 	case errors.As(err, &ue):
 		return fmt.Errorf("%w (is the suite running? make run)", err)
 	}

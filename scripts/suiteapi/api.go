@@ -563,8 +563,9 @@ type Finding struct {
 	Outcome  string `json:"outcome"`
 }
 
-// Run is a reconciliation run as POST /admin/reconciliation/runs and
-// GET /admin/reconciliation/runs/{id} answer it.
+// Run is a reconciliation run as POST /admin/reconciliation/runs (the run
+// started, RUNNING) and GET /admin/reconciliation/runs/{id} (how far it
+// has got, or how it ended) answer it.
 type Run struct {
 	ID         int64      `json:"id"`
 	Status     string     `json:"status"`
@@ -591,18 +592,122 @@ func (r Run) Kinds() []string {
 	return out
 }
 
-// Reconcile runs reconciliation over the orders named (none: every order,
-// and the effects of orders the order service does not know), whatever
-// their age, in the name of requestedBy ("" leaves it to the service). A run
-// that did not succeed is an error, returned with the run.
-func (c *Client) Reconcile(ctx context.Context, requestedBy string, orderIDs ...string) (Run, error) {
+// RunRequest is the body of POST /admin/reconciliation/runs: the orders
+// to reconcile (none: every order, and the effects of orders the order
+// service does not know) and the minimum age of their last change ("":
+// the convergence deadline, "0s": any age).
+type RunRequest struct {
+	OrderIDs []string `json:"orderIds,omitempty"`
+	MinAge   string   `json:"minAge,omitempty"`
+}
+
+// Running is the status of a run the service is still doing.
+const Running = "RUNNING"
+
+// StartRun sends POST /admin/reconciliation/runs in the name of
+// requestedBy ("" leaves it to the service) and returns the run as
+// started, RUNNING: the service does it after answering 202. While another
+// run runs the answer is a *StatusError with status 409 and business code
+// RUN_IN_PROGRESS.
+func (c *Client) StartRun(ctx context.Context, requestedBy string, req RunRequest) (Run, error) {
 	var r Run
-	_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", requestedByHeader(requestedBy),
-		map[string]any{"orderIds": orderIDs, "minAge": "0s"}, &r)
+	_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", requestedByHeader(requestedBy), req, &r)
+	return r, err
+}
+
+// ReconciliationRun reads run id (GET /admin/reconciliation/runs/{id}):
+// while RUNNING, how far it has got; once done, how it ended and every
+// finding.
+func (c *Client) ReconciliationRun(ctx context.Context, id int64) (Run, error) {
+	var r Run
+	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/runs/"+strconv.FormatInt(id, 10), nil, &r)
+	return r, err
+}
+
+// AwaitRun polls run id until it is no longer RUNNING, as often as the
+// client polls at first and then less often, up to once every
+// maxRunPoll, and returns it as it ended; progress, when not nil, gets the
+// run as read at each poll. It stops when ctx ends.
+func (c *Client) AwaitRun(ctx context.Context, id int64, progress func(Run)) (Run, error) {
+	wait := c.cfg.PollInterval
+	for {
+		r, err := c.ReconciliationRun(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		if r.Status != Running {
+			return r, nil
+		}
+		if progress != nil {
+			progress(r)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return r, fmt.Errorf("reconciliation run %d still RUNNING, %d orders checked: %w", id, r.Checked, err)
+		}
+		wait = min(2*wait, maxRunPoll)
+	}
+}
+
+// maxRunPoll bounds how long AwaitRun and RunReconciliation wait between
+// two looks at a run.
+const maxRunPoll = 2 * time.Second
+
+// RunReconciliation starts a run of req and waits for it to end: the one
+// way the drills, the tests and make reconcile run reconciliation. A run
+// already going (409 RUN_IN_PROGRESS: one runs at a time) is waited out
+// and the start sent again, with the same Idempotency-Key, so a start
+// whose answer was lost starts one run. progress, when not nil, gets the
+// run at each look while it runs (a run waited out is not reported). A
+// run that did not succeed is an error, returned with the run.
+func (c *Client) RunReconciliation(ctx context.Context, requestedBy string, req RunRequest, progress func(Run)) (Run, error) {
+	key, err := NewIdempotencyKey()
+	if err != nil {
+		return Run{}, err
+	}
+	header := requestedByHeader(requestedBy)
+	header.Set(IdempotencyKeyHeader, key)
+	wait := c.cfg.PollInterval
+	var started Run
+	for {
+		_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", header, req, &started)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Status != http.StatusConflict || se.BusinessCode != "RUN_IN_PROGRESS" {
+			if err != nil {
+				return Run{}, err
+			}
+			break
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return Run{}, fmt.Errorf("waiting for another run to end (%s): %w", se.Message, err)
+		}
+		wait = min(2*wait, maxRunPoll)
+	}
+	r, err := c.AwaitRun(ctx, started.ID, progress)
 	if err == nil && r.Status != "SUCCEEDED" {
 		err = fmt.Errorf("reconciliation run %d %s: %s", r.ID, r.Status, r.Error)
 	}
 	return r, err
+}
+
+// Reconcile runs reconciliation over the orders named (none: every order,
+// and the effects of orders the order service does not know), whatever
+// their age, in the name of requestedBy ("" leaves it to the service), and
+// waits for it to end (RunReconciliation). A run that did not succeed is
+// an error, returned with the run.
+func (c *Client) Reconcile(ctx context.Context, requestedBy string, orderIDs ...string) (Run, error) {
+	return c.RunReconciliation(ctx, requestedBy, RunRequest{OrderIDs: orderIDs, MinAge: "0s"}, nil)
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Mismatch is what keeps an order from converging.

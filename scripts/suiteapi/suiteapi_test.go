@@ -140,8 +140,11 @@ func TestRequests(t *testing.T) {
 			"PUT", "/admin/failpoints/inventory.apply", `{"action":"error","times":3}`, true, [2]string{}},
 		{"replay names who asks", func(c *suiteapi.Client) error { _, err := c.Replay(ctx, suiteapi.Points, 42, "ops"); return err },
 			"POST", "/admin/dlq/42/replay", "", true, [2]string{"X-Operator", "ops"}},
-		{"reconcile", func(c *suiteapi.Client) error { _, err := c.Reconcile(ctx, "drill", "O-1"); return err },
-			"POST", "/admin/reconciliation/runs", `{"minAge":"0s","orderIds":["O-1"]}`, true, [2]string{"X-Operator", "drill"}},
+		{"start a reconciliation run", func(c *suiteapi.Client) error {
+			_, err := c.StartRun(ctx, "drill", suiteapi.RunRequest{OrderIDs: []string{"O-1"}, MinAge: "0s"})
+			return err
+		},
+			"POST", "/admin/reconciliation/runs", `{"orderIds":["O-1"],"minAge":"0s"}`, true, [2]string{"X-Operator", "drill"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,14 +169,82 @@ func TestRequests(t *testing.T) {
 	}
 }
 
-func TestReconcileRunThatFailed(t *testing.T) {
-	c := newClient(t, &fakeService{status: 200, body: `{"id":3,"status":"FAILED","error":"payment unreachable"}`})
-	r, err := c.Reconcile(context.Background(), "", "O-1")
-	if err == nil || !strings.Contains(err.Error(), "payment unreachable") {
-		t.Fatalf("err = %v, want the run's error", err)
+// runService answers the reconciliation run API in turn: a start refused
+// while another run runs, then accepted; the run RUNNING at the first
+// look, then ended as final says.
+type runService struct {
+	final string
+	mu    sync.Mutex
+	posts []string // the Idempotency-Key of each start
+	gets  int
+}
+
+func (f *runService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/admin/reconciliation/runs":
+		f.posts = append(f.posts, r.Header.Get("Idempotency-Key"))
+		if len(f.posts) == 1 {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"businessCode":"RUN_IN_PROGRESS","message":"run 6 is running"}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":7,"status":"RUNNING"}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/admin/reconciliation/runs/7":
+		f.gets++
+		if f.gets == 1 {
+			_, _ = io.WriteString(w, `{"id":7,"status":"RUNNING","checked":500}`)
+			return
+		}
+		_, _ = io.WriteString(w, f.final)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"businessCode":"NOT_FOUND"}`)
 	}
-	if r.ID != 3 {
-		t.Errorf("run = %+v, want the run returned with the error", r)
+}
+
+func runClient(t *testing.T, f *runService) *suiteapi.Client {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c := suiteapi.New(suiteapi.Config{URLs: map[string]string{suiteapi.Reconciliation: srv.URL}, AdminToken: "secret", PollInterval: time.Millisecond})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestReconcileWaitsForTheRun: a start refused while another run runs is
+// sent again with the same key; the run started is followed until it
+// ends, its progress reported on the way; one that failed is an error.
+func TestReconcileWaitsForTheRun(t *testing.T) {
+	tests := []struct {
+		name, final string
+		wantErr     string
+	}{
+		{"succeeded", `{"id":7,"status":"SUCCEEDED","checked":900,"findings":[{"orderId":"O-1","kind":"MISSING_EFFECT"}]}`, ""},
+		{"failed", `{"id":7,"status":"FAILED","checked":500,"error":"payment unreachable"}`, "payment unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &runService{final: tt.final}
+			var seen []int
+			r, err := runClient(t, f).RunReconciliation(context.Background(), "drill", suiteapi.RunRequest{MinAge: "0s"},
+				func(r suiteapi.Run) { seen = append(seen, r.Checked) })
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			if r.ID != 7 || r.Status == suiteapi.Running {
+				t.Errorf("run = %+v, want run 7 as it ended", r)
+			}
+			if len(f.posts) != 2 || f.posts[0] == "" || f.posts[0] != f.posts[1] {
+				t.Errorf("starts sent with keys %q, want two with one key", f.posts)
+			}
+			if len(seen) != 1 || seen[0] != 500 {
+				t.Errorf("progress %v, want the running run's 500 orders once", seen)
+			}
+		})
 	}
 }
 

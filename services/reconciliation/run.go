@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,8 +20,9 @@ import (
 // peerTimeout bounds one read of a service: a page of 500 orders' views.
 const peerTimeout = 30 * time.Second
 
-// run wires the service and serves until ctx ends: the HTTP API, the
-// convergence monitor and the scheduled runs, each owned by one errgroup.
+// run wires the service and serves until ctx ends: the HTTP API, the runs
+// it starts, the convergence monitor and the scheduled runs, each owned by
+// one errgroup.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -41,7 +43,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ports.NewHandler(ctx, reconciler, store).Register(svc.Admin)
+	ports.NewHandler(reconciler, store).Register(svc.Admin)
+	svc.Go(reconciler.Serve)
 	svc.Go(app.NewMonitor(cfg.Monitor, reconciler, store).Run)
 	if cfg.Interval > 0 {
 		svc.Go(func(ctx context.Context) error { return schedule(ctx, cfg.Interval, reconciler, svc.Logger) })
@@ -50,8 +53,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 }
 
 // schedule starts a run over every order older than the deadline each
-// interval. A run that fails (a service down, its own database away) is
-// logged, and the next one tries again.
+// interval, done by the reconciler's Serve like a requested one. A
+// schedule that finds a run still going skips its turn; a run that fails
+// (a service down, its own database away) is logged by the run, and the
+// next one tries again.
 func schedule(ctx context.Context, interval time.Duration, r *app.Reconciler, logger *slog.Logger) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -60,8 +65,12 @@ func schedule(ctx context.Context, interval time.Duration, r *app.Reconciler, lo
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if _, err := r.Run(ctx, "schedule", rec.Scope{MinAge: r.Deadline()}); err != nil && ctx.Err() == nil {
-				logger.WarnContext(ctx, "scheduled reconciliation run failed", "error", err)
+			_, err := r.Start(ctx, "schedule", rec.Scope{MinAge: r.Deadline()})
+			switch {
+			case errors.Is(err, adapters.ErrRunInProgress):
+				logger.InfoContext(ctx, "scheduled reconciliation run skipped", "reason", err)
+			case err != nil && ctx.Err() == nil:
+				logger.WarnContext(ctx, "scheduled reconciliation run did not start", "error", err)
 			}
 		}
 	}

@@ -305,11 +305,13 @@ func (s *Suite) Metric(service, name string, labels map[string]string) float64 {
 	return v
 }
 
-// Run is a reconciliation run as POST /admin/reconciliation/runs answers it.
+// Run is a reconciliation run as GET /admin/reconciliation/runs/{id} shows
+// it.
 type Run = suiteapi.Run
 
-// Reconcile runs reconciliation over the orders named, whatever their age,
-// and requires the run to succeed.
+// Reconcile runs reconciliation over the orders named (none: every order),
+// whatever their age, waits for the run to end, and requires it to
+// succeed.
 func (s *Suite) Reconcile(orderIDs ...string) Run {
 	s.t.Helper()
 	r, err := s.api.Reconcile(ctx(), "", orderIDs...)

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -24,12 +25,19 @@ type object struct {
 	Data       map[string]string `yaml:"data"`       // ConfigMap, Secret
 	StringData map[string]string `yaml:"stringData"` // Secret
 	Spec       struct {
-		Ports    []servicePort `yaml:"ports"` // Service
-		Template struct {
+		Ports       []servicePort `yaml:"ports"`    // Service
+		Template    podTemplate   `yaml:"template"` // Deployment
+		JobTemplate struct {
 			Spec struct {
-				Containers []container `yaml:"containers"`
+				Template podTemplate `yaml:"template"`
 			} `yaml:"spec"`
-		} `yaml:"template"` // Deployment
+		} `yaml:"jobTemplate"` // CronJob
+	} `yaml:"spec"`
+}
+
+type podTemplate struct {
+	Spec struct {
+		Containers []container `yaml:"containers"`
 	} `yaml:"spec"`
 }
 
@@ -38,8 +46,10 @@ type servicePort struct {
 }
 
 type container struct {
-	Image string `yaml:"image"`
-	Ports []struct {
+	Image   string   `yaml:"image"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Ports   []struct {
 		ContainerPort int `yaml:"containerPort"`
 	} `yaml:"ports"`
 	Env []struct {
@@ -87,6 +97,7 @@ func CheckKustomize(fsys fs.FS, services []suite.Service, documented map[string]
 	for _, name := range sortedKeys(byKind["Secret"]) {
 		errs = append(errs, fmt.Errorf("deploy/base ships Secret %s: its values would be in the repository; reference %s and let the operator create it (deploy/README.md)", name, ExternalSecret))
 	}
+	errs = append(errs, checkReconciliationSchedule(byKind)...)
 	errs = append(errs, unknownServices("deploy/base Deployments", sortedKeys(byKind["Deployment"]), services)...)
 	errs = append(errs, unknownServices("deploy/base Services", sortedKeys(byKind["Service"]), services)...)
 	return errs
@@ -110,6 +121,18 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != s.Port {
 		errs = append(errs, fmt.Errorf("%s: container ports %v, want just %d", where, c.Ports, s.Port))
 	}
+	env, envErrs := containerEnv(byKind, c)
+	for _, err := range envErrs {
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	errs = append(errs, CheckNoSecretValues(where, env, false)...)
+	return append(errs, CheckEnv(where, env, s, all, documented, s.HTTPAddr(), URLOf)...)
+}
+
+// containerEnv is c's environment as Kubernetes gives it: its envFrom
+// sources of the base, then its env.
+func containerEnv(byKind map[string]map[string]object, c container) (map[string]string, []error) {
+	var errs []error
 	env := map[string]string{}
 	for _, from := range c.EnvFrom {
 		kind, name := "ConfigMap", ""
@@ -124,7 +147,7 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 			continue // created by the operator (deploy/README.md)
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("%s: envFrom %s %q is not in the base", where, kind, name))
+			errs = append(errs, fmt.Errorf("envFrom %s %q is not in the base", kind, name))
 			continue
 		}
 		for k, v := range src.Data {
@@ -137,8 +160,44 @@ func checkDeployment(byKind map[string]map[string]object, s suite.Service, all [
 	for _, e := range c.Env { // env wins over envFrom, as in Kubernetes
 		env[e.Name] = e.Value
 	}
-	errs = append(errs, CheckNoSecretValues(where, env, false)...)
-	return append(errs, CheckEnv(where, env, s, all, documented, s.HTTPAddr(), URLOf)...)
+	return env, errs
+}
+
+// reconciliationRuns is the path a scheduler of reconciliation runs posts
+// to.
+const reconciliationRuns = "/admin/reconciliation/runs"
+
+// checkReconciliationSchedule requires exactly one scheduler of
+// reconciliation runs in the base: the reconciliation Deployment with a
+// positive RECONCILIATION_INTERVAL (its default, 5m, when unset), or a
+// CronJob whose container starts runs; two would start every run twice
+// (docs/decisions.md, Reconciliation runs outlive their request).
+func checkReconciliationSchedule(byKind map[string]map[string]object) []error {
+	var schedulers []string
+	for _, name := range sortedKeys(byKind["Deployment"]) {
+		for _, c := range byKind["Deployment"][name].Spec.Template.Spec.Containers {
+			if !strings.Contains(c.Image, "reconciliation-service") {
+				continue
+			}
+			env, _ := containerEnv(byKind, c)
+			interval, set := env["RECONCILIATION_INTERVAL"]
+			d, err := time.ParseDuration(interval)
+			if !set || err != nil || d > 0 {
+				schedulers = append(schedulers, fmt.Sprintf("Deployment %s (RECONCILIATION_INTERVAL=%q)", name, interval))
+			}
+		}
+	}
+	for _, name := range sortedKeys(byKind["CronJob"]) {
+		for _, c := range byKind["CronJob"][name].Spec.JobTemplate.Spec.Template.Spec.Containers {
+			if strings.Contains(strings.Join(append(slices.Clone(c.Command), c.Args...), " "), reconciliationRuns) {
+				schedulers = append(schedulers, "CronJob "+name)
+			}
+		}
+	}
+	if len(schedulers) != 1 {
+		return []error{fmt.Errorf("deploy/base: %d schedulers of reconciliation runs %v, want exactly 1", len(schedulers), schedulers)}
+	}
+	return nil
 }
 
 // loadKustomization reads every object of the resources kustomization.yaml

@@ -16,6 +16,10 @@ import (
 // ErrRunNotFound is returned for a run id that does not exist.
 var ErrRunNotFound = errors.New("reconciliation run not found")
 
+// ErrRunInProgress is returned by StartRun while another run is RUNNING:
+// one runs at a time, over every process.
+var ErrRunInProgress = errors.New("a reconciliation run is in progress")
+
 // Store keeps reconciliation's audit (runs, findings, actions) and the
 // convergence monitor's state in the service's own database.
 type Store struct {
@@ -25,20 +29,75 @@ type Store struct {
 // NewStore returns a store over db.
 func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// StartRun records a run that begins now.
+// StartRun records a run that begins now, RUNNING, or returns
+// ErrRunInProgress naming the run that is: the partial unique index on
+// RUNNING runs decides between two processes starting at once.
 func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
 	ids := scope.OrderIDs
 	if ids == nil {
 		ids = []string{}
 	}
 	run := rec.Run{StartedBy: startedBy, Scope: scope, Status: rec.RunRunning}
-	if err := s.db.QueryRowxContext(ctx, `
-		INSERT INTO reconciliation_runs (started_by, order_ids, min_age_ms, status)
-		VALUES ($1, $2, $3, $4) RETURNING id, started_at`,
-		startedBy, pq.Array(ids), scope.MinAge.Milliseconds(), rec.RunRunning).Scan(&run.ID, &run.StartedAt); err != nil {
-		return rec.Run{}, fmt.Errorf("start run: %w", err)
+	// The running run may finish between the insert and the read of it;
+	// the next insert then succeeds.
+	for range 3 {
+		err := s.db.QueryRowxContext(ctx, `
+			INSERT INTO reconciliation_runs (started_by, order_ids, min_age_ms, status)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING id, started_at`,
+			startedBy, pq.Array(ids), scope.MinAge.Milliseconds(), rec.RunRunning).Scan(&run.ID, &run.StartedAt)
+		if err == nil {
+			return run, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return rec.Run{}, fmt.Errorf("start run: %w", err)
+		}
+		var running int64
+		err = s.db.GetContext(ctx, &running, `SELECT id FROM reconciliation_runs WHERE status = 'RUNNING'`)
+		if err == nil {
+			return rec.Run{}, fmt.Errorf("%w: run %d is running (GET /admin/reconciliation/runs/%d); one runs at a time",
+				ErrRunInProgress, running, running)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return rec.Run{}, fmt.Errorf("read the running run: %w", err)
+		}
 	}
-	return run, nil
+	return rec.Run{}, fmt.Errorf("%w: runs keep starting and finishing; try again", ErrRunInProgress)
+}
+
+// Progress records how far a RUNNING run has got, and that its process is
+// alive.
+func (s *Store) Progress(ctx context.Context, run rec.Run) error {
+	if _, err := s.db.ExecContext(ctx, `
+		UPDATE reconciliation_runs SET checked = $2, findings = $3, actions = $4, heartbeat_at = now()
+		WHERE id = $1 AND status = 'RUNNING'`,
+		run.ID, run.Checked, len(run.Findings), run.Actions); err != nil {
+		return fmt.Errorf("record progress of run %d: %w", run.ID, err)
+	}
+	return nil
+}
+
+// Beat records that the process running run id is alive.
+func (s *Store) Beat(ctx context.Context, id int64) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE reconciliation_runs SET heartbeat_at = now() WHERE id = $1 AND status = 'RUNNING'`, id); err != nil {
+		return fmt.Errorf("heartbeat of run %d: %w", id, err)
+	}
+	return nil
+}
+
+// Abandon marks FAILED every RUNNING run whose last heartbeat is before
+// before (its process died mid-run) and returns their ids.
+func (s *Store) Abandon(ctx context.Context, before time.Time) ([]int64, error) {
+	var ids []int64
+	if err := s.db.SelectContext(ctx, &ids, `
+		UPDATE reconciliation_runs
+		SET status = 'FAILED', finished_at = now(),
+		    error = 'abandoned: no heartbeat since ' || to_char(heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+		            '; the process running it stopped before the run finished'
+		WHERE status = 'RUNNING' AND heartbeat_at < $1
+		RETURNING id`, before); err != nil {
+		return nil, fmt.Errorf("mark abandoned runs: %w", err)
+	}
+	return ids, nil
 }
 
 // FinishRun records how run ended.

@@ -29,6 +29,11 @@ type Config struct {
 	// MaxAttempts bounds how often a failing compensation is tried, over
 	// all runs.
 	MaxAttempts int
+	// Heartbeat is how often a run records that its process is alive.
+	Heartbeat time.Duration
+	// AbandonAfter is how long a RUNNING run may go without a heartbeat
+	// before it is marked FAILED: its process stopped mid-run.
+	AbandonAfter time.Duration
 	// Clock tells the time; nil is time.Now. A test moves it past a
 	// deadline instead of waiting for it.
 	Clock func() time.Time
@@ -36,7 +41,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults of README.md (Configuration).
 func DefaultConfig() Config {
-	return Config{Deadline: 30 * time.Second, PageSize: 500, MaxAttempts: 3}
+	return Config{Deadline: 30 * time.Second, PageSize: 500, MaxAttempts: 3, Heartbeat: 10 * time.Second, AbandonAfter: time.Minute}
 }
 
 // Validate reports an unusable configuration.
@@ -50,6 +55,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, errors.New("compensations need at least one attempt"))
+	}
+	if c.Heartbeat <= 0 || c.AbandonAfter < 3*c.Heartbeat {
+		errs = append(errs, errors.New("a run's heartbeat must be positive and a run abandoned only after three missed"))
 	}
 	return errors.Join(errs...)
 }
@@ -73,6 +81,9 @@ type Peers interface {
 // Audit records runs, findings and actions.
 type Audit interface {
 	StartRun(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error)
+	Progress(ctx context.Context, run rec.Run) error
+	Beat(ctx context.Context, id int64) error
+	Abandon(ctx context.Context, before time.Time) ([]int64, error)
 	FinishRun(ctx context.Context, run rec.Run) error
 	AddFindings(ctx context.Context, runID int64, fs []rec.Recorded) error
 	Claim(ctx context.Context, a rec.Taken, stale time.Duration, maxAttempts int) (bool, rec.Taken, error)
@@ -88,6 +99,15 @@ type Reconciler struct {
 	metrics *Metrics
 	logger  *slog.Logger
 	now     func() time.Time
+	// started hands runs begun by Start to Serve, which runs them one at
+	// a time.
+	started chan started
+}
+
+// started is a run Start recorded, for Serve to do.
+type started struct {
+	run   rec.Run
+	scope rec.Scope
 }
 
 // NewReconciler returns a reconciler; metrics may be nil.
@@ -99,16 +119,74 @@ func NewReconciler(cfg Config, peers Peers, audit Audit, metrics *Metrics, logge
 	if now == nil {
 		now = time.Now
 	}
-	return &Reconciler{cfg: cfg, peers: peers, audit: audit, metrics: metrics, logger: logger, now: now}, nil
+	return &Reconciler{cfg: cfg, peers: peers, audit: audit, metrics: metrics, logger: logger, now: now,
+		started: make(chan started, 1)}, nil
 }
 
 // Deadline is the convergence deadline, the default minimum age of a run.
 func (r *Reconciler) Deadline() time.Duration { return r.cfg.Deadline }
 
-// Run reconciles the orders of scope and returns the run with its
-// findings. A run that cannot read every service fails, recording what it
-// had done so far: an order is never judged on part of its facts.
+// Start records a run of scope, RUNNING, and hands it to Serve, which does
+// the work in the service's context: the run outlives the request that
+// started it, whose answer is the run's id at once. One run runs at a
+// time: while one does, Start returns adapters.ErrRunInProgress naming it.
+func (r *Reconciler) Start(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
+	run, err := r.begin(ctx, startedBy, scope)
+	if err != nil {
+		return rec.Run{}, err
+	}
+	select {
+	case r.started <- started{run: run, scope: scope}:
+		return run, nil
+	default:
+		// Serve has not taken the last run yet, which the database's one
+		// RUNNING run rules out unless that run was abandoned.
+		run.Status, run.Error = rec.RunFailed, "the service had another run waiting to start"
+		return run, r.finish(context.WithoutCancel(ctx), &run)
+	}
+}
+
+// Serve does the runs Start records, one at a time, until ctx ends; a run
+// that ctx ends is recorded FAILED. Between runs, and when it begins, it
+// marks FAILED the runs whose process stopped mid-run (no heartbeat for
+// AbandonAfter), so no run stays RUNNING for ever.
+func (r *Reconciler) Serve(ctx context.Context) error {
+	r.abandon(ctx)
+	t := time.NewTicker(r.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case s := <-r.started:
+				s.run.Status, s.run.Error = rec.RunFailed, "the service stopped before the run began"
+				_ = r.finish(context.WithoutCancel(ctx), &s.run)
+			default:
+			}
+			return nil
+		case s := <-r.started:
+			_, _ = r.execute(ctx, s.run, s.scope)
+		case <-t.C:
+			r.abandon(ctx)
+		}
+	}
+}
+
+// Run reconciles the orders of scope in ctx and returns the run with its
+// findings once it is done. A run that cannot read every service fails,
+// recording what it had done so far: an order is never judged on part of
+// its facts.
 func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
+	run, err := r.begin(ctx, startedBy, scope)
+	if err != nil {
+		return rec.Run{}, err
+	}
+	return r.execute(ctx, run, scope)
+}
+
+// begin checks scope and records the run, RUNNING, first marking any run
+// whose process died: a dead run must not refuse a new one.
+func (r *Reconciler) begin(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
 	if len(scope.OrderIDs) > MaxOrderIDs {
 		return rec.Run{}, event.Invalid("orderIds", "has %d entries; at most %d are allowed", len(scope.OrderIDs), MaxOrderIDs)
 	}
@@ -120,12 +198,48 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 	if scope.MinAge < 0 {
 		return rec.Run{}, event.Invalid("minAge", "must not be negative, got %s", scope.MinAge)
 	}
-	run, err := r.audit.StartRun(ctx, startedBy, scope)
+	r.abandon(ctx)
+	return r.audit.StartRun(ctx, startedBy, scope)
+}
+
+// abandon marks FAILED the runs without a heartbeat for AbandonAfter.
+func (r *Reconciler) abandon(ctx context.Context) {
+	ids, err := r.audit.Abandon(ctx, r.now().Add(-r.cfg.AbandonAfter))
 	if err != nil {
-		return rec.Run{}, err
+		if ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "mark abandoned reconciliation runs", "error", err)
+		}
+		return
 	}
-	ctx = adapters.WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, startedBy))
-	err = r.pages(ctx, &run, scope, func(facts []rec.Facts) error {
+	for _, id := range ids {
+		r.logger.WarnContext(ctx, "reconciliation run abandoned: its process stopped mid-run", "run", id)
+	}
+}
+
+// execute does run, recording its progress after each page and beating
+// its heartbeat while it works, and records how it ended.
+func (r *Reconciler) execute(ctx context.Context, run rec.Run, scope rec.Scope) (rec.Run, error) {
+	beating, stop := context.WithCancel(ctx)
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		t := time.NewTicker(r.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-beating.Done():
+				return
+			case <-t.C:
+				if err := r.audit.Beat(beating, run.ID); err != nil && beating.Err() == nil {
+					r.logger.WarnContext(beating, "reconciliation run heartbeat", "run", run.ID, "error", err)
+				}
+			}
+		}
+	}()
+	defer func() { stop(); <-beat }()
+
+	ctx = adapters.WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, run.StartedBy))
+	err := r.pages(ctx, &run, scope, func(facts []rec.Facts) error {
 		recorded, actions, err := r.settle(ctx, &run, facts)
 		run.Checked += len(facts)
 		run.Actions += actions
@@ -133,7 +247,10 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 		if err != nil {
 			return err
 		}
-		return r.audit.AddFindings(ctx, run.ID, recorded)
+		if err := r.audit.AddFindings(ctx, run.ID, recorded); err != nil {
+			return err
+		}
+		return r.audit.Progress(ctx, run)
 	})
 	if err == nil && len(scope.OrderIDs) == 0 {
 		err = r.orphans(ctx, &run, run.StartedAt.Add(-scope.MinAge))
@@ -142,16 +259,25 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 	if err != nil {
 		run.Status, run.Error = rec.RunFailed, err.Error()
 	}
-	finished := r.now()
-	run.FinishedAt = &finished
-	// The audit outlives a cancelled request: finish the run's record.
-	if ferr := r.audit.FinishRun(context.WithoutCancel(ctx), run); ferr != nil {
+	// The audit outlives a cancelled run: finish the run's record.
+	if ferr := r.finish(context.WithoutCancel(ctx), &run); ferr != nil {
 		return run, errors.Join(err, ferr)
 	}
 	r.metrics.run(run)
-	r.logger.InfoContext(ctx, "reconciliation run finished", "run", run.ID, "startedBy", startedBy, "status", run.Status,
+	r.logger.InfoContext(ctx, "reconciliation run finished", "run", run.ID, "startedBy", run.StartedBy, "status", run.Status,
 		"checked", run.Checked, "inFlight", len(run.InFlight), "findings", len(run.Findings), "actions", run.Actions, "error", run.Error)
 	return run, nil
+}
+
+// finish records how run ended.
+func (r *Reconciler) finish(ctx context.Context, run *rec.Run) error {
+	finished := r.now()
+	run.FinishedAt = &finished
+	if err := r.audit.FinishRun(ctx, *run); err != nil {
+		r.logger.ErrorContext(ctx, "record the end of a reconciliation run", "run", run.ID, "error", err)
+		return err
+	}
+	return nil
 }
 
 // pages hands the facts of the scope's orders to each, a page at a time.
@@ -430,7 +556,8 @@ func (r *Reconciler) act(ctx context.Context, run *rec.Run, f rec.Finding) (rec.
 	outcome, err := r.take(ctx, f.OrderID, f.Action)
 	status := rec.ActionDone
 	if err != nil {
-		status, outcome = rec.ActionFailed, "FAILED: "+err.Error()
+		// The status is the outcome's prefix below, as for one done.
+		status, outcome = rec.ActionFailed, err.Error()
 	}
 	r.metrics.action(f.Action.Type, status)
 	if ferr := r.audit.Finish(context.WithoutCancel(ctx), f.Action.Key, status, outcome); ferr != nil {

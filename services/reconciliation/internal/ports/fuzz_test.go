@@ -15,11 +15,12 @@ import (
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/ports"
 )
 
-// echoReconciler answers a run with the scope it was given.
+// echoReconciler answers a start with a RUNNING run of the scope it was
+// given.
 type echoReconciler struct{}
 
-func (echoReconciler) Run(_ context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
-	return rec.Run{ID: 1, StartedBy: startedBy, Scope: scope, Status: rec.RunSucceeded, StartedAt: time.Now()}, nil
+func (echoReconciler) Start(_ context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
+	return rec.Run{ID: 1, StartedBy: startedBy, Scope: scope, Status: rec.RunRunning, StartedAt: time.Now()}, nil
 }
 
 func (echoReconciler) Check(_ context.Context, orderID string) (app.Check, error) {
@@ -50,7 +51,7 @@ func FuzzStartRun(f *testing.F) {
 	f.Add("next\u0085line", []byte(`{"orderIds":["O-1"]}`))
 	f.Fuzz(func(t *testing.T, requestedBy string, body []byte) {
 		srv := httpapi.New(httpapi.Config{MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		ports.NewHandler(t.Context(), echoReconciler{}, noAudit{}).Register(srv.Admin())
+		ports.NewHandler(echoReconciler{}, noAudit{}).Register(srv.Admin())
 		header := map[string]string{}
 		if requestedBy != "" {
 			header[ports.RequestedByHeader] = requestedBy

@@ -29,11 +29,13 @@ const (
 	CodeRunNotFound   = "RUN_NOT_FOUND"
 	CodeOrderNotFound = "ORDER_NOT_FOUND"
 	CodeUnavailable   = "SERVICE_UNAVAILABLE"
+	CodeRunInProgress = "RUN_IN_PROGRESS"
 )
 
-// Reconciler runs and checks.
+// Reconciler starts runs and checks.
 type Reconciler interface {
-	Run(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error)
+	// Start records a run, RUNNING, and does it after returning.
+	Start(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error)
 	Check(ctx context.Context, orderID string) (app.Check, error)
 	Deadline() time.Duration
 }
@@ -45,18 +47,15 @@ type Audit interface {
 	Findings(ctx context.Context, orderID string) ([]rec.Recorded, error)
 }
 
-// Handler serves the API. runs is the context runs are started in: a run
-// outlives the request that started it (a client that gives up does not
-// stop the compensation it started), and stops with the service.
+// Handler serves the API.
 type Handler struct {
 	reconciler Reconciler
 	audit      Audit
-	runs       context.Context
 }
 
 // NewHandler returns the API.
-func NewHandler(runs context.Context, r Reconciler, a Audit) *Handler {
-	return &Handler{reconciler: r, audit: a, runs: runs}
+func NewHandler(r Reconciler, a Audit) *Handler {
+	return &Handler{reconciler: r, audit: a}
 }
 
 // Register adds the routes to the admin group.
@@ -89,7 +88,8 @@ type FindingView struct {
 	DetectedAt time.Time `json:"detectedAt"`
 }
 
-// RunView answers a run.
+// RunView answers a run: while it is RUNNING, Checked, Actions and
+// Findings are how far it has got.
 type RunView struct {
 	ID         int64         `json:"id"`
 	Status     string        `json:"status"`
@@ -146,11 +146,14 @@ func (h *Handler) start(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := h.reconciler.Run(h.runs, startedBy, scope)
+	// The run is done by the service, not in this request: the answer is
+	// the RUNNING run, which GET /admin/reconciliation/runs/{id} follows.
+	run, err := h.reconciler.Start(c.Request().Context(), startedBy, scope)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, runView(run))
+	c.Response().Header().Set(echo.HeaderLocation, "/admin/reconciliation/runs/"+strconv.FormatInt(run.ID, 10))
+	return c.JSON(http.StatusAccepted, runView(run))
 }
 
 // RunsView answers GET /admin/reconciliation/runs.
@@ -258,6 +261,8 @@ func MapError(err error) *httpapi.Error {
 	switch {
 	case errors.Is(err, adapters.ErrRunNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeRunNotFound, Message: err.Error()}
+	case errors.Is(err, adapters.ErrRunInProgress):
+		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeRunInProgress, Message: err.Error()}
 	case errors.Is(err, app.ErrOrderNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
 	case errors.Is(err, adapters.ErrUnavailable):
