@@ -271,13 +271,14 @@ const (
 // Deployment ask to be scraped on the service's port at /metrics.
 func CheckScrapeAnnotations(r Rendered, services []suite.Service) []error {
 	var errs []error
+	pods := r.podTemplates()
 	for _, s := range services {
-		i := slices.IndexFunc(r.podTemplates(), func(p podTemplate) bool { return p.kind == "Deployment" && p.name == s.FullName() })
+		i := slices.IndexFunc(pods, func(p podTemplate) bool { return p.kind == "Deployment" && p.name == s.FullName() })
 		if i < 0 {
 			errs = append(errs, fmt.Errorf("%s: no Deployment %s", r.Where, s.FullName()))
 			continue
 		}
-		a := r.podTemplates()[i].template.Annotations
+		a := pods[i].template.Annotations
 		want := map[string]string{ScrapeAnnotation: "true", PortAnnotation: strconv.Itoa(s.Port), PathAnnotation: "/metrics"}
 		for _, k := range []string{ScrapeAnnotation, PortAnnotation, PathAnnotation} {
 			if a[k] != want[k] {
@@ -286,6 +287,12 @@ func CheckScrapeAnnotations(r Rendered, services []suite.Service) []error {
 		}
 	}
 	return errs
+}
+
+// kubernetesSD is the part of a kubernetes_sd_configs entry the check
+// reads.
+type kubernetesSD struct {
+	Role string `yaml:"role"`
 }
 
 // relabelConfig is one relabel_configs entry; only the actions the
@@ -313,11 +320,9 @@ func CheckKubernetesPrometheus(config []byte, r Rendered, services []suite.Servi
 	const where = "deploy/prometheus/prometheus-kubernetes.yml"
 	var cfg struct {
 		ScrapeConfigs []struct {
-			JobName      string `yaml:"job_name"`
-			MetricsPath  string `yaml:"metrics_path"`
-			KubernetesSD []struct {
-				Role string `yaml:"role"`
-			} `yaml:"kubernetes_sd_configs"`
+			JobName        string          `yaml:"job_name"`
+			MetricsPath    string          `yaml:"metrics_path"`
+			KubernetesSD   []kubernetesSD  `yaml:"kubernetes_sd_configs"`
 			StaticConfigs  []any           `yaml:"static_configs"`
 			RelabelConfigs []relabelConfig `yaml:"relabel_configs"`
 		} `yaml:"scrape_configs"`
@@ -335,11 +340,7 @@ func CheckKubernetesPrometheus(config []byte, r Rendered, services []suite.Servi
 		if len(sc.StaticConfigs) > 0 {
 			errs = append(errs, fmt.Errorf("%s: job %s has static targets; in Kubernetes a name is a Service, whose replicas' counters would interleave", where, sc.JobName))
 		}
-		if !slices.ContainsFunc(sc.KubernetesSD, func(sd struct {
-			Role string `yaml:"role"`
-		}) bool {
-			return sd.Role == "pod"
-		}) {
+		if !slices.ContainsFunc(sc.KubernetesSD, func(sd kubernetesSD) bool { return sd.Role == "pod" }) {
 			continue
 		}
 		metricsPath := sc.MetricsPath
@@ -383,7 +384,7 @@ func CheckKubernetesPrometheus(config []byte, r Rendered, services []suite.Servi
 // a pod's first declared port (one target per declared port; the services
 // declare one).
 func podDiscoveryLabels(p podTemplate, podName, ip, job, metricsPath string) map[string]string {
-	sanitize := regexp.MustCompile(`[^a-zA-Z0-9_]`)
+	sanitize := regexp.MustCompile(`[^a-zA-Z0-9_]`) // as Prometheus names meta labels
 	l := map[string]string{
 		"job":                             job,
 		"__metrics_path__":                metricsPath,

@@ -147,6 +147,7 @@ func TestKubernetesChecksCatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each case renders its own copy
 			r := loadKubeRepo(t)
 			data, ok := r.files[tt.file]
 			if !ok {
