@@ -16,6 +16,12 @@
 // promtool runs (rules, configuration, the alerts' unit tests) its tests
 // make.
 //
+// Render builds a kustomization (deploy/base, deploy/overlays/dev) with
+// kustomize's API and decodes every object strictly into its Kubernetes API
+// type; CheckPodSecurity, CheckWorkloads, CheckTopicsJob,
+// CheckScrapeAnnotations and CheckKubernetesPrometheus check what a cluster
+// would be given, without one.
+//
 // Each Check function returns every disagreement it finds, so one run lists
 // them all.
 package deployconsistency

@@ -148,7 +148,7 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"compose sets a wrong consumer group", "docker-compose.yml", "CONSUMER_GROUP: points-service", "CONSUMER_GROUP: points", `CONSUMER_GROUP="points"`},
 		{"deployment listens on a wrong port", "order-service.yaml", "containerPort: 8081", "containerPort: 8091", "Deployment order-service: container ports"},
 		{"deployment names a wrong database", "inventory-service.yaml", "value: inventory\n", "value: stock\n", `DB_NAME="stock"`},
-		{"deployment uses a wrong image", "points-service.yaml", "image: fulfillment/points-service", "image: fulfillment/points", "image \"fulfillment/points:latest\""},
+		{"deployment uses a wrong image", "points-service.yaml", "image: fulfillment/points-service", "image: fulfillment/points", `image "fulfillment/points", want "fulfillment/points-service"`},
 		{"service exposes a wrong port", "payment-service.yaml", "      port: 8082\n", "      port: 8092\n", "Service payment-service does not expose port 8082"},
 		{"config map has an undocumented key", "configmap.yaml", "LOG_LEVEL: info", "LOG_LEVL: info", "LOG_LEVL is not a variable"},
 		{"secret is missing", "notification-service.yaml", "name: fulfillment-secrets", "name: other-secrets", `envFrom Secret "other-secrets" is not in the base`},

@@ -26,16 +26,16 @@ type object struct {
 	StringData map[string]string `yaml:"stringData"` // Secret
 	Spec       struct {
 		Ports       []servicePort `yaml:"ports"`    // Service
-		Template    podTemplate   `yaml:"template"` // Deployment
+		Template    yamlPodTemplate   `yaml:"template"` // Deployment
 		JobTemplate struct {
 			Spec struct {
-				Template podTemplate `yaml:"template"`
+				Template yamlPodTemplate `yaml:"template"`
 			} `yaml:"spec"`
 		} `yaml:"jobTemplate"` // CronJob
 	} `yaml:"spec"`
 }
 
-type podTemplate struct {
+type yamlPodTemplate struct {
 	Spec struct {
 		Containers []container `yaml:"containers"`
 	} `yaml:"spec"`
