@@ -116,3 +116,25 @@ func startReplicas(t *testing.T, server string, present bool, replicas int, sets
 		}
 	}
 }
+
+// TestMigrateWithAPoolOfOne: the migration lock holds a connection of its
+// own, and a service with a pool of one connection still migrates.
+func TestMigrateWithAPoolOfOne(t *testing.T) {
+	db, _ := postgrestest.NewDatabase(t)
+	db.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := postgres.Migrate(ctx, db, stepsSet); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Stats().MaxOpenConnections; got != 1 {
+		t.Fatalf("pool of %d after the migration, want 1 again", got)
+	}
+	var steps int
+	if err := db.Get(&steps, `SELECT count(*) FROM steps`); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 5 {
+		t.Fatalf("%d steps, want 5", steps)
+	}
+}

@@ -191,7 +191,13 @@ func Migrate(ctx context.Context, db *sqlx.DB, sets ...MigrationSet) (err error)
 		return fmt.Errorf("migration lock: %w", err)
 	}
 	// The advisory lock belongs to a session, so it is taken and released on
-	// one dedicated connection; goose migrates on others from the pool.
+	// one dedicated connection; goose migrates on others from the pool. A
+	// pool of one connection would leave goose none: the pool is one wider
+	// while the lock is held.
+	if maxOpen := db.Stats().MaxOpenConnections; maxOpen > 0 {
+		db.SetMaxOpenConns(maxOpen + 1)
+		defer db.SetMaxOpenConns(maxOpen)
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migration lock: %w", err)
