@@ -5,6 +5,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
 )
 
 // DefaultServerURL is the Postgres server of `make run` and the tests.
@@ -75,14 +77,29 @@ func EnsureDatabaseWith(ctx context.Context, serverURL, name string, t Timeouts)
 	}
 	// CREATE DATABASE takes no bind parameters; the name is quoted instead.
 	_, err = db.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name))
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "42P04" { // duplicate_database: a concurrent start won
-		return nil
-	}
-	if err != nil {
+	if err != nil && !lostCreateRace(err) {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
+}
+
+// lostCreateRace reports whether CREATE DATABASE failed only because a
+// concurrent start of the same service created the database first. Postgres
+// reports that as duplicate_database (42P04) when the other creation has
+// committed, and as a unique violation (23505) on pg_database's name index
+// when both insert the catalogue row at the same moment.
+func lostCreateRace(err error) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	switch pqErr.Code {
+	case "42P04":
+		return true
+	case "23505":
+		return pqErr.Constraint == "pg_database_datname_index"
+	}
+	return false
 }
 
 // DropDatabase drops database name, closing other sessions first. Tests use it.
@@ -166,8 +183,71 @@ type MigrationSet struct {
 	FS   fs.FS
 }
 
+// migrationLockID keys the advisory lock that serializes migrators. Postgres
+// scopes advisory locks to the current database and every service owns its
+// database, so one fixed id per database is enough: it is goose's own
+// default, which also makes a goose CLI run against the same database wait
+// for a starting service and the other way round.
+const migrationLockID = lock.DefaultLockID
+
+// Migration lock waits: poll every second (goose's minimum) for up to five
+// minutes, the longest a replica waits for another replica's migrations
+// before it gives up and exits.
+const (
+	migrationLockPollSeconds = 1
+	migrationLockPolls       = 300
+)
+
 // Migrate applies every set, each tracked in its own goose version table.
-func Migrate(ctx context.Context, db *sqlx.DB, sets ...MigrationSet) error {
+//
+// Replicas that start together (kubectl scale, a rolling update with a
+// migration) run Migrate at once. It therefore holds one Postgres session
+// advisory lock for all the sets: the first replica migrates, the others
+// wait, then find every set up to date. One lock over the whole run rather
+// than one per set keeps a replica from starting its service on a database
+// whose later sets another replica is still migrating.
+func Migrate(ctx context.Context, db *sqlx.DB, sets ...MigrationSet) (err error) {
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(migrationLockID),
+		lock.WithLockTimeout(migrationLockPollSeconds, migrationLockPolls),
+	)
+	if err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	// The advisory lock belongs to a session, so it is taken and released on
+	// one dedicated connection; goose migrates on others from the pool. A
+	// pool of one connection would leave goose none: the pool is one wider
+	// while the lock is held.
+	if maxOpen := db.Stats().MaxOpenConnections; maxOpen > 0 {
+		db.SetMaxOpenConns(maxOpen + 1)
+		defer db.SetMaxOpenConns(maxOpen)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer func() {
+		// Unlock even when ctx is done: the connection goes back to the pool.
+		uerr := locker.SessionUnlock(context.WithoutCancel(ctx), conn)
+		if uerr == nil {
+			return
+		}
+		// A session still holding the lock must not go back to the pool,
+		// where it would block every later migrator: discard it, which ends
+		// the session and with it the lock.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		if err == nil {
+			err = fmt.Errorf("migration unlock: %w", uerr)
+		}
+	}()
+	return migrateSets(ctx, db, sets)
+}
+
+func migrateSets(ctx context.Context, db *sqlx.DB, sets []MigrationSet) error {
 	for _, set := range sets {
 		store, err := database.NewStore(database.DialectPostgres, "goose_"+set.Name)
 		if err != nil {

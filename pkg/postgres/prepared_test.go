@@ -16,7 +16,12 @@ import (
 // and nothing prepared for it; and the answers are those of the statements.
 func TestConnectionsPrepareStatementsWithArguments(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t)
-	db.SetMaxOpenConns(1) // one session, so its prepared statements are the ones asked for
+	// One new session, so its prepared statements are the ones asked for:
+	// the sessions that migrated the database prepared the migration
+	// lock's statements.
+	db.SetMaxIdleConns(0)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
 	ctx := context.Background()
 	for i := range 3 {
 		var got int

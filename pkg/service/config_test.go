@@ -135,6 +135,13 @@ func TestLoadConsumerConfig(t *testing.T) {
 		{"idempotency key window malformed", map[string]string{"IDEMPOTENCY_KEY_TTL": "a day"}, []string{"IDEMPOTENCY_KEY_TTL"}},
 		{"idempotency key window too short", map[string]string{"IDEMPOTENCY_KEY_TTL": "30s"}, []string{"IDEMPOTENCY_KEY_TTL"}},
 		{"idempotency key window too long", map[string]string{"IDEMPOTENCY_KEY_TTL": "8760h"}, []string{"IDEMPOTENCY_KEY_TTL"}},
+		{"retention", map[string]string{"RETENTION_INTERVAL": "1m", "RETENTION_BATCH": "500", "RETENTION_OUTBOX_SENT": "72h",
+			"RETENTION_PROCESSED_EVENTS": "336h", "RETENTION_DEAD_LETTERS": "2160h"}, nil},
+		{"retention malformed", map[string]string{"RETENTION_INTERVAL": "often", "RETENTION_BATCH": "many"},
+			[]string{"RETENTION_INTERVAL", "RETENTION_BATCH"}},
+		{"retention out of range", map[string]string{"RETENTION_INTERVAL": "10ms", "RETENTION_BATCH": "100000",
+			"RETENTION_OUTBOX_SENT": "1m", "RETENTION_PROCESSED_EVENTS": "12h", "RETENTION_DEAD_LETTERS": "9000h"},
+			[]string{"RETENTION_INTERVAL", "RETENTION_BATCH", "RETENTION_OUTBOX_SENT", "RETENTION_PROCESSED_EVENTS", "RETENTION_DEAD_LETTERS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -92,7 +92,9 @@ type Consumer struct {
 // NewConsumer opens a consumer service: New's parts with the inbox,
 // version guard and dead-letter tables migrated before migrations (the
 // service's own), GET /admin/processed-events/{eventId}, GET /admin/dlq,
-// POST /admin/dlq/{id}/replay and GET /admin/lag.
+// POST /admin/dlq/{id}/replay and GET /admin/lag. Dedup rows are deleted
+// after RETENTION_PROCESSED_EVENTS, replayed dead letters after
+// RETENTION_DEAD_LETTERS.
 func NewConsumer(ctx context.Context, cfg ConsumerConfig, stdout io.Writer, opts Options) (*Consumer, error) {
 	if err := cfg.Consumer.Validate(); err != nil {
 		return nil, err
@@ -116,6 +118,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig, stdout io.Writer, opts
 		// serves while the broker is away, and replay shares it.
 		dlqPub: messaging.NewLazyPublisher(cfg.Consumer.Brokers, messaging.WatermillLogger(s.Logger)),
 	}
+	s.Retain(inbox.RetentionRule(s.Config.Retention.ProcessedEvents), dlq.RetentionRule(s.Config.Retention.DeadLetters))
 	admin.RegisterConsumer(s.Admin, s.DB, c.Group, c.DLQ)
 	admin.RegisterReplay(s.Admin, c.DLQ, c.dlqPub)
 	c.monitor = lag.Register(s.Admin, s.Registry, lag.Config{Brokers: cfg.Consumer.Brokers,

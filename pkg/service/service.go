@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
@@ -25,13 +26,16 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/retention"
 )
 
 // Identity is what a service declares about itself: the defaults of the
@@ -89,6 +93,9 @@ type Config struct {
 	// Idempotency is how long Idempotency-Key answers are kept
 	// (IDEMPOTENCY_KEY_TTL).
 	Idempotency idempotency.Config
+	// Retention is how long the shared tables keep finished rows and how
+	// the pruner deletes the older ones (RETENTION_*).
+	Retention Retention
 	// MemoryLimitMiB is the Go runtime's soft memory limit
 	// (MEMORY_LIMIT_MIB); 0 leaves the runtime's own, and so does a
 	// GOMEMLIMIT in the environment, which the runtime has applied.
@@ -117,7 +124,8 @@ const (
 // ReadConfig reads DATABASE_URL, DATABASE_PASSWORD, DB_NAME, HTTP_ADDR,
 // ADMIN_TOKEN (the secrets also from a file, envconfig.Reader.Secret), LOG_LEVEL,
 // FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
-// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, MEMORY_LIMIT_MIB and the database timeouts
+// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, the retention
+// settings (ReadRetention), MEMORY_LIMIT_MIB and the database timeouts
 // (postgres.ReadTimeouts) through r, with id's defaults. r collects the
 // malformed values with the service's own, so a service reports all at
 // once.
@@ -149,8 +157,71 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 			QueueWait:   r.Duration("HTTP_QUEUE_WAIT", httpapi.DefaultQueueWait),
 		},
 		Idempotency:    idempotency.ReadConfig(r),
+		Retention:      ReadRetention(r),
 		MemoryLimitMiB: memoryLimit(r),
 	}
+}
+
+// Retention is how long the shared tables keep their finished rows
+// (docs/decisions.md, Bounded tables). Each service prunes the tables it
+// has: the outbox with a relay, the dedup rows and dead letters in a
+// consumer.
+type Retention struct {
+	// Pruner is RETENTION_INTERVAL and RETENTION_BATCH.
+	Pruner retention.Config
+	// OutboxSent (RETENTION_OUTBOX_SENT) keeps SENT outbox rows.
+	OutboxSent time.Duration
+	// ProcessedEvents (RETENTION_PROCESSED_EVENTS) keeps dedup rows: an
+	// event delivered again inside it is a duplicate.
+	ProcessedEvents time.Duration
+	// DeadLetters (RETENTION_DEAD_LETTERS) keeps REPLAYED dead letters.
+	DeadLetters time.Duration
+}
+
+// Bounds of the retention windows: MinDedupRetention keeps a dedup row
+// past any redelivery the consumer itself causes (retries, a rebalance,
+// a restart) and a day of outage; MaxRetention bounds the tables.
+const (
+	MinRetention      = time.Hour
+	MinDedupRetention = 24 * time.Hour
+	MaxRetention      = 365 * 24 * time.Hour
+)
+
+// ReadRetention reads RETENTION_INTERVAL, RETENTION_BATCH,
+// RETENTION_OUTBOX_SENT, RETENTION_PROCESSED_EVENTS and
+// RETENTION_DEAD_LETTERS through r.
+func ReadRetention(r *envconfig.Reader) Retention {
+	return Retention{
+		Pruner: retention.Config{
+			Interval: r.Duration("RETENTION_INTERVAL", retention.DefaultInterval),
+			Batch:    r.Int("RETENTION_BATCH", retention.DefaultBatch),
+		},
+		OutboxSent:      r.Duration("RETENTION_OUTBOX_SENT", outbox.DefaultSentRetention),
+		ProcessedEvents: r.Duration("RETENTION_PROCESSED_EVENTS", inbox.DefaultDedupRetention),
+		DeadLetters:     r.Duration("RETENTION_DEAD_LETTERS", dlq.DefaultResolvedRetention),
+	}
+}
+
+// Validate reports every unusable setting, naming its variable; zero
+// windows take the defaults.
+func (c Retention) Validate() error {
+	errs := []error{c.Pruner.Validate()}
+	check := func(name string, d, lowest time.Duration) {
+		if d != 0 && (d < lowest || d > MaxRetention) {
+			errs = append(errs, fmt.Errorf("%s=%s: want %s to %s", name, d, lowest, MaxRetention))
+		}
+	}
+	check("RETENTION_OUTBOX_SENT", c.OutboxSent, MinRetention)
+	check("RETENTION_PROCESSED_EVENTS", c.ProcessedEvents, MinDedupRetention)
+	check("RETENTION_DEAD_LETTERS", c.DeadLetters, MinRetention)
+	return errors.Join(errs...)
+}
+
+func (c Retention) withDefaults() Retention {
+	c.OutboxSent = cmp.Or(c.OutboxSent, outbox.DefaultSentRetention)
+	c.ProcessedEvents = cmp.Or(c.ProcessedEvents, inbox.DefaultDedupRetention)
+	c.DeadLetters = cmp.Or(c.DeadLetters, dlq.DefaultResolvedRetention)
+	return c
 }
 
 // memoryLimit is MEMORY_LIMIT_MIB, or 0 when GOMEMLIMIT is set: the
@@ -196,6 +267,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Idempotency.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Retention.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -246,6 +320,9 @@ type Service struct {
 	Admin *echo.Group
 
 	tasks []func(ctx context.Context) error
+	// retain are the retention rules of the service's tables, run by one
+	// pruner from Run.
+	retain []retention.Rule
 }
 
 // New opens the service's parts: logger, registry, fail points (with PUT
@@ -269,6 +346,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 	}
 	opts.Pool.Timeouts = cfg.DB
+	cfg.Retention = cfg.Retention.withDefaults()
 	migrations := append([]postgres.MigrationSet{idempotency.Schema()}, opts.Migrations...)
 	server, err := cfg.ServerURL()
 	if err != nil {
@@ -329,7 +407,8 @@ func adminPath(path string) bool {
 // otherwise. It also exposes the outbox: outbox_pending_events,
 // outbox_oldest_pending_age_seconds and the relay's counters on /metrics,
 // and GET /admin/outbox, GET /admin/outbox/{eventId} and POST
-// /admin/outbox/{eventId}/republish. Migrate outbox.Schema().
+// /admin/outbox/{eventId}/republish. SENT rows are deleted after
+// RETENTION_OUTBOX_SENT. Migrate outbox.Schema().
 func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Relay, error) {
 	dsn, err := s.Config.DatabaseDSN()
 	if err != nil {
@@ -341,6 +420,7 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Re
 		}
 	}
 	cfg.ListenURL, cfg.LockURL = dsn, dsn
+	s.Retain(outbox.RetentionRule(s.Config.Retention.OutboxSent))
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
 	if err != nil {
 		return nil, fmt.Errorf("outbox relay: %w", err)
@@ -349,6 +429,32 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Re
 	admin.RegisterOutbox(s.Admin, s.DB)
 	s.Go(relay.Run)
 	return relay, nil
+}
+
+// Retain adds retention rules for the service's own tables: Run prunes
+// them every RETENTION_INTERVAL, in batches of RETENTION_BATCH rows, and
+// /metrics shows their sizes (db_table_size_bytes) and the rows deleted
+// (retention_deleted_rows_total).
+func (s *Service) Retain(rules ...retention.Rule) {
+	s.retain = append(s.retain, rules...)
+}
+
+// startRetention registers the size collector and adds the pruner of the
+// rules given to Retain. The idempotency keys are measured too; their own
+// sweeper deletes them.
+func (s *Service) startRetention() {
+	tables := []string{"idempotency_keys"}
+	for _, r := range s.retain {
+		tables = append(tables, r.Table)
+	}
+	s.Registry.MustRegister(retention.NewSizeCollector(s.DB, s.Logger, tables...))
+	if len(s.retain) == 0 {
+		return
+	}
+	p := retention.New(s.DB, s.Config.Retention.Pruner, s.Registry, s.retain...)
+	s.Go(func(ctx context.Context) error {
+		return p.Run(ctx, func(err error) { s.Logger.WarnContext(ctx, "retention", "error", err) })
+	})
 }
 
 // Go adds a task that runs from Run until ctx ends; an error it returns
@@ -360,6 +466,7 @@ func (s *Service) Go(task func(ctx context.Context) error) {
 // Run runs the HTTP server and every task until ctx ends or one fails, and
 // returns nil on a clean shutdown. attrs are logged with the start.
 func (s *Service) Run(ctx context.Context, attrs ...any) error {
+	s.startRetention()
 	g, ctx := errgroup.WithContext(ctx)
 	for _, task := range s.tasks {
 		g.Go(func() error { return task(ctx) })

@@ -23,6 +23,9 @@ type config struct {
 	Monitor app.MonitorConfig
 	// Interval is how often a scheduled run starts; 0: only on request.
 	Interval time.Duration
+	// RunRetention (RETENTION_RECONCILIATION_RUNS) is how long a finished
+	// run and its findings are kept.
+	RunRetention time.Duration
 }
 
 // loadConfig reads the environment through getenv, the only place the
@@ -47,7 +50,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 			MaxOrders: 5000,
 			MaxChecks: 1000,
 		},
-		Interval: r.Duration("RECONCILIATION_INTERVAL", 5*time.Minute),
+		Interval:     r.Duration("RECONCILIATION_INTERVAL", 5*time.Minute),
+		RunRetention: r.Duration("RETENTION_RECONCILIATION_RUNS", adapters.DefaultRunRetention),
 	}
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return config{}, fmt.Errorf("configuration: %w", err)
@@ -66,6 +70,9 @@ func (c config) Validate() error {
 	}
 	if c.Interval < 0 {
 		errs = append(errs, fmt.Errorf("RECONCILIATION_INTERVAL=%s: must not be negative (0 runs only on request)", c.Interval))
+	}
+	if c.RunRetention < service.MinRetention || c.RunRetention > service.MaxRetention {
+		errs = append(errs, fmt.Errorf("RETENTION_RECONCILIATION_RUNS=%s: want %s to %s", c.RunRetention, service.MinRetention, service.MaxRetention))
 	}
 	return errors.Join(errs...)
 }

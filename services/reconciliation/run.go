@@ -45,6 +45,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	ports.NewHandler(reconciler, store).Register(svc.Admin)
 	svc.Go(reconciler.Serve)
+	svc.Retain(adapters.RetentionRules(cfg.RunRetention)...)
 	svc.Go(app.NewMonitor(cfg.Monitor, reconciler, store).Run)
 	if cfg.Interval > 0 {
 		svc.Go(func(ctx context.Context) error { return schedule(ctx, cfg.Interval, reconciler, svc.Logger) })
