@@ -47,7 +47,7 @@ BENCH_DIR   ?= docs/benchmarks
 FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env clean
+.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env compose-control clean
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -217,7 +217,7 @@ up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, Grafa
 	docker compose up --build -d
 
 down: ## stop the Docker suite and delete its volumes (data and generated secrets)
-	docker compose down -v
+	docker compose down -v --remove-orphans
 
 # What a shell on this machine needs to call the compose suite's /admin
 # routes and to run the drills against it: eval "$$(make -s compose-env)".
@@ -227,6 +227,15 @@ compose-env: ## print the compose suite's ADMIN_TOKEN, CALLBACK_SECRET and DATAB
 		echo "export ADMIN_TOKEN='\''$$(cat /run/secrets/admin_token)'\''"; \
 		echo "export CALLBACK_SECRET='\''$$(cat /run/secrets/callback_secret)'\''"; \
 		echo "export DATABASE_URL='\''postgres://postgres:$$(cat /run/secrets/postgres_password)@127.0.0.1:15432/postgres?sslmode=disable'\''"'
+
+# The control API of `make run` for the compose suite (docs/drills.md,
+# Drills under compose), so `make drills` and `make drill-backlog` run every
+# case against compose too: it stops, starts, recreates and scales the
+# containers with the Docker CLI. Built and run like `make run`, so Ctrl-C
+# reaches it; it removes the extra instances it started on the way out.
+compose-control: ## serve the drills' control API for the Docker suite on 127.0.0.1:8090 (Ctrl-C stops it)
+	@$(GO) build -o $(BIN_DIR)/compose-control ./scripts/compose_control
+	@exec ./$(BIN_DIR)/compose-control
 
 clean: ## remove binaries, the embedded broker's data and test profiles
 	rm -rf $(BIN_DIR) .data
