@@ -499,7 +499,9 @@ func (c *ComposeControl) scale(ctx context.Context, name string, n int) (ScaleVi
 	}
 	c.mu.Unlock()
 	defer c.done(st)
+	// Highest number first, as make run scales in.
 	slices.Sort(drop)
+	slices.Reverse(drop)
 	for _, k := range drop {
 		// Stopped first, so the instance leaves its group at once.
 		cname := c.extraName(st.svc, k)
