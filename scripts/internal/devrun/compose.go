@@ -132,7 +132,8 @@ type composeService struct {
 	run     int
 	env     map[string]string
 	stopped bool
-	busy    bool
+	busy    bool         // a restart or stop is under way
+	scaling bool         // a scale request is under way
 	extras  map[int]bool // the instances k ≥ 2 it started
 }
 
@@ -176,7 +177,10 @@ func NewComposeControl(cfg ComposeConfig, docker Docker, log io.Writer) (*Compos
 func (c *ComposeControl) Close(ctx context.Context) error {
 	var errs []error
 	for _, s := range c.cfg.Services {
-		if s.ConsumerGroup == "" {
+		c.mu.Lock()
+		extras := len(c.services[s.Name].extras)
+		c.mu.Unlock()
+		if extras == 0 {
 			continue
 		}
 		if _, err := c.scale(ctx, s.Name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
@@ -231,6 +235,11 @@ func (c *ComposeControl) ps(ctx context.Context, services ...string) (map[string
 	}
 	byService := map[string]container{}
 	for _, ct := range list {
+		// The extra instances are one-off containers, which ps leaves
+		// out; should a version list them, the service's own still wins.
+		if strings.Contains(ct.Name, "-extra-") {
+			continue
+		}
 		byService[ct.Service] = ct
 	}
 	return byService, nil
@@ -486,11 +495,11 @@ func (c *ComposeControl) scale(ctx context.Context, name string, n int) (ScaleVi
 	case n < 1 || n > MaxInstances:
 		c.mu.Unlock()
 		return ScaleView{}, fmt.Errorf("%w: %d, want 1 … %d", ErrBadInstances, n, MaxInstances)
-	case st.busy:
+	case st.scaling:
 		c.mu.Unlock()
 		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrScaleInProgress)
 	}
-	st.busy = true
+	st.scaling = true
 	var drop []int
 	for k := range st.extras {
 		if k > n {
@@ -498,7 +507,11 @@ func (c *ComposeControl) scale(ctx context.Context, name string, n int) (ScaleVi
 		}
 	}
 	c.mu.Unlock()
-	defer c.done(st)
+	defer func() {
+		c.mu.Lock()
+		st.scaling = false
+		c.mu.Unlock()
+	}()
 	// Highest number first, as make run scales in.
 	slices.Sort(drop)
 	slices.Reverse(drop)

@@ -212,6 +212,10 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	if err := bc.Scale(ctx, "inventory", 2); err != nil {
 		t.Fatal(err)
 	}
+	// Should ps list the one-off container too, the service's own is
+	// still the one its state is read from.
+	docker.setPS(t, running("order-service"), running("inventory-service"), running("redpanda"),
+		`{"Name":"fulfillment-inventory-service-extra-2","Service":"inventory-service","State":"exited","ExitCode":2}`)
 	insts, err := bc.Instances(ctx, "inventory")
 	if err != nil {
 		t.Fatal(err)
