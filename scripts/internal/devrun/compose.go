@@ -57,6 +57,12 @@ type ComposeConfig struct {
 	ReadyTimeout time.Duration
 	// PollInterval is how often `docker compose ps` and /readyz are asked.
 	PollInterval time.Duration
+	// FailpointsEnabled is the FAILPOINTS_ENABLED docker compose
+	// interpolates into the file when it recreates a container: "true"
+	// unless FAILPOINTS_ENABLED says otherwise, since the drills this
+	// backend serves arm fail points, and a recreate from a shell without
+	// it would turn them off.
+	FailpointsEnabled string
 }
 
 // LoadComposeConfig reads CONTROL_ADDR, COMPOSE_FILE, COMPOSE_PROJECT_NAME
@@ -75,6 +81,9 @@ func LoadComposeConfig(getenv func(string) string) ComposeConfig {
 		Services:      suite.Services(),
 		ReadyTimeout:  DefaultReadyTimeout,
 		PollInterval:  pollInterval,
+		// The drills arm fail points: a container recreated by a
+		// restart keeps them on even when this shell did not set it.
+		FailpointsEnabled: env.String("FAILPOINTS_ENABLED", "true"),
 	}
 }
 
@@ -193,6 +202,7 @@ func (c *ComposeControl) Close(ctx context.Context) error {
 // compose runs `docker compose` on the suite's file, with overrides after
 // it.
 func (c *ComposeControl) compose(ctx context.Context, env []string, overrides []string, args ...string) ([]byte, error) {
+	env = append([]string{"FAILPOINTS_ENABLED=" + c.cfg.FailpointsEnabled}, env...)
 	full := []string{"compose", "-p", c.cfg.Project, "-f", c.cfg.File}
 	for _, o := range overrides {
 		full = append(full, "-f", o)

@@ -39,7 +39,7 @@ func newFakeDocker(t *testing.T) *fakeDocker {
 		ps:        filepath.Join(dir, "ps.json"),
 	}
 	script := fmt.Sprintf(`#!/bin/sh
-echo "$*" >> %[1]q
+echo "$* (FAILPOINTS_ENABLED=$FAILPOINTS_ENABLED)" >> %[1]q
 prev=
 for a in "$@"; do
 	if [ "$prev" = -f ] && [ "$a" != docker-compose.yml ]; then cat "$a" >> %[2]q; echo >> %[2]q; fi
@@ -126,6 +126,9 @@ func listen(t *testing.T) (int, net.Listener) {
 // same clients `make run`'s control API has, each request carried out as
 // the docker compose command the decision names.
 func TestComposeControlDrivesDockerCompose(t *testing.T) {
+	// The docker calls outside compose must not inherit one from the
+	// test's environment.
+	t.Setenv("FAILPOINTS_ENABLED", "")
 	docker := newFakeDocker(t)
 	orderPort, orderLn := listen(t)
 	readyServer(t, orderLn)
@@ -255,6 +258,11 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 		t.Fatalf("docker calls besides ps:\n%s\nwant %d like:\n%s", strings.Join(changes, "\n"), len(want), strings.Join(want, "\n"))
 	}
 	for i, w := range want {
+		if strings.HasPrefix(w, "compose") || strings.HasPrefix(w, "up") || strings.HasPrefix(w, "run") {
+			w += " (FAILPOINTS_ENABLED=true)"
+		} else {
+			w += " (FAILPOINTS_ENABLED=)"
+		}
 		if !strings.HasSuffix(changes[i], w) {
 			t.Errorf("docker call %d = %q, want one ending %q", i+1, changes[i], w)
 		}
