@@ -287,6 +287,11 @@ func TestComposeControlRestartFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := cc.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	api := httptest.NewServer(cc.Handler())
 	defer api.Close()
 	c := drill.NewControlClient(api.URL, 5*time.Second)
