@@ -156,13 +156,14 @@ vet: ## go vet every module
 	@$(call each_module,vet,$(GO) vet ./...) [ $$rc -eq 0 ] || exit 1; done
 
 # The drills run against a suite that is already running (`make run` in
-# another terminal); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1"
+# another terminal, or `make up` with `make compose-control` in another
+# terminal: docs/drills.md, Drills under compose); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1"
 # (--keep-planted keeps the synthetic orders a case plants, docs/drills.md).
 # Each exits non-zero when a case fails (docs/exercises/, README.md (Drills)).
 DRILL       := $(GO) run ./scripts/drill/run
 DRILL_FLAGS ?=
 
-drills: ## run every drill against the running suite (make run)
+drills: ## run every drill against the running suite (make run, or make up + make compose-control)
 	@$(DRILL) $(DRILL_FLAGS) all
 
 drill-duplicate: ## drill: duplicate deliveries and callbacks apply once
@@ -183,7 +184,8 @@ drill-replay: ## drill: replay a dead letter once, with its original eventId
 drill-reconcile: ## drill: agreed rules, refunds, returned payments; reconciliation finds, compensates, audits
 	@$(DRILL) $(DRILL_FLAGS) reconcile
 
-# The backlog drill (docs/backlog.md), also against `make run`: one instance
+# The backlog drill (docs/backlog.md), also against `make run` (or compose
+# with `make compose-control`): one instance
 # per consumer, 100 000 events, scale-out to 6 instances, samples until
 # drained, exactly-once checks; a table, and report.json + report.html under
 # .data/backlog/<run-id>/. BACKLOG_FLAGS="--count 20000 --run-id b1".
