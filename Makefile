@@ -47,7 +47,7 @@ BENCH_DIR   ?= docs/benchmarks
 FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env clean
+.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env compose-control clean
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -156,13 +156,14 @@ vet: ## go vet every module
 	@$(call each_module,vet,$(GO) vet ./...) [ $$rc -eq 0 ] || exit 1; done
 
 # The drills run against a suite that is already running (`make run` in
-# another terminal); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1"
+# another terminal, or `make up` with `make compose-control` in another
+# terminal: docs/drills.md, Drills under compose); DRILL_FLAGS passes flags, e.g. DRILL_FLAGS="--run-id r1"
 # (--keep-planted keeps the synthetic orders a case plants, docs/drills.md).
 # Each exits non-zero when a case fails (docs/exercises/, README.md (Drills)).
 DRILL       := $(GO) run ./scripts/drill/run
 DRILL_FLAGS ?=
 
-drills: ## run every drill against the running suite (make run)
+drills: ## run every drill against the running suite (make run, or make up + make compose-control)
 	@$(DRILL) $(DRILL_FLAGS) all
 
 drill-duplicate: ## drill: duplicate deliveries and callbacks apply once
@@ -183,7 +184,8 @@ drill-replay: ## drill: replay a dead letter once, with its original eventId
 drill-reconcile: ## drill: agreed rules, refunds, returned payments; reconciliation finds, compensates, audits
 	@$(DRILL) $(DRILL_FLAGS) reconcile
 
-# The backlog drill (docs/backlog.md), also against `make run`: one instance
+# The backlog drill (docs/backlog.md), also against `make run` (or compose
+# with `make compose-control`): one instance
 # per consumer, 100 000 events, scale-out to 6 instances, samples until
 # drained, exactly-once checks; a table, and report.json + report.html under
 # .data/backlog/<run-id>/. BACKLOG_FLAGS="--count 20000 --run-id b1".
@@ -217,7 +219,7 @@ up: ## start the suite in Docker (Redpanda, Console, Postgres, Prometheus, Grafa
 	docker compose up --build -d
 
 down: ## stop the Docker suite and delete its volumes (data and generated secrets)
-	docker compose down -v
+	docker compose down -v --remove-orphans
 
 # What a shell on this machine needs to call the compose suite's /admin
 # routes and to run the drills against it: eval "$$(make -s compose-env)".
@@ -227,6 +229,15 @@ compose-env: ## print the compose suite's ADMIN_TOKEN, CALLBACK_SECRET and DATAB
 		echo "export ADMIN_TOKEN='\''$$(cat /run/secrets/admin_token)'\''"; \
 		echo "export CALLBACK_SECRET='\''$$(cat /run/secrets/callback_secret)'\''"; \
 		echo "export DATABASE_URL='\''postgres://postgres:$$(cat /run/secrets/postgres_password)@127.0.0.1:15432/postgres?sslmode=disable'\''"'
+
+# The control API of `make run` for the compose suite (docs/drills.md,
+# Drills under compose), so `make drills` and `make drill-backlog` run every
+# case against compose too: it stops, starts, recreates and scales the
+# containers with the Docker CLI. Built and run like `make run`, so Ctrl-C
+# reaches it; it removes the extra instances it started on the way out.
+compose-control: ## serve the drills' control API for the Docker suite on 127.0.0.1:8090 (Ctrl-C stops it)
+	@$(GO) build -o $(BIN_DIR)/compose-control ./scripts/compose_control
+	@exec ./$(BIN_DIR)/compose-control
 
 clean: ## remove binaries, the embedded broker's data and test profiles
 	rm -rf $(BIN_DIR) .data

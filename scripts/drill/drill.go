@@ -15,7 +15,8 @@
 // is taken (RemovePlanted), so a reconciliation run over all orders finds
 // nothing. The crash drills also need a Controller to restart a service
 // with a fail point armed: `make run` offers one over its control API
-// (NewControlClient), the test harness another.
+// (NewControlClient), `make compose-control` the same API for the compose
+// suite, the test harness another.
 //
 // The same cases run in three places: `make drills` against `make run`,
 // `go run ./scripts/drill/run` against any suite, and tests/drills in

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,6 +112,45 @@ func (noBroker) StartBroker(context.Context) error           { return drill.ErrN
 func (noBroker) LoseAcks(context.Context, string, int) error { return drill.ErrNoBrokerControl }
 func (noBroker) LostAcks(context.Context) (int, error)       { return 0, drill.ErrNoBrokerControl }
 func (noBroker) ClearFaults(context.Context) error           { return drill.ErrNoBrokerControl }
+
+// faultless is a BrokerController that can stop and start its broker but
+// not fault it, as make compose-control answers for Redpanda.
+type faultless struct {
+	restartOnly
+	armed []string
+}
+
+func (*faultless) StopBroker(context.Context) error  { return nil }
+func (*faultless) StartBroker(context.Context) error { return nil }
+func (*faultless) ClearFaults(context.Context) error { return nil }
+func (f *faultless) LoseAcks(_ context.Context, topic string, _ int) error {
+	f.armed = append(f.armed, topic)
+	return fmt.Errorf("%w: Redpanda cannot lose a Produce acknowledgement on request", drill.ErrNoBrokerControl)
+}
+func (*faultless) LostAcks(context.Context) (int, error) { return 0, drill.ErrNoBrokerControl }
+
+// loss/lost-ack is skipped before it touches the suite when the broker can
+// be stopped but not faulted, having tried a topic the suite does not use;
+// loss/broker-outage still runs (here it fails: nothing listens).
+func TestLostAckSkipsABrokerWithoutFaults(t *testing.T) {
+	f := &faultless{}
+	tg := target()
+	tg.Controller = f
+	cases, err := drill.Select("loss/lost-ack", "loss/broker-outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := cases[0].Run(context.Background(), tg)
+	if !lost.Skipped || !strings.Contains(lost.Seen, "Redpanda cannot lose") {
+		t.Errorf("loss/lost-ack: %+v, want skipped with the controller's reason", lost)
+	}
+	if len(f.armed) != 1 || f.armed[0] == drill.DefaultTopic || !strings.HasPrefix(f.armed[0], drill.DefaultTopic) {
+		t.Errorf("armed on %v, want one try on a probe topic beside %s", f.armed, drill.DefaultTopic)
+	}
+	if outage := cases[1].Run(context.Background(), tg); outage.Skipped {
+		t.Errorf("loss/broker-outage skipped on a broker it can stop: %+v", outage)
+	}
+}
 
 // The broker and outage cases are skipped, not failed, when the controller
 // cannot stop or fault the broker or stop a service, before they touch the

@@ -1,5 +1,7 @@
 // Command run is `make drill-backlog` (docs/backlog.md): the tutorial's
-// backlog drill against a suite started by `make run`. It scales
+// backlog drill against a suite started by `make run`, or by `docker
+// compose up` with `make compose-control` serving the same control API
+// (CONTROL_ADDR). It scales
 // inventory, points and notification to one instance, publishes N
 // OrderPaid events with a run id, scales them out after a delay, samples
 // lag, oldest age, throughput, retries, dead letters, memory, database
@@ -78,7 +80,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./scripts/backlog/run [flags]   (make drill-backlog BACKLOG_FLAGS=\"...\")")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "The backlog drill against make run: one instance per consumer, N OrderPaid events,")
+		fmt.Fprintln(stderr, "The backlog drill against make run (or compose with make compose-control): one instance per consumer, N OrderPaid events,")
 		fmt.Fprintln(stderr, "scale-out after a delay, sampling until drained, then exactly-once checks (docs/backlog.md).")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()

@@ -5,7 +5,8 @@
 //
 //	go run ./scripts/drill/run [flags] duplicate|loss|reorder|poison|replay|all ...
 //
-// Against `make run` it needs no flags: the services are on 8081-8085, the
+// Against `make run`, or `docker compose up` with `make compose-control`
+// (README.md (Ports)), it needs no flags: the services are on 8081-8085, the
 // broker on 127.0.0.1:9092 and the runner's control API, which the crash
 // drills use to restart a service with a fail point armed, and the broker
 // and outage drills to stop and fault the broker or stop the order service,
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if opts.control != "" {
 		cc := drill.NewControlClient(opts.control, t.Timeout)
 		if err := cc.Check(ctx); err != nil {
-			fmt.Fprintf(stderr, "drill: no control API at %s (%v): the crash drills will be skipped\n", opts.control, err)
+			fmt.Fprintf(stderr, "drill: no control API at %s (%v): the crash drills will be skipped (make run serves one; for compose, make compose-control)\n", opts.control, err)
 		} else {
 			t.Controller = cc
 		}
@@ -122,7 +123,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if getenv("CONTROL_ADDR") == "off" {
 		defaultControl = "none"
 	}
-	control := fs.String("control", defaultControl, "the make run control API; \"none\" skips the crash drills (CONTROL_ADDR)")
+	control := fs.String("control", defaultControl, "the control API of make run or make compose-control; \"none\" skips the crash drills (CONTROL_ADDR)")
 	runID := fs.String("run-id", "", "prefix of every order id and SKU the drills create (default: a new one)")
 	timeout := fs.Duration("timeout", drill.DefaultTimeout, "bound of each wait for convergence")
 	outage := fs.Duration("outage", drill.DefaultOutage, "how long loss/broker-outage and loss/callback-outage keep the broker or the order service away")

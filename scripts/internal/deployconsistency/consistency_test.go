@@ -3,8 +3,13 @@ package deployconsistency_test
 import (
 	"context"
 	"io/fs"
+	"maps"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -17,6 +22,7 @@ import (
 // repo holds the files the checks read, as they are in the work tree.
 type repo struct {
 	compose, initSQL, prometheus, makefile, goWork []byte
+	readme                                         []byte
 	dockerignore, dockerfile                       []byte
 	base                                           fstest.MapFS
 	grafana                                        fstest.MapFS // deploy/grafana
@@ -61,11 +67,12 @@ func loadRepo(t *testing.T) repo {
 		goWork:       read("go.work"),
 		dockerignore: read(".dockerignore"),
 		dockerfile:   read("Dockerfile"),
+		readme:       read("README.md"),
 		base:         fstest.MapFS{},
 		grafana:      fstest.MapFS{},
 	}
 	var err error
-	if r.documented, err = deployconsistency.DocumentedEnv(read("README.md")); err != nil {
+	if r.documented, err = deployconsistency.DocumentedEnv(r.readme); err != nil {
 		t.Fatal(err)
 	}
 	grafana := os.DirFS(filepath.Join(dir, "deploy/grafana"))
@@ -105,6 +112,7 @@ func (r repo) check(services []suite.Service) []error {
 		errs = append(errs, err)
 	} else {
 		errs = append(errs, deployconsistency.CheckComposeProject(p, services)...)
+		errs = append(errs, r.checkPorts(services, deployconsistency.PublishedPorts(p))...)
 	}
 	errs = append(errs, deployconsistency.CheckDockerignore(r.dockerignore)...)
 	errs = append(errs, deployconsistency.CheckDockerfile(r.dockerfile)...)
@@ -118,6 +126,35 @@ func (r repo) check(services []suite.Service) []error {
 		errs = append(errs, deployconsistency.CheckEnv("runner: "+s.Name, env, s, services, r.documented, s.LocalAddr(), local)...)
 	}
 	return errs
+}
+
+// checkPorts compares the README's ports table with the ports make run
+// uses (services, control API, embedded broker, DATABASE_URL's default) and
+// those compose publishes, with make compose-control's control API.
+func (r repo) checkPorts(services []suite.Service, published map[string]int) []error {
+	table, err := deployconsistency.PortsTable(r.readme)
+	if err != nil {
+		return []error{err}
+	}
+	run := map[string]int{
+		"control-api": addrPort(devrun.DefaultControlAddr),
+		"redpanda":    addrPort(suite.DefaultKafkaBrokers),
+	}
+	if u, err := url.Parse(suite.DefaultDatabaseURL); err == nil {
+		run["postgres"], _ = strconv.Atoi(u.Port())
+	}
+	for _, s := range services {
+		run[s.FullName()] = s.Port
+	}
+	compose := maps.Clone(published)
+	compose["control-api"] = addrPort(devrun.LoadComposeConfig(func(string) string { return "" }).ControlAddr)
+	return deployconsistency.CheckPorts(table, run, compose)
+}
+
+func addrPort(addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 func TestRepositoryIsConsistent(t *testing.T) {
@@ -371,5 +408,94 @@ services:
 			}
 			t.Errorf("no error says %q; got %v", tt.want, errs)
 		})
+	}
+}
+
+// TestPortsTableCatchesDrift changes the README's ports table, compose's
+// published ports or the runner's service table one at a time and expects
+// the ports check to name what no longer agrees.
+func TestPortsTableCatchesDrift(t *testing.T) {
+	tests := []struct {
+		name     string
+		readme   func(string) string
+		compose  func(string) string
+		services func([]suite.Service)
+		want     string
+	}{
+		{name: "a compose port in the table",
+			readme: func(s string) string {
+				return strings.Replace(s, "| `grafana` | Grafana, the Fulfillment dashboard (anonymous, read-only) | — | 3000 |", "| `grafana` | Grafana | — | 3001 |", 1)
+			},
+			want: "`grafana` under compose is 3001, but docker-compose.yml publishes 3000"},
+		{name: "a row missing",
+			readme: func(s string) string { return regexp.MustCompile("(?m)^\\| `prometheus` .*\n").ReplaceAllString(s, "") },
+			want:   "no row `prometheus` (make run: none (—), compose: 9090)"},
+		{name: "a port compose publishes elsewhere",
+			compose: func(s string) string { return strings.Replace(s, `"127.0.0.1:8080:8080"`, `"127.0.0.1:18080:8080"`, 1) },
+			want:    "`redpanda-console` under compose is 8080, but docker-compose.yml publishes 18080"},
+		{name: "a service's port in the runner",
+			services: func(s []suite.Service) { s[2].Port = 9083 },
+			want:     "`inventory-service` under make run is 8083, but the runner uses 9083"},
+		{name: "a port nothing opens",
+			readme: func(s string) string {
+				return strings.Replace(s, "| `tracing` | a trace collector | — | — |", "| `tracing` | Jaeger | — | 16686 |", 1)
+			},
+			want: "`tracing` under compose is 16686, but docker-compose.yml publishes none (—)"},
+		{name: "no table",
+			readme: func(s string) string {
+				return strings.Replace(s, deployconsistency.PortsHeading+"\n", "## Ports, elsewhere\n", 1)
+			},
+			want: "README: no ports table under \"## Ports\""},
+	}
+	r := loadRepo(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rr := r
+			services := suite.Services()
+			if tt.readme != nil {
+				rr.readme = []byte(tt.readme(string(r.readme)))
+				if string(rr.readme) == string(r.readme) {
+					t.Fatal("the README change matched nothing")
+				}
+			}
+			if tt.compose != nil {
+				rr.compose = []byte(tt.compose(string(r.compose)))
+				if string(rr.compose) == string(r.compose) {
+					t.Fatal("the compose change matched nothing")
+				}
+			}
+			if tt.services != nil {
+				tt.services(services)
+			}
+			p, err := deployconsistency.LoadCompose(context.Background(), rr.compose)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all strings.Builder
+			for _, err := range rr.checkPorts(services, deployconsistency.PublishedPorts(p)) {
+				all.WriteString(err.Error() + "\n")
+			}
+			if !strings.Contains(all.String(), tt.want) {
+				t.Errorf("no error says %q; got:\n%s", tt.want, all.String())
+			}
+		})
+	}
+}
+
+// TestPortsTable reads the cells' spellings.
+func TestPortsTable(t *testing.T) {
+	md := "## Ports\n\n| name | what | `make run` | `docker compose` |\n|---|---|---|---|\n" +
+		"| `a-service` | A | 8081 | 8081 (same) |\n| `b` | B | — | 15432 (user postgres) |\n| `c` | C | 9092 (the embedded broker) | — |\n" +
+		"## Next\n| `d` | D | 1 | 2 |\n"
+	got, err := deployconsistency.PortsTable([]byte(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]deployconsistency.Ports{"a-service": {Run: 8081, Compose: 8081}, "b": {Compose: 15432}, "c": {Run: 9092}}
+	if !maps.Equal(got, want) {
+		t.Errorf("PortsTable = %v, want %v", got, want)
+	}
+	if _, err := deployconsistency.PortsTable([]byte("## Ports\n| `a` | A | soon | — |\n")); err == nil || !strings.Contains(err.Error(), `"soon": want a port`) {
+		t.Errorf("a cell without a port: %v, want an error naming it", err)
 	}
 }

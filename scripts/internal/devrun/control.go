@@ -318,37 +318,17 @@ func (c *control) handler() http.Handler {
 		answer(w, v, err)
 	})
 	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		var req RestartRequest
-		if r.ContentLength != 0 {
-			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
-				return
-			}
+		env, ok := decodeRestart(w, r)
+		if !ok {
+			return
 		}
-		for k, v := range req.Env {
-			if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("env: %q is not a valid variable", k))
-				return
-			}
-			if !restartVarAllowed(k) {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("env: a restart may not set %s: allowed are %s", k, RestartVarsAllowed))
-				return
-			}
-		}
-		v, err := c.restart(r.Context(), r.PathValue("name"), req.Env)
+		v, err := c.restart(r.Context(), r.PathValue("name"), env)
 		answer(w, v, err)
 	})
 	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
-		timeout := 30 * time.Second
-		if t := r.URL.Query().Get("timeout"); t != "" {
-			d, err := time.ParseDuration(t)
-			if err != nil || d <= 0 {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a positive duration such as 30s", t))
-				return
-			}
-			timeout = d
+		timeout, ok := exitTimeout(w, r)
+		if !ok {
+			return
 		}
 		v, err := c.waitExit(r.Context(), r.PathValue("name"), timeout)
 		if err == nil && v.State != "exited" && v.State != "stopped" {
@@ -358,6 +338,46 @@ func (c *control) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /services/{name}/scale", c.serveScale)
 	return guard(mux)
+}
+
+// decodeRestart reads a restart request's env, answering 400 itself when
+// it is not one.
+func decodeRestart(w http.ResponseWriter, r *http.Request) (map[string]string, bool) {
+	var req RestartRequest
+	if r.ContentLength != 0 {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
+			return nil, false
+		}
+	}
+	for k, v := range req.Env {
+		if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("env: %q is not a valid variable", k))
+			return nil, false
+		}
+		if !restartVarAllowed(k) {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("env: a restart may not set %s: allowed are %s", k, RestartVarsAllowed))
+			return nil, false
+		}
+	}
+	return req.Env, true
+}
+
+// exitTimeout reads ?timeout= (default 30 s), answering 400 itself when it
+// is not a positive duration.
+func exitTimeout(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	t := r.URL.Query().Get("timeout")
+	if t == "" {
+		return 30 * time.Second, true
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil || d <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a positive duration such as 30s", t))
+		return 0, false
+	}
+	return d, true
 }
 
 // answer writes v, or err with its status.

@@ -418,18 +418,25 @@ func (c *control) serveScale(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	err := c.scale.scale(r.Context(), name, req.Instances)
+	var v ScaleView
+	if err == nil {
+		v = c.scaleView(name)
+	}
+	writeScale(w, v, err)
+}
+
+// writeScale answers a scale request: v, or err with its status.
+func writeScale(w http.ResponseWriter, v ScaleView, err error) {
 	switch {
 	case errors.Is(err, ErrNotConsumer), errors.Is(err, ErrBadInstances):
 		writeError(w, http.StatusBadRequest, err)
-		return
 	case errors.Is(err, ErrScaleInProgress), errors.Is(err, ErrPortTaken):
 		writeError(w, http.StatusConflict, err)
-		return
 	case err != nil:
 		answer(w, ServiceView{}, err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, v)
 	}
-	writeJSON(w, http.StatusOK, c.scaleView(name))
 }
 
 // scaleView lists every instance of service, its own process first.

@@ -1,0 +1,36 @@
+// Command compose_control is `make compose-control`: the control API of
+// `make run` (README.md (Drills)) for a suite started by `docker compose
+// up`, so every drill runs against compose too. It serves on CONTROL_ADDR
+// (default 127.0.0.1:8090) and carries each request out with the Docker
+// CLI on the project's compose file. Run it from the repository root:
+//
+//	go run ./scripts/compose_control
+//
+// Ctrl-C stops it, after it has removed the extra consumer instances a
+// scale request started.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compose-control:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return devrun.ServeCompose(ctx, devrun.LoadComposeConfig(getenv), stdout)
+}
