@@ -232,3 +232,30 @@ func TestARunThatCannotReadFails(t *testing.T) {
 		}
 	}
 }
+
+// TestACheckOfAnOrderThatMovedOnIsNotConverged: the check reads the order
+// as PENDING_PAYMENT, its inventory already deducted for OrderPaid v3, and
+// the order read again is paid at v3: not a regression, and not converged
+// either, since the comparison paired the order as it was with a later
+// effect. Nothing is recorded or taken.
+func TestACheckOfAnOrderThatMovedOnIsNotConverged(t *testing.T) {
+	moving := converged("O-1")
+	moving.Inventory.Consumer = rec.ConsumerState{Version: 3, State: "DEDUCTED"}
+	before := moving
+	before.Order.Status, before.Order.Version, before.Order.PaymentID = rec.StatusPendingPayment, 2, ""
+	svc := newServices(before)
+	svc.moves = map[string]rec.Facts{"O-1": moving}
+	r, _, _ := newReconciler(t, svc, time.Minute)
+	check, err := r.Check(context.Background(), "O-1")
+	if err != nil || check.Converged || len(check.Mismatches) == 0 {
+		t.Fatalf("check: %+v, %v; want not converged", check, err)
+	}
+	for _, m := range check.Mismatches {
+		if m.Kind == rec.OrderVersionRegressed {
+			t.Fatalf("check: %+v; an order that moved on is no regression", check)
+		}
+	}
+	if n := svc.readsOf("orders"); n != 2 || len(svc.taken()) != 0 {
+		t.Fatalf("%d reads of the order, compensations %v; want 2 reads, none", n, svc.taken())
+	}
+}
