@@ -386,3 +386,30 @@ func TestAnEventWhoseDataDoesNotDecodeIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// failingRecorder stands for a notifications table that cannot be written.
+type failingRecorder struct{}
+
+var errTableDown = errors.New("notifications table unwritable")
+
+func (failingRecorder) Record(context.Context, *sqlx.Tx, []notification.Notification) error {
+	return errTableDown
+}
+
+// TestAFailedRecordIsNotAcknowledged: when the notification cannot be
+// recorded, the default sender says so, and the event is neither applied
+// nor marked processed: it is delivered again.
+func TestAFailedRecordIsNotAcknowledged(t *testing.T) {
+	f := newFixture(t)
+	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	proc := f.processor(app.DBSink(failingRecorder{}, slog.New(slog.DiscardHandler)))
+	if _, err := proc.Process(context.Background(), env); !errors.Is(err, errTableDown) {
+		t.Fatalf("process: %v, want the recorder's error", err)
+	}
+	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
+		t.Fatalf("dedup rows = %d (%v), want 0: the event must be delivered again", n, err)
+	}
+	if got := f.state(t, "O-1"); got != "NONE" {
+		t.Fatalf("state = %s, want NONE", got)
+	}
+}
