@@ -10,7 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/shopspring/decimal"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
@@ -224,4 +226,45 @@ func TestMonitorFollowsAtMostMaxOrdersALook(t *testing.T) {
 			t.Fatalf("cursor at %q (%v), want at %s", cursor.AfterID, err, want)
 		}
 	}
+}
+
+// TestMonitorMeasuresOnlyOrdersThatAskedForEffects: a payment that reached
+// a cancelled order and was returned asks the payment and notification
+// services for effects, and its convergence is measured (from the change
+// to the notification, 300 ms); an order cancelled before it was paid asks
+// nothing of anyone, and has no convergence to measure.
+func TestMonitorMeasuresOnlyOrdersThatAskedForEffects(t *testing.T) {
+	now := time.Now().Truncate(time.Millisecond)
+	changed := now.Add(-10 * time.Second)
+	returned := rec.Facts{
+		Order: rec.Order{ID: "O-returned", Found: true, Status: rec.StatusCancelled, Version: 5, Amount: dec("10"), Currency: "CNY",
+			Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: changed, RefundedAmount: decimal.Zero,
+			Events: []rec.OutboxRow{sent("E-1", "OrderCreated", 1), sent("E-3", "OrderCancelled", 3), sent("E-4", "OrderPaymentRejected", 4),
+				sent("E-5", "OrderPaymentReturned", 5)},
+			Refunds: []rec.Refund{{ID: event.ReturnRefundID("P-1"), Kind: rec.KindPaymentReturn, PaymentID: "P-1", Amount: dec("10"),
+				Currency: "CNY", Status: rec.RefundSucceeded, Reason: "ORDER_CANCELLED"}}},
+		Payment: rec.Payment{Found: true, PaymentID: "P-1", Amount: dec("10"), Currency: "CNY", Status: rec.PaymentRefunded, Refunded: dec("10"),
+			UpdatedAt: changed.Add(100 * time.Millisecond),
+			Refunds:   []rec.PaymentRefund{{ID: event.ReturnRefundID("P-1"), Amount: dec("10"), Status: "SUCCEEDED", CreatedAt: changed.Add(100 * time.Millisecond)}}},
+		Inventory:     rec.Inventory{Status: rec.InventoryNone},
+		Notifications: rec.Notifications{Sent: []rec.Notice{{EventID: "E-5", Kind: "PAYMENT_RETURNED", CreatedAt: changed.Add(300 * time.Millisecond)}}},
+	}
+	unpaid := rec.Facts{
+		Order: rec.Order{ID: "O-unpaid", Found: true, Status: rec.StatusCancelled, Version: 2, Amount: dec("10"), Currency: "CNY",
+			Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: changed.Add(time.Millisecond),
+			Events: []rec.OutboxRow{sent("E-6", "OrderCreated", 1), sent("E-7", "OrderCancelled", 2)}},
+		Inventory: rec.Inventory{Status: rec.InventoryNone},
+	}
+	for _, f := range []rec.Facts{returned, unpaid} {
+		if fs := rec.Compare(f, now.Add(-30*time.Second)); len(fs) != 0 {
+			t.Fatalf("%s is not converged: %+v", f.Order.ID, fs)
+		}
+	}
+	svc := newServices(returned, unpaid)
+	r, store, reg := newReconcilerAt(t, svc, 30*time.Second, func() time.Time { return now })
+	m := app.NewMonitor(app.MonitorConfig{Interval: time.Second, MaxOrders: 100, MaxChecks: 100}, r, store)
+	if err := m.Look(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkConvergences(t, reg, 300*time.Millisecond)
 }
