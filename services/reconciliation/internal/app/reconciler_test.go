@@ -40,10 +40,15 @@ type services struct {
 	// effectsBefore the last time asked for.
 	effects       map[string][]string
 	effectsBefore time.Time
+	// reads counts the reads of each kind ("changed", "orders", "facts",
+	// "effects <service>"): what a run or a look costs the services.
+	reads map[string]int
+	// down: reading the services' facts fails, as when one is down.
+	down bool
 }
 
 func newServices(facts ...rec.Facts) *services {
-	s := &services{facts: map[string]rec.Facts{}}
+	s := &services{facts: map[string]rec.Facts{}, reads: map[string]int{}}
 	for _, f := range facts {
 		s.facts[f.Order.ID] = f
 		s.order = append(s.order, f.Order.ID)
@@ -54,6 +59,7 @@ func newServices(facts ...rec.Facts) *services {
 func (s *services) ChangedOrders(_ context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads["changed"]++
 	var out []rec.Order
 	for _, id := range s.order {
 		o := s.facts[id].Order
@@ -81,6 +87,7 @@ func (s *services) ChangedOrders(_ context.Context, after adapters.Cursor, befor
 func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads["orders"]++
 	out := make([]rec.Order, len(ids))
 	for i, id := range ids {
 		f, ok := s.facts[id]
@@ -99,6 +106,10 @@ func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) 
 func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads["facts"]++
+	if s.down {
+		return nil, fmt.Errorf("%w: facts", adapters.ErrUnavailable)
+	}
 	out := make([]rec.Facts, len(orders))
 	for i, o := range orders {
 		out[i] = s.facts[o.ID]
@@ -111,6 +122,7 @@ func (s *services) EffectOrders(_ context.Context, service, after string, before
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.effectsBefore = before
+	s.reads["effects "+service]++
 	ids := slices.Sorted(slices.Values(s.effects[service]))
 	var out []string
 	for _, id := range ids {
@@ -160,6 +172,23 @@ func (s *services) Fence(_ context.Context, orderID string, atLeast int64) (stri
 	return out, nil
 }
 
+// readsOf returns how many reads of kind the services have answered.
+func (s *services) readsOf(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads[kind]
+}
+
+// set replaces an order's facts.
+func (s *services) set(f rec.Facts) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.facts[f.Order.ID]; !ok {
+		s.order = append(s.order, f.Order.ID)
+	}
+	s.facts[f.Order.ID] = f
+}
+
 func (s *services) taken() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,11 +235,17 @@ func newReconciler(t *testing.T, peers app.Peers, deadline time.Duration) (*app.
 // newReconcilerAt is newReconciler with a clock.
 func newReconcilerAt(t *testing.T, peers app.Peers, deadline time.Duration, clock func() time.Time) (*app.Reconciler, *adapters.Store, *prometheus.Registry) {
 	t.Helper()
+	cfg := app.DefaultConfig()
+	cfg.Deadline, cfg.PageSize, cfg.Clock = deadline, 2, clock
+	return newReconcilerWith(t, peers, cfg)
+}
+
+// newReconcilerWith is newReconciler with a whole configuration.
+func newReconcilerWith(t *testing.T, peers app.Peers, cfg app.Config) (*app.Reconciler, *adapters.Store, *prometheus.Registry) {
+	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, postgres.MigrationSet{Name: "reconciliation", FS: os.DirFS("../../migrations")})
 	store := adapters.NewStore(db)
 	reg := prometheus.NewRegistry()
-	cfg := app.DefaultConfig()
-	cfg.Deadline, cfg.PageSize, cfg.Clock = deadline, 2, clock
 	r, err := app.NewReconciler(cfg, peers, store, app.NewMetrics(reg), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +307,11 @@ func TestRunsActOnceAndAudit(t *testing.T) {
 	}
 	if v := sample(t, reg, "reconciliation_actions_total", map[string]string{"action": "REFUND", "outcome": "done"}); v != 1 {
 		t.Fatalf("reconciliation_actions_total{REFUND,done} = %v, want 1", v)
+	}
+	for outcome, want := range map[string]float64{"succeeded": 2, "failed": 0} {
+		if v := sample(t, reg, "reconciliation_runs_total", map[string]string{"outcome": outcome}); v != want {
+			t.Fatalf("reconciliation_runs_total{%s} = %v, want %v", outcome, v, want)
+		}
 	}
 }
 
@@ -516,6 +556,11 @@ func TestOrphanEffects(t *testing.T) {
 	if got := orphans[rec.ServicePoints]; !slices.Equal(got, many[:app.MaxOrphans]) {
 		t.Fatalf("%d points orphans, want the first %d", len(got), app.MaxOrphans)
 	}
+	// Once MaxOrphans are named, no further page of the points service's
+	// orders is read: the bound is on the run's work, not only its output.
+	if n := svc.readsOf("effects " + rec.ServicePoints); n != app.MaxOrphans/2 {
+		t.Fatalf("%d pages of the points service's orders read, want %d (%d orphans in pages of 2)", n, app.MaxOrphans/2, app.MaxOrphans)
+	}
 	if len(svc.taken()) != 1 {
 		t.Fatalf("compensations %v, want only O-1's refund", svc.taken())
 	}
@@ -560,7 +605,11 @@ func TestNamedOrphans(t *testing.T) {
 func TestRunScope(t *testing.T) {
 	recent := paidButLost("O-new")
 	recent.Order.UpdatedAt = time.Now()
-	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"), recent)
+	// The order service's clock runs ahead of the reconciliation
+	// database's: the order changed "after" the run started.
+	ahead := paidButLost("O-ahead")
+	ahead.Order.UpdatedAt = time.Now().Add(time.Hour)
+	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"), recent, ahead)
 	r, _, _ := newReconciler(t, svc, time.Minute)
 	tests := []struct {
 		name     string
@@ -573,6 +622,8 @@ func TestRunScope(t *testing.T) {
 		{"every order", rec.Scope{}, 4, nil, false},
 		{"orders named, a recent one in flight", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}, MinAge: time.Minute}, 1, []string{"O-new"}, false},
 		{"orders named, minAge 0s: every one now", rec.Scope{OrderIDs: []string{"O-new", "O-2", "O-unknown"}}, 2, nil, false},
+		{"orders named, minAge 0s: even one changed after the run started", rec.Scope{OrderIDs: []string{"O-ahead"}}, 1, nil, false},
+		{"orders named, minAge 1m: one changed after the run started is in flight", rec.Scope{OrderIDs: []string{"O-ahead"}, MinAge: time.Minute}, 0, []string{"O-ahead"}, false},
 		{"a bad id", rec.Scope{OrderIDs: []string{"O 1"}}, 0, nil, true},
 		{"a negative age", rec.Scope{MinAge: -time.Second}, 0, nil, true},
 	}
