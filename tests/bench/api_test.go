@@ -21,6 +21,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/tests/bench"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -85,9 +86,13 @@ func suiteDefaults() map[string]string {
 // latency of the 503 answers, shed-p99-ms), the orders paid but not
 // converged within convergeTimeout of the last payment (half-done, must be
 // 0) and the failed walks (errors). With BENCH_API_RATES it sweeps the
-// rates in one run against one suite and prints a table of them, the
-// capacity (capacity-orders/s: the highest rate whose accepted p99 is at
-// most capacityP99) and p99@200 ÷ p99@25 (p99-ratio-200/25) when both are
+// rates in one run against one suite and prints a table of them; its
+// metrics are then the goodput curve: each rate's accepted/s, accepted
+// and shed share, pay → converged p50 and p99, shed p99 and errors, the
+// rate in the unit (rate-200-p99-ms), the knee (knee-orders/s, see
+// bench.Goodput) and the goodput at twice the knee and the lowest past
+// it, each ÷ the knee's (goodput-at-2x-knee-ratio,
+// goodput-past-knee-min-ratio), reported only when such a rate was
 // swept.
 func BenchmarkAPIPayToConverged(b *testing.B) {
 	set := loadSettings(b)
@@ -157,22 +162,28 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 			percentile(st.converged, 50), percentile(st.converged, 90), percentile(st.converged, 99), st.converged[len(st.converged)-1],
 			percentile(st.paid, 50), percentile(st.paid, 99), convergePollEvery, st.pollErrors)
 	} else {
-		capped := capacity(steps)
-		b.ReportMetric(float64(capped.rate), "capacity-orders/s")
-		b.ReportMetric(capped.acceptedRate(), "capacity-accepted-orders/s")
+		curve := bench.Goodput(goodputSteps(steps))
+		for _, st := range steps {
+			reportStep(b, st)
+		}
+		b.ReportMetric(float64(curve.Knee), "knee-orders/s")
+		b.ReportMetric(curve.KneeGoodput, "knee-accepted-orders/s")
 		b.ReportMetric(peakAccepted(steps).acceptedRate(), "peak-accepted-orders/s")
+		if curve.TwiceKnee > 0 {
+			b.ReportMetric(curve.TwiceKneeRatio, "goodput-at-2x-knee-ratio")
+		}
+		if curve.PastKnee {
+			b.ReportMetric(curve.MinPastKneeRatio, "goodput-past-knee-min-ratio")
+		}
 		if len(total.shedLatency) > 0 {
 			b.ReportMetric(ms(percentile(total.shedLatency, 99)), "shed-p99-ms")
-		}
-		if ratio, ok := p99Ratio(steps, 200, 25); ok {
-			b.ReportMetric(ratio, "p99-ratio-200/25")
 		}
 		// On stdout: a benchmark's log is cut to its first ten lines
 		// unless -v is given, and a sweep's table is the figure. The
 		// heading must not start with "Benchmark": in the benchmark
 		// format such a line is a result, and benchfmt (so
 		// scripts/benchtables) reads it as a broken one.
-		fmt.Printf("Sweep of BenchmarkAPIPayToConverged, %d orders per rate × %d round(s):\n%s\n", set.APIOrders, b.N, sweepTable(steps))
+		fmt.Printf("Sweep of BenchmarkAPIPayToConverged, %d orders per rate × %d round(s):\n%s\n", set.APIOrders, b.N, sweepTable(steps, curve))
 	}
 	for _, name := range []string{"payment", "order"} {
 		o := backlog.summary(b, name)
@@ -188,10 +199,6 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 		b.Logf("first shed: %v", gen.firstShed)
 	}
 }
-
-// capacityP99 is the accepted orders' p99 a rate must keep to count as
-// within the capacity: the latency the admission limit promises.
-const capacityP99 = time.Second
 
 // stepResult is what the orders of one rate did, over every round.
 type stepResult struct {
@@ -248,8 +255,8 @@ func (r *stepResult) sort() {
 }
 
 // acceptedRate is the accepted orders a second, from the first start to
-// the last walk's end: the throughput the service kept, which a capacity
-// in asked orders a second overstates once most of them are shed.
+// the last walk's end: the goodput, what the service kept of the rate
+// asked.
 func (r stepResult) acceptedRate() float64 {
 	if r.took <= 0 {
 		return 0
@@ -300,18 +307,6 @@ func runStep(ctx context.Context, b *testing.B, gen *generator, dbs map[part]*sq
 	return r
 }
 
-// capacity is the step of the highest swept rate whose accepted p99 is
-// within capacityP99; the zero step (rate 0) when none is.
-func capacity(steps []stepResult) stepResult {
-	var best stepResult
-	for _, st := range steps {
-		if len(st.converged) > 0 && percentile(st.converged, 99) <= capacityP99 && st.rate > best.rate {
-			best = st
-		}
-	}
-	return best
-}
-
 // peakAccepted is the swept rate that kept the most accepted orders a
 // second.
 func peakAccepted(steps []stepResult) stepResult {
@@ -324,29 +319,41 @@ func peakAccepted(steps []stepResult) stepResult {
 	return best
 }
 
-// p99Ratio is the accepted p99 at rate hi over that at rate lo, when both
-// were swept and have accepted orders.
-func p99Ratio(steps []stepResult, hi, lo int) (float64, bool) {
-	var h, l time.Duration
-	for _, st := range steps {
-		if len(st.converged) == 0 {
-			continue
-		}
-		switch st.rate {
-		case hi:
-			h = percentile(st.converged, 99)
-		case lo:
-			l = percentile(st.converged, 99)
-		}
+// goodputSteps are the steps as bench.Goodput reads them.
+func goodputSteps(steps []stepResult) []bench.Step {
+	out := make([]bench.Step, len(steps))
+	for i, st := range steps {
+		out[i] = bench.Step{Rate: st.rate, Offered: st.started, Accepted: st.accepted,
+			Goodput: st.acceptedRate(), P99: percentile(st.converged, 99)}
 	}
-	if h == 0 || l == 0 {
-		return 0, false
+	return out
+}
+
+// reportStep reports one offered rate's point of the goodput curve, the
+// rate in each unit (rate-200-p99-ms): scripts/benchtables draws the
+// curve from them.
+func reportStep(b *testing.B, st stepResult) {
+	b.Helper()
+	unit := func(name string) string { return fmt.Sprintf("rate-%d-%s", st.rate, name) }
+	b.ReportMetric(st.acceptedRate(), unit("accepted-orders/s"))
+	b.ReportMetric(share(st.accepted, st.started), unit("accepted-%"))
+	b.ReportMetric(share(st.shed, st.started), unit("shed-%"))
+	b.ReportMetric(ms(percentile(st.converged, 50)), unit("p50-ms"))
+	b.ReportMetric(ms(percentile(st.converged, 99)), unit("p99-ms"))
+	b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
+	b.ReportMetric(float64(st.failed), unit("errors"))
+}
+
+// share is n of all in per cent; 0 of none.
+func share(n, all int) float64 {
+	if all == 0 {
+		return 0
 	}
-	return float64(h) / float64(l), true
+	return 100 * float64(n) / float64(all)
 }
 
 // sweepTable is the sweep, one rate a line.
-func sweepTable(steps []stepResult) string {
+func sweepTable(steps []stepResult, curve bench.Curve) string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rate asked\tachieved/s\taccepted\taccepted/s\tshed\t(create/checkout/pay)\terrors\thalf-done\tp50-ms\tp99-ms\tshed-p99-ms\t")
@@ -356,11 +363,22 @@ func sweepTable(steps []stepResult) string {
 			st.failed, st.halfDone, ms(percentile(st.converged, 50)), ms(percentile(st.converged, 99)), ms(percentile(st.shedLatency, 99)))
 	}
 	_ = tw.Flush()
-	capped, peak := capacity(steps), peakAccepted(steps)
-	fmt.Fprintf(&sb, "capacity (highest rate with accepted p99 ≤ %v): %d/s asked, %.1f/s accepted there; most accepted: %.1f/s, at %d/s asked",
-		capacityP99, capped.rate, capped.acceptedRate(), peak.acceptedRate(), peak.rate)
-	if ratio, ok := p99Ratio(steps, 200, 25); ok {
-		fmt.Fprintf(&sb, "; p99@200 ÷ p99@25 = %.2f", ratio)
+	peak := peakAccepted(steps)
+	fmt.Fprintf(&sb, "knee (highest rate with ≥ %.0f %% accepted and accepted p99 ≤ %v): ", 100*bench.KneeAccepted, bench.KneeP99)
+	if curve.Knee == 0 {
+		sb.WriteString("none")
+	} else {
+		fmt.Fprintf(&sb, "%d/s asked, %.1f/s accepted there", curve.Knee, curve.KneeGoodput)
+	}
+	fmt.Fprintf(&sb, "; most accepted: %.1f/s, at %d/s asked", peak.acceptedRate(), peak.rate)
+	switch {
+	case curve.TwiceKnee > 0:
+		fmt.Fprintf(&sb, "; goodput at %d/s (≥ 2 × the knee) ÷ at the knee = %.2f", curve.TwiceKnee, curve.TwiceKneeRatio)
+	case curve.Knee > 0:
+		fmt.Fprintf(&sb, "; no rate of 2 × the knee (%d/s) or more asked", 2*curve.Knee)
+	}
+	if curve.PastKnee {
+		fmt.Fprintf(&sb, "; lowest goodput past the knee ÷ at the knee = %.2f", curve.MinPastKneeRatio)
 	}
 	return sb.String()
 }

@@ -13,6 +13,7 @@
 //
 // They live in the tests module, not in pkg/, because the comparison needs
 // watermill-sql, which the services must not depend on, and the API figure
-// needs the whole suite (tests/harness). They are benchmarks only: `go test`
-// without -bench compiles them and runs nothing.
+// needs the whole suite (tests/harness). Without -bench, `go test` compiles
+// them and runs only the unit test of Goodput, the sweep's knee, which is
+// here, outside the test files, so that test is an external one.
 package bench
