@@ -14,7 +14,9 @@
 // `date:`, `cpu:`, `cores:`, `memory:`, `go-version:`, `kernel:`, `modules:` and
 // `bench-flags:` lines make bench writes first), then one row per benchmark line with its package, its
 // name, every custom metric with its unit and, where the documentation sets
-// one, the target and whether the figure meets it.
+// one, the target and whether the figure meets it. A sweep's per-rate
+// metrics (rate-200-p99-ms) are its goodput curve instead: a table after
+// the file's, one row per offered rate.
 package benchtables
 
 import (
@@ -22,10 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -203,8 +207,90 @@ func Render(docDir string, raws []Raw) string {
 			fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", cell(strings.TrimPrefix(res.Package, modulePrefix)),
 				cell(res.Name), cell(figures(res)), cell(targets(res)))
 		}
+		for _, res := range raw.Results {
+			writeCurve(&b, res)
+		}
 	}
 	return b.String()
+}
+
+// curveColumns are the figures of one offered rate a sweep reports, each
+// as a metric whose unit is "rate-<offered>-" and the column's unit
+// (rate-200-p99-ms), with the heading the curve's table gives them.
+var curveColumns = []struct{ unit, heading string }{
+	{"accepted-orders/s", "accepted/s"},
+	{"accepted-%", "accepted %"},
+	{"shed-%", "shed %"},
+	{"p50-ms", "p50 ms"},
+	{"p99-ms", "p99 ms"},
+	{"shed-p99-ms", "shed p99 ms"},
+	{"errors", "errors"},
+}
+
+// curveUnit splits a per-rate unit, rate-200-p99-ms, into its offered rate
+// and its column's unit; ok is false for any other unit, one whose column
+// is not in curveColumns included, which then stays among the figures.
+func curveUnit(unit string) (rate int, column string, ok bool) {
+	rest, found := strings.CutPrefix(unit, "rate-")
+	if !found {
+		return 0, "", false
+	}
+	digits, column, found := strings.Cut(rest, "-")
+	if !found || !slices.ContainsFunc(curveColumns, func(c struct{ unit, heading string }) bool { return c.unit == column }) {
+		return 0, "", false
+	}
+	rate, err := strconv.Atoi(digits)
+	if err != nil || rate < 1 {
+		return 0, "", false
+	}
+	return rate, column, true
+}
+
+// writeCurve writes the goodput curve of a result that reports per-rate
+// figures: one row per offered rate, lowest first, the knee marked.
+func writeCurve(b *strings.Builder, res Result) {
+	points := map[int]map[string]float64{}
+	knee := -1.0
+	for _, m := range res.Metrics {
+		if m.Unit == "knee-orders/s" {
+			knee = m.Value
+		}
+		rate, column, ok := curveUnit(m.Unit)
+		if !ok {
+			continue
+		}
+		if points[rate] == nil {
+			points[rate] = map[string]float64{}
+		}
+		points[rate][column] = m.Value
+	}
+	if len(points) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nGoodput curve of `%s` (`%s`), by offered orders a second", cell(res.Name), cell(strings.TrimPrefix(res.Package, modulePrefix)))
+	if knee == 0 {
+		b.WriteString("; no rate is within the knee's bounds")
+	}
+	b.WriteString(":\n\n| offered/s |")
+	for _, c := range curveColumns {
+		fmt.Fprintf(b, " %s |", c.heading)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(curveColumns)) + "\n")
+	for _, rate := range slices.Sorted(maps.Keys(points)) {
+		fmt.Fprintf(b, "| %d", rate)
+		if float64(rate) == knee {
+			b.WriteString(" (knee)")
+		}
+		b.WriteString(" |")
+		for _, c := range curveColumns {
+			if v, ok := points[rate][c.unit]; ok {
+				fmt.Fprintf(b, " %s |", FormatValue(v))
+			} else {
+				b.WriteString("  |")
+			}
+		}
+		b.WriteString("\n")
+	}
 }
 
 // machine describes where the run happened, from the config lines.
@@ -221,10 +307,13 @@ func machine(cfg map[string]string) string {
 }
 
 // figures lists a line's custom metrics, or its standard ones when it has
-// none.
+// none. The per-rate figures of a sweep are left to its curve's table.
 func figures(res Result) string {
 	var custom, standard []string
 	for _, m := range res.Metrics {
+		if _, _, ok := curveUnit(m.Unit); ok {
+			continue
+		}
 		s := FormatValue(m.Value) + " " + m.Unit
 		if standardUnits[m.Unit] {
 			standard = append(standard, s)
@@ -240,7 +329,7 @@ func figures(res Result) string {
 
 // target is a figure the documentation asks of a metric.
 type target struct {
-	op    string // "≥", "≤" or "="
+	op    string // "≥", "≤", "<" or "="
 	value float64
 }
 
@@ -250,6 +339,8 @@ func (t target) met(v float64) bool {
 		return v >= t.value
 	case "≤":
 		return v <= t.value
+	case "<":
+		return v < t.value
 	default:
 		return v == t.value
 	}
@@ -258,28 +349,34 @@ func (t target) met(v float64) bool {
 // documentedTargets are the targets docs/benchmarks.md gives, by package
 // (without the module prefix), base benchmark name and unit.
 var documentedTargets = map[[3]string]target{
-	{"tests/bench", "BenchmarkRelay", "events/s"}:                     {"≥", 20_000},
-	{"tests/bench", "BenchmarkRelay", "ratio"}:                        {"≥", 5},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "p50-ms"}:           {"≤", 150},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "p99-ms"}:           {"≤", 1_000},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "errors"}:           {"=", 0},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "shed-p99-ms"}:      {"≤", 50},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "half-done"}:        {"=", 0},
-	{"tests/bench", "BenchmarkAPIPayToConverged", "p99-ratio-200/25"}: {"≤", 5},
-	{"tests/bench", "BenchmarkConsumers", "ratio"}:                    {"≥", 8},
-	{"tests/bench", "BenchmarkBacklog", "drain-s"}:                    {"≤", 15},
-	{"tests/bench", "BenchmarkBacklog", "peak-rss-MiB"}:               {"≤", 100},
-	{"tests/bench", "BenchmarkReconciliation", "findings"}:            {"=", 100},
-	{"tests/bench", "BenchmarkReconciliation", "actions"}:             {"=", 100},
-	{"tests/bench", "BenchmarkReconciliation", "second-actions"}:      {"=", 0},
-	{"scripts/internal/loadgen", "BenchmarkBrokerPublish", "ratio"}:   {"≥", 0.5},
-	{"tests/bench", "BenchmarkLimits", "inventory-ratio"}:             {"≥", 0.5},
-	{"tests/bench", "BenchmarkLimits", "points-ratio"}:                {"≥", 0.5},
-	{"tests/bench", "BenchmarkLimits", "notification-ratio"}:          {"≥", 0.5},
-	{"tests/bench", "BenchmarkLimits", "overlap-ratio"}:               {"≤", 1.5},
-	{"tests/bench", "BenchmarkLimits", "inventory-peak-rss-MiB"}:      {"≤", 100},
-	{"tests/bench", "BenchmarkLimits", "points-peak-rss-MiB"}:         {"≤", 100},
-	{"tests/bench", "BenchmarkLimits", "notification-peak-rss-MiB"}:   {"≤", 100},
+	{"tests/bench", "BenchmarkRelay", "events/s"}:                                {"≥", 20_000},
+	{"tests/bench", "BenchmarkRelay", "ratio"}:                                   {"≥", 5},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "p50-ms"}:                      {"≤", 150},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "p99-ms"}:                      {"≤", 1_000},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "errors"}:                      {"=", 0},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "shed-p99-ms"}:                 {"<", 50},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "half-done"}:                   {"=", 0},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "rate-200-accepted-%"}:         {"≥", 99},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "rate-200-p50-ms"}:             {"≤", 100},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "rate-200-p99-ms"}:             {"≤", 500},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "rate-200-errors"}:             {"=", 0},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "knee-orders/s"}:               {"≥", 300},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "goodput-at-2x-knee-ratio"}:    {"≥", 0.9},
+	{"tests/bench", "BenchmarkAPIPayToConverged", "goodput-past-knee-min-ratio"}: {"≥", 0.9},
+	{"tests/bench", "BenchmarkConsumers", "ratio"}:                               {"≥", 8},
+	{"tests/bench", "BenchmarkBacklog", "drain-s"}:                               {"≤", 15},
+	{"tests/bench", "BenchmarkBacklog", "peak-rss-MiB"}:                          {"≤", 100},
+	{"tests/bench", "BenchmarkReconciliation", "findings"}:                       {"=", 100},
+	{"tests/bench", "BenchmarkReconciliation", "actions"}:                        {"=", 100},
+	{"tests/bench", "BenchmarkReconciliation", "second-actions"}:                 {"=", 0},
+	{"scripts/internal/loadgen", "BenchmarkBrokerPublish", "ratio"}:              {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "inventory-ratio"}:                        {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "points-ratio"}:                           {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "notification-ratio"}:                     {"≥", 0.5},
+	{"tests/bench", "BenchmarkLimits", "overlap-ratio"}:                          {"≤", 1.5},
+	{"tests/bench", "BenchmarkLimits", "inventory-peak-rss-MiB"}:                 {"≤", 100},
+	{"tests/bench", "BenchmarkLimits", "points-peak-rss-MiB"}:                    {"≤", 100},
+	{"tests/bench", "BenchmarkLimits", "notification-peak-rss-MiB"}:              {"≤", 100},
 }
 
 // targets lists the documented targets of a line's metrics, each with

@@ -177,9 +177,10 @@ ok  	github.com/reliable-orders/fulfillment/tests/bench	1.0s
 
 func TestRender(t *testing.T) {
 	tests := []struct {
-		name string
-		raw  string
-		want []string
+		name    string
+		raw     string
+		want    []string
+		wantNot []string
 	}{
 		{
 			name: "header, link relative to the document, machine",
@@ -199,6 +200,44 @@ func TestRender(t *testing.T) {
 				"| `tests/bench` | `BenchmarkRelay-2` | 22 088 events/s, 5 694 forwarder-100-events/s, 3.88 ratio | events/s ≥ 20 000: met; ratio ≥ 5: missed |\n",
 				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 14 100 p50-ms, 0 errors | p50-ms ≤ 150: missed; errors = 0: met |\n",
 			},
+		},
+		{
+			name: "a sweep: its per-rate figures as a goodput curve, lowest rate first, the knee marked, their targets beside the line",
+			raw: header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\n" +
+				"BenchmarkAPIPayToConverged-2 1 0 errors 0.95 goodput-at-2x-knee-ratio 200 knee-orders/s " +
+				"99.5 rate-200-accepted-% 199 rate-200-accepted-orders/s 0 rate-200-errors 80 rate-200-p50-ms 450 rate-200-p99-ms 0.5 rate-200-shed-% 12 rate-200-shed-p99-ms " +
+				"60 rate-400-accepted-% 240 rate-400-accepted-orders/s 0 rate-400-errors 300 rate-400-p50-ms 900 rate-400-p99-ms 40 rate-400-shed-% 55 rate-400-shed-p99-ms " +
+				"25 rate-25-accepted-orders/s 3 rate-25-custom 50 shed-p99-ms\n",
+			want: []string{
+				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 0 errors, 0.95 goodput-at-2x-knee-ratio, 200 knee-orders/s, 3 rate-25-custom, 50 shed-p99-ms | " +
+					"errors = 0: met; goodput-at-2x-knee-ratio ≥ 0.9: met; knee-orders/s ≥ 300: missed; rate-200-accepted-% ≥ 99: met; " +
+					"rate-200-errors = 0: met; rate-200-p50-ms ≤ 100: met; rate-200-p99-ms ≤ 500: met; shed-p99-ms < 50: missed |\n",
+				"\nGoodput curve of `BenchmarkAPIPayToConverged-2` (`tests/bench`), by offered orders a second:\n\n" +
+					"| offered/s | accepted/s | accepted % | shed % | p50 ms | p99 ms | shed p99 ms | errors |\n" +
+					"|---|---|---|---|---|---|---|---|\n" +
+					"| 25 | 25 |  |  |  |  |  |  |\n" +
+					"| 200 (knee) | 199 | 99.5 | 0.5 | 80 | 450 | 12 | 0 |\n" +
+					"| 400 | 240 | 60 | 40 | 300 | 900 | 55 | 0 |\n",
+			},
+		},
+		{
+			name: "a sweep with no rate within the knee's bounds says so",
+			raw: header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\n" +
+				"BenchmarkAPIPayToConverged-2 1 0 knee-orders/s 10 rate-50-accepted-orders/s\n",
+			want: []string{
+				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 0 knee-orders/s | knee-orders/s ≥ 300: missed |\n",
+				"by offered orders a second; no rate is within the knee's bounds:\n",
+				"| 50 | 10 |  |  |  |  |  |  |\n",
+			},
+		},
+		{
+			name: "an older sweep, without per-rate figures: no curve, and no verdict on the withdrawn p99 ratio",
+			raw: header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\n" +
+				"BenchmarkAPIPayToConverged-2 1 400 capacity-orders/s 4.91 p99-ratio-200/25 59.1 shed-p99-ms\n",
+			want: []string{
+				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 400 capacity-orders/s, 4.91 p99-ratio-200/25, 59.1 shed-p99-ms | shed-p99-ms < 50: missed |\n",
+			},
+			wantNot: []string{"Goodput curve", "p99-ratio-200/25 ≤"},
 		},
 		{
 			name: "the commit measured, when the raw file names it",
@@ -221,6 +260,11 @@ func TestRender(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("rendered\n%s\nwant it to contain\n%s", got, w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(got, w) {
+					t.Errorf("rendered\n%s\nwant it not to contain\n%s", got, w)
 				}
 			}
 		})
