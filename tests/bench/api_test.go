@@ -88,9 +88,9 @@ func suiteDefaults() map[string]string {
 // 0) and the failed walks (errors). With BENCH_API_RATES it sweeps the
 // rates in one run against one suite and prints a table of them; its
 // metrics are then the goodput curve: each rate's accepted/s, accepted
-// and shed share, pay → converged p50 and p99, shed p99 and errors, the
-// rate in the unit (rate-200-p99-ms), the knee (knee-orders/s, see
-// bench.Goodput) and the goodput at twice the knee and the lowest past
+// and shed share, pay → converged p50 and p99, shed p50 and p99 and
+// errors, the rate in the unit (rate-200-p99-ms), the knee
+// (knee-orders/s, see bench.Goodput) and the goodput at twice the knee and the lowest past
 // it, each ÷ the knee's (goodput-at-2x-knee-ratio,
 // goodput-past-knee-min-ratio), reported only when such a rate was
 // swept.
@@ -340,6 +340,7 @@ func reportStep(b *testing.B, st stepResult) {
 	b.ReportMetric(share(st.shed, st.started), unit("shed-%"))
 	b.ReportMetric(ms(percentile(st.converged, 50)), unit("p50-ms"))
 	b.ReportMetric(ms(percentile(st.converged, 99)), unit("p99-ms"))
+	b.ReportMetric(ms(percentile(st.shedLatency, 50)), unit("shed-p50-ms"))
 	b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
 	b.ReportMetric(float64(st.failed), unit("errors"))
 }

@@ -223,6 +223,7 @@ var curveColumns = []struct{ unit, heading string }{
 	{"shed-%", "shed %"},
 	{"p50-ms", "p50 ms"},
 	{"p99-ms", "p99 ms"},
+	{"shed-p50-ms", "shed p50 ms"},
 	{"shed-p99-ms", "shed p99 ms"},
 	{"errors", "errors"},
 }
