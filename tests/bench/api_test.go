@@ -331,7 +331,7 @@ func goodputSteps(steps []stepResult) []bench.Step {
 
 // reportStep reports one offered rate's point of the goodput curve, the
 // rate in each unit (rate-200-p99-ms): scripts/benchtables draws the
-// curve from them.
+// curve from them, a figure not reported as an empty cell.
 func reportStep(b *testing.B, st stepResult) {
 	b.Helper()
 	unit := func(name string) string { return fmt.Sprintf("rate-%d-%s", st.rate, name) }
@@ -340,8 +340,10 @@ func reportStep(b *testing.B, st stepResult) {
 	b.ReportMetric(share(st.shed, st.started), unit("shed-%"))
 	b.ReportMetric(ms(percentile(st.converged, 50)), unit("p50-ms"))
 	b.ReportMetric(ms(percentile(st.converged, 99)), unit("p99-ms"))
-	b.ReportMetric(ms(percentile(st.shedLatency, 50)), unit("shed-p50-ms"))
-	b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
+	if len(st.shedLatency) > 0 { // no shed answer has no latency, not one of 0
+		b.ReportMetric(ms(percentile(st.shedLatency, 50)), unit("shed-p50-ms"))
+		b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
+	}
 	b.ReportMetric(float64(st.failed), unit("errors"))
 }
 
