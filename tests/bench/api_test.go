@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -319,12 +320,16 @@ func peakAccepted(steps []stepResult) stepResult {
 	return best
 }
 
-// goodputSteps are the steps as bench.Goodput reads them.
+// goodputSteps are the steps as bench.Goodput reads them. A paid order
+// that never converged (half-done) counts in the p99 as slower than any
+// that did: leaving it out would let a rate whose orders stall pass as
+// fast.
 func goodputSteps(steps []stepResult) []bench.Step {
 	out := make([]bench.Step, len(steps))
 	for i, st := range steps {
+		latencies := append(slices.Clone(st.converged), slices.Repeat([]time.Duration{math.MaxInt64}, st.halfDone)...)
 		out[i] = bench.Step{Rate: st.rate, Offered: st.started, Accepted: st.accepted,
-			Goodput: st.acceptedRate(), P99: percentile(st.converged, 99)}
+			Goodput: st.acceptedRate(), P99: percentile(latencies, 99)}
 	}
 	return out
 }
@@ -338,9 +343,12 @@ func reportStep(b *testing.B, st stepResult) {
 	b.ReportMetric(st.acceptedRate(), unit("accepted-orders/s"))
 	b.ReportMetric(share(st.accepted, st.started), unit("accepted-%"))
 	b.ReportMetric(share(st.shed, st.started), unit("shed-%"))
-	b.ReportMetric(ms(percentile(st.converged, 50)), unit("p50-ms"))
-	b.ReportMetric(ms(percentile(st.converged, 99)), unit("p99-ms"))
-	if len(st.shedLatency) > 0 { // no shed answer has no latency, not one of 0
+	// No order, accepted or shed, has no latency, not one of 0.
+	if len(st.converged) > 0 {
+		b.ReportMetric(ms(percentile(st.converged, 50)), unit("p50-ms"))
+		b.ReportMetric(ms(percentile(st.converged, 99)), unit("p99-ms"))
+	}
+	if len(st.shedLatency) > 0 {
 		b.ReportMetric(ms(percentile(st.shedLatency, 50)), unit("shed-p50-ms"))
 		b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
 	}
