@@ -50,6 +50,12 @@ func TestConfigValidate(t *testing.T) {
 		{"pages of 1001", func(c *app.Config) { c.PageSize = 1001 }, false},
 		{"no attempt", func(c *app.Config) { c.MaxAttempts = 0 }, false},
 		{"one attempt", func(c *app.Config) { c.MaxAttempts = 1 }, true},
+		{"no heartbeat", func(c *app.Config) { c.Heartbeat = 0 }, false},
+		{"abandoned after exactly three heartbeats", func(c *app.Config) { c.Heartbeat = time.Second; c.AbandonAfter = 3 * time.Second }, true},
+		{"abandoned before three heartbeats", func(c *app.Config) {
+			c.Heartbeat = time.Second
+			c.AbandonAfter = 3*time.Second - time.Nanosecond
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
