@@ -1,0 +1,83 @@
+// Command seed_orders writes many converged paid orders, a fifth of them
+// refunded, straight into the five services' databases on DATABASE_URL
+// (package seedorders), or removes them again: the orders a reconciliation
+// run over 100 000 paid orders compares (docs/runs/2026-12-05-reconcile-100k-paid.txt).
+//
+//	go run ./scripts/seed_orders [--count 100000] [--prefix O-seedpaid-] [--refund-every 10]
+//	go run ./scripts/seed_orders --remove [--prefix O-seedpaid-]
+//
+// The databases must exist and be migrated: start `make run` once. It
+// exits 1 when a database refused the rows, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/seedorders"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg := seedorders.DefaultConfig(time.Now())
+	fs := flag.NewFlagSet("seed_orders", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "how many orders")
+	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "start of every seeded order id (--remove deletes by it)")
+	fs.IntVar(&cfg.RefundEvery, "refund-every", cfg.RefundEvery, "every Nth order refunded in full and the next in part; 0: none")
+	age := fs.Duration("age", time.Hour, "how long ago the first order was created")
+	remove := fs.Bool("remove", false, "delete the rows seeded with --prefix instead of seeding")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg.CreatedAt = time.Now().Add(-*age)
+	serverURL := envconfig.New(getenv).String("DATABASE_URL", postgres.DefaultServerURL)
+	dsn := func(service string) (string, error) {
+		s, ok := suite.Lookup(suite.Services(), service)
+		if !ok {
+			return "", fmt.Errorf("no service %q", service)
+		}
+		return postgres.WithDatabase(serverURL, s.DBName)
+	}
+	verb, do := "seeded", seedorders.Seed
+	if *remove {
+		verb, do = "removed", seedorders.Remove
+	} else if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "seed_orders:", err)
+		return 2
+	}
+	start := time.Now()
+	results, err := do(ctx, dsn, cfg)
+	for _, r := range results {
+		fmt.Fprintf(stdout, "%-14s %s %d rows in %s\n", r.Service, verb, r.Rows, r.Took.Round(time.Millisecond))
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "seed_orders:", err)
+		return 1
+	}
+	if *remove {
+		fmt.Fprintf(stdout, "removed the orders %s* in %s\n", cfg.Prefix, time.Since(start).Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(stdout, "seeded %d orders %s1..%d (refund every %d) in %s\n", cfg.Count, cfg.Prefix, cfg.Count, cfg.RefundEvery, time.Since(start).Round(time.Millisecond))
+	}
+	return 0
+}
