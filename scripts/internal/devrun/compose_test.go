@@ -324,7 +324,9 @@ func produceThrough(t *testing.T, p *faultproxy.Proxy, topic string) {
 	t.Helper()
 	var d net.Dialer
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()),
-		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) { return d.DialContext(ctx, network, p.Addr()) }),
+		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, p.Addr())
+		}),
 		kgo.DisableIdempotentWrite(),
 		kgo.MetadataMinAge(10*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
