@@ -5,10 +5,12 @@
 #
 #   docker build --build-arg SERVICE=order --build-arg PORT=8081 -t fulfillment/order-service .
 #
-# docker-compose.yml builds all six this way.
+# docker-compose.yml builds all six this way, and the Kafka fault proxy of
+# the drills (SERVICE=faultproxy, PACKAGE=./scripts/faultproxy).
 
 FROM golang:1.26 AS build
 ARG SERVICE
+ARG PACKAGE=./services/${SERVICE}
 RUN test -n "$SERVICE" || { echo "build with --build-arg SERVICE=order|payment|inventory|points|notification|reconciliation" >&2; exit 1; }
 WORKDIR /src
 # The whole workspace: go.work names every module, and services build
@@ -16,7 +18,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/service ./services/${SERVICE}
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/service ${PACKAGE}
 
 # Alpine rather than distroless so compose health checks can use wget.
 FROM alpine:3.22

@@ -166,9 +166,9 @@ func lossLostAck(s *session) (seen string, err error) {
 	if err := bc.ClearFaults(s.ctx); err != nil {
 		return "", skipIfNoBroker(err)
 	}
-	// A broker that can be stopped but not faulted (Redpanda under
-	// compose) refuses to arm: tried on a topic nothing writes, before the
-	// case touches the suite, so this case alone is skipped.
+	// A broker that can be stopped but not faulted (compose without its
+	// fault proxy) refuses to arm: tried on a topic nothing writes, before
+	// the case touches the suite, so this case alone is skipped.
 	if err := bc.LoseAcks(s.ctx, s.t.Topic+probeTopicSuffix, 1); err != nil {
 		return "", skipIfNoBroker(fmt.Errorf("arm a lost acknowledgement: %w", err))
 	}

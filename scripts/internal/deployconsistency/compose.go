@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/cli"
@@ -285,4 +287,121 @@ func CheckDockerfile(dockerfile []byte) []error {
 		errs = append(errs, fmt.Errorf("Dockerfile: %q would bake a secret into the image; services read theirs at run time (*_FILE)", strings.TrimSpace(string(m[1]))))
 	}
 	return errs
+}
+
+// FaultProxyService is the compose service of the Kafka fault proxy
+// (scripts/faultproxy) that `make compose-control` arms for loss/lost-ack.
+const FaultProxyService = "faultproxy"
+
+// ProducerService is the suite service whose producer the lost-ack drill
+// faults: the order service's outbox relay.
+const ProducerService = "order-service"
+
+// CheckFaultProxy checks the wiring the lost-ack drill needs under compose:
+// the fault proxy forwards to a listener of the broker service that
+// advertises the proxy's own address, so a client that bootstraps through
+// it stays on it; the order service bootstraps through the proxy and waits
+// for it; the proxy's admin API is published on adminPort, where `make
+// compose-control` asks for it.
+func CheckFaultProxy(p *types.Project, brokerService string, adminPort int) []error {
+	where := "docker-compose.yml: " + FaultProxyService
+	proxy, ok := p.Services[FaultProxyService]
+	if !ok {
+		return []error{fmt.Errorf("docker-compose.yml: no service %s: loss/lost-ack cannot lose an acknowledgement under compose", FaultProxyService)}
+	}
+	env := func(svc types.ServiceConfig, key string) string {
+		if v := svc.Environment[key]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	var errs []error
+	listen, upstream := env(proxy, "FAULTPROXY_LISTEN"), env(proxy, "FAULTPROXY_UPSTREAM")
+	_, listenPort, err := net.SplitHostPort(listen)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: FAULTPROXY_LISTEN=%q: %w", where, listen, err))
+	}
+	proxyAddr := net.JoinHostPort(FaultProxyService, listenPort)
+
+	// The broker's listener the proxy forwards to, by port, and what it
+	// advertises.
+	broker, ok := p.Services[brokerService]
+	if !ok {
+		return append(errs, fmt.Errorf("docker-compose.yml: no broker service %s", brokerService))
+	}
+	upHost, upPort, err := net.SplitHostPort(upstream)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("%s: FAULTPROXY_UPSTREAM=%q: %w", where, upstream, err))
+	case upHost != brokerService:
+		errs = append(errs, fmt.Errorf("%s: FAULTPROXY_UPSTREAM=%q is not the broker service %s", where, upstream, brokerService))
+	default:
+		listeners, advertised := brokerListeners(broker.Command)
+		name, found := "", false
+		for n, addr := range listeners {
+			if _, port, _ := net.SplitHostPort(addr); port == upPort {
+				name, found = n, true
+			}
+		}
+		switch {
+		case !found:
+			errs = append(errs, fmt.Errorf("docker-compose.yml: %s: no --kafka-addr listener on port %s, FAULTPROXY_UPSTREAM's", brokerService, upPort))
+		case advertised[name] != proxyAddr:
+			errs = append(errs, fmt.Errorf("docker-compose.yml: %s: the listener %s the proxy forwards to advertises %q, want the proxy's %q (clients would leave the proxy after Metadata)",
+				brokerService, name, advertised[name], proxyAddr))
+		}
+	}
+	if dep, ok := proxy.DependsOn[brokerService]; !ok || dep.Condition != types.ServiceConditionHealthy {
+		errs = append(errs, fmt.Errorf("%s: does not wait for %s to be healthy", where, brokerService))
+	}
+
+	producer, ok := p.Services[ProducerService]
+	if !ok {
+		return append(errs, fmt.Errorf("docker-compose.yml: no service %s", ProducerService))
+	}
+	if got := env(producer, "KAFKA_BROKERS"); got != proxyAddr {
+		errs = append(errs, fmt.Errorf("docker-compose.yml: %s: KAFKA_BROKERS=%q, want the fault proxy %q (loss/lost-ack faults its relay's producer)", ProducerService, got, proxyAddr))
+	}
+	if dep, ok := producer.DependsOn[FaultProxyService]; !ok || dep.Condition != types.ServiceConditionHealthy {
+		errs = append(errs, fmt.Errorf("docker-compose.yml: %s: does not wait for %s to be healthy", ProducerService, FaultProxyService))
+	}
+
+	published := false
+	for _, port := range proxy.Ports {
+		if port.Published == strconv.Itoa(adminPort) && port.Target == uint32(adminPort) {
+			published = true
+		}
+	}
+	if _, adminListen, _ := net.SplitHostPort(env(proxy, "FAULTPROXY_ADMIN_ADDR")); !published || adminListen != strconv.Itoa(adminPort) {
+		errs = append(errs, fmt.Errorf("%s: its admin API (FAULTPROXY_ADMIN_ADDR %q) is not published as %d:%d, where make compose-control asks for it",
+			where, env(proxy, "FAULTPROXY_ADMIN_ADDR"), adminPort, adminPort))
+	}
+	return errs
+}
+
+// brokerListeners reads Redpanda's --kafka-addr and --advertise-kafka-addr
+// (name://host:port, comma-separated) into name → address.
+func brokerListeners(command []string) (listen, advertise map[string]string) {
+	listen, advertise = map[string]string{}, map[string]string{}
+	for _, arg := range command {
+		flag, value, ok := strings.Cut(arg, "=")
+		if !ok {
+			continue
+		}
+		var into map[string]string
+		switch flag {
+		case "--kafka-addr":
+			into = listen
+		case "--advertise-kafka-addr":
+			into = advertise
+		default:
+			continue
+		}
+		for _, l := range strings.Split(value, ",") {
+			if name, addr, ok := strings.Cut(l, "://"); ok {
+				into[name] = addr
+			}
+		}
+	}
+	return listen, advertise
 }

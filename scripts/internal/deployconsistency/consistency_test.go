@@ -112,6 +112,12 @@ func (r repo) check(services []suite.Service) []error {
 		errs = append(errs, err)
 	} else {
 		errs = append(errs, deployconsistency.CheckComposeProject(p, services)...)
+		cc := devrun.LoadComposeConfig(func(string) string { return "" })
+		if u, err := url.Parse(cc.FaultProxyURL); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, deployconsistency.CheckFaultProxy(p, cc.BrokerService, addrPort(u.Host))...)
+		}
 		errs = append(errs, r.checkPorts(services, deployconsistency.PublishedPorts(p))...)
 	}
 	errs = append(errs, deployconsistency.CheckDockerignore(r.dockerignore)...)
@@ -194,6 +200,13 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"compose needs a variable a fresh clone lacks", "docker-compose.yml", "FAILPOINTS_ENABLED: ${FAILPOINTS_ENABLED:-false}", "FAILPOINTS_ENABLED: ${FAILPOINTS_ENABLED:?run make up}", "required variable FAILPOINTS_ENABLED is missing a value"},
 		{"compose needs a .env", "docker-compose.yml", "  secrets:\n    image: alpine:3.22\n", "  secrets:\n    image: alpine:3.22\n    env_file: .env\n", "does not load on a fresh clone"},
 		{"compose has no secrets job", "docker-compose.yml", "  secrets:\n    image: alpine:3.22\n", "  keys:\n    image: alpine:3.22\n", "does not load on a fresh clone"},
+		{"the proxy's listener advertises the broker", "docker-compose.yml", "proxied://faultproxy:9092", "proxied://redpanda:29092", `the listener proxied the proxy forwards to advertises "redpanda:29092", want the proxy's "faultproxy:9092"`},
+		{"the proxy forwards to no listener", "docker-compose.yml", "FAULTPROXY_UPSTREAM: redpanda:29092", "FAULTPROXY_UPSTREAM: redpanda:29093", "redpanda: no --kafka-addr listener on port 29093"},
+		{"the proxy forwards to the internal listener", "docker-compose.yml", "FAULTPROXY_UPSTREAM: redpanda:29092", "FAULTPROXY_UPSTREAM: redpanda:9092", `the listener internal the proxy forwards to advertises "redpanda:9092"`},
+		{"the relay bypasses the proxy", "docker-compose.yml", "      KAFKA_BROKERS: faultproxy:9092\n", "", `order-service: KAFKA_BROKERS="redpanda:9092", want the fault proxy "faultproxy:9092"`},
+		{"the relay does not wait for the proxy", "docker-compose.yml", "      faultproxy:\n        condition: service_healthy\n", "", "order-service: does not wait for faultproxy to be healthy"},
+		{"the proxy's admin API is elsewhere", "docker-compose.yml", `"127.0.0.1:9094:9094"`, `"127.0.0.1:9095:9094"`, "faultproxy: its admin API"},
+		{"no fault proxy", "docker-compose.yml", "  faultproxy:\n    build:", "  kafkaproxy:\n    build:", `depends on undefined service "faultproxy"`},
 		{"console published on every interface", "docker-compose.yml", `"127.0.0.1:8080:8080"`, `"8080:8080"`, "redpanda-console: port 8080 is published on every interface; want 127.0.0.1:8080:8080"},
 		{"grafana published on 0.0.0.0", "docker-compose.yml", `"127.0.0.1:3000:3000"`, `"0.0.0.0:3000:3000"`, "grafana: port 3000 is published on 0.0.0.0"},
 		{"a service published on every interface", "docker-compose.yml", `"127.0.0.1:8086:8086"`, `"8086:8086"`, "reconciliation-service: port 8086 is published on every interface"},
@@ -204,7 +217,7 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"a password in DATABASE_URL", "docker-compose.yml", "postgres://postgres@postgres:5432", "postgres://postgres:postgres@postgres:5432", "order-service: DATABASE_URL holds a password"},
 		{"a secret from the environment", "docker-compose.yml", "ADMIN_TOKEN_FILE: /run/secrets/admin_token", "ADMIN_TOKEN: ${ADMIN_TOKEN:-}", "payment-service: ADMIN_TOKEN is set in the environment; give the service ADMIN_TOKEN_FILE"},
 		{"a service without its token file", "docker-compose.yml", "  ADMIN_TOKEN_FILE: /run/secrets/admin_token\n", "", "points-service: ADMIN_TOKEN_FILE is not set"},
-		{"services start before the secrets exist", "docker-compose.yml", "    secrets:\n      condition: service_completed_successfully\n    postgres:\n", "    postgres:\n", "order-service: reads secret files but does not depend on secrets"},
+		{"services start before the secrets exist", "docker-compose.yml", "    secrets:\n      condition: service_completed_successfully\n    postgres:\n", "    postgres:\n", "payment-service: reads secret files but does not depend on secrets"},
 		{"grafana only waits for the secrets job to start", "docker-compose.yml", "      secrets:\n        condition: service_completed_successfully\n      prometheus:", "      secrets:\n        condition: service_started\n      prometheus:", "grafana: reads secret files but does not depend on secrets with condition service_completed_successfully"},
 		{"services mount the secrets writable", "docker-compose.yml", "    - secrets:/run/secrets:ro\n", "    - secrets:/run/secrets\n", "inventory-service: mounts the volume secrets writable"},
 		{"postgres does not mount the secrets", "docker-compose.yml", "      - postgres:/var/lib/postgresql/data\n      - secrets:/run/secrets:ro\n", "      - postgres:/var/lib/postgresql/data\n", "postgres: reads secret files but does not mount the volume secrets"},
@@ -215,7 +228,7 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"the secrets job restarts", "docker-compose.yml", "    restart: \"no\"\n    volumes:\n      - secrets:/run/secrets\n", "    restart: unless-stopped\n    volumes:\n      - secrets:/run/secrets\n", `secrets: restart "unless-stopped"`},
 		{"the secrets job cannot write", "docker-compose.yml", "      - secrets:/run/secrets\n    entrypoint", "      - secrets:/run/secrets:ro\n    entrypoint", "secrets: does not mount the volume secrets writable"},
 		{".env enters the build context", ".dockerignore", ".env\n", "", ".dockerignore: .env is not ignored"},
-		{"the Dockerfile takes a secret argument", "Dockerfile", "ARG SERVICE\nRUN test", "ARG SERVICE\nARG ADMIN_TOKEN\nRUN test", `"ARG ADMIN_TOKEN" would bake a secret`},
+		{"the Dockerfile takes a secret argument", "Dockerfile", "ARG SERVICE\nARG PACKAGE", "ARG SERVICE\nARG ADMIN_TOKEN\nARG PACKAGE", `"ARG ADMIN_TOKEN" would bake a secret`},
 		{"the Dockerfile copies .env", "Dockerfile", "COPY . .\n", "COPY . .\nCOPY .env /src/.env\n", `"COPY .env /src/.env" would bake a secret`},
 		{"config map writes a secret", "configmap.yaml", "  LOG_LEVEL: info", "  LOG_LEVEL: info\n  CALLBACK_SECRET: dev-callback-secret", "CALLBACK_SECRET is written in the file"},
 		{"deployment writes a secret", "order-service.yaml", "            - name: DB_NAME\n", "            - name: ADMIN_TOKEN\n              value: dev-admin-token\n            - name: DB_NAME\n", "ADMIN_TOKEN is written in the file"},

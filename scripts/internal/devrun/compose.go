@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
@@ -27,10 +29,18 @@ import (
 // the Docker CLI. docs/decisions.md (Drills under compose) says why each
 // route is done the way it is.
 
-// ErrNoComposeFault answers POST /broker/faults under compose: Redpanda
-// has no way to append a Produce request's records and lose its answer, so
-// loss/lost-ack reports SKIP there (docs/drills.md).
-var ErrNoComposeFault = errors.New("the compose suite's broker is Redpanda, which cannot lose a Produce acknowledgement on request: loss/lost-ack needs make run's embedded broker")
+// ErrNoComposeFault answers POST /broker/faults under compose when the
+// fault proxy does not answer (a compose file without the service
+// faultproxy, or the service down): the drill that needs it reports SKIP.
+var ErrNoComposeFault = errors.New("the compose suite's fault proxy (service faultproxy) does not answer, and Redpanda cannot lose a Produce acknowledgement itself")
+
+// DefaultFaultProxyURL is where this machine reaches the admin API of the
+// compose suite's fault proxy (docker-compose.yml publishes it).
+const DefaultFaultProxyURL = "http://127.0.0.1:9094"
+
+// FaultLostConnection is the error a client sees when the fault proxy
+// loses an answer: its connection closes instead.
+const FaultLostConnection = "connection closed instead of the answer"
 
 // ComposeConfig configures the compose backend.
 type ComposeConfig struct {
@@ -50,6 +60,9 @@ type ComposeConfig struct {
 	BrokerService string
 	// BrokerAddr is where this machine reaches the broker.
 	BrokerAddr string
+	// FaultProxyURL is the admin API of the fault proxy the order
+	// service reaches the broker through (scripts/faultproxy).
+	FaultProxyURL string
 	// Services are the suite's services; compose names each FullName and
 	// publishes it on 127.0.0.1 at its Port.
 	Services []suite.Service
@@ -78,6 +91,7 @@ func LoadComposeConfig(getenv func(string) string) ComposeConfig {
 		Docker:        env.String("DOCKER", "docker"),
 		BrokerService: "redpanda",
 		BrokerAddr:    suite.DefaultKafkaBrokers,
+		FaultProxyURL: DefaultFaultProxyURL,
 		Services:      suite.Services(),
 		ReadyTimeout:  DefaultReadyTimeout,
 		PollInterval:  pollInterval,
@@ -93,8 +107,8 @@ func (c ComposeConfig) Validate() error {
 	if err := checkLoopback(c.ControlAddr); err != nil {
 		errs = append(errs, fmt.Errorf("CONTROL_ADDR (127.0.0.1:port): %w", err))
 	}
-	if c.File == "" || c.Dir == "" || c.Project == "" || c.Docker == "" || c.BrokerService == "" {
-		errs = append(errs, errors.New("compose file, directory, project, docker and broker service are required"))
+	if c.File == "" || c.Dir == "" || c.Project == "" || c.Docker == "" || c.BrokerService == "" || c.FaultProxyURL == "" {
+		errs = append(errs, errors.New("compose file, directory, project, docker, broker service and fault proxy are required"))
 	}
 	if len(c.Services) == 0 {
 		errs = append(errs, errors.New("no services"))
@@ -151,6 +165,7 @@ type ComposeControl struct {
 	cfg    ComposeConfig
 	docker Docker
 	client *http.Client
+	proxy  *controlapi.Client
 	log    *prefixed
 	tmp    string // where restart overrides are written
 
@@ -172,6 +187,7 @@ func NewComposeControl(cfg ComposeConfig, docker Docker, log io.Writer) (*Compos
 	c := &ComposeControl{
 		cfg: cfg, docker: docker, tmp: tmp,
 		client:   &http.Client{Timeout: 2 * time.Second},
+		proxy:    controlapi.New(cfg.FaultProxyURL, 5*time.Second),
 		log:      &prefixed{out: log, prefix: "compose-control | "},
 		services: map[string]*composeService{},
 	}
@@ -624,6 +640,45 @@ func (c *ComposeControl) brokerView() BrokerView {
 	return BrokerView{State: state, Addr: c.cfg.BrokerAddr, Stops: c.brokerStops}
 }
 
+// faultView asks the fault proxy for its fault and adds it to the broker
+// view; a proxy that does not answer is the view's error.
+func (c *ComposeControl) faultView(ctx context.Context, req FaultRequest) BrokerView {
+	v := c.brokerView()
+	var pv faultproxy.View
+	if err := c.proxy.Do(ctx, http.MethodGet, "/fault", nil, &pv); err != nil {
+		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
+		return v
+	}
+	if pv.Fault != nil {
+		if req.Type == "" {
+			req = FaultRequest{Type: FaultLostAck, Count: pv.Fault.Count, Topic: pv.Fault.Topic}
+		}
+		v.Fault = &FaultView{FaultRequest: req, Error: FaultLostConnection, Hits: pv.Fault.Hits}
+	}
+	return v
+}
+
+// armFault arms a lost acknowledgement on the fault proxy.
+func (c *ComposeControl) armFault(ctx context.Context, req FaultRequest) (BrokerView, error) {
+	if err := c.proxy.Do(ctx, http.MethodPost, "/fault", faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count}, nil); err != nil {
+		return c.brokerView(), fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+	}
+	c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
+		req.Count, req.Topic, c.cfg.BrokerService)
+	return c.faultView(ctx, req), nil
+}
+
+// clearFault removes the proxy's fault; a proxy that does not answer has
+// nothing armed.
+func (c *ComposeControl) clearFault(ctx context.Context) BrokerView {
+	if err := c.proxy.Do(ctx, http.MethodDelete, "/fault", nil, nil); err != nil {
+		v := c.brokerView()
+		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
+		return v
+	}
+	return c.brokerView()
+}
+
 // Handler serves the control API's routes (control.go's handler) to this
 // machine's programs only.
 func (c *ComposeControl) Handler() http.Handler {
@@ -675,7 +730,7 @@ func (c *ComposeControl) Handler() http.Handler {
 		writeScale(w, v, err)
 	})
 	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.brokerView())
+		writeJSON(w, http.StatusOK, c.faultView(r.Context(), FaultRequest{}))
 	})
 	for path, start := range map[string]bool{"POST /broker/stop": false, "POST /broker/start": true} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
@@ -687,16 +742,25 @@ func (c *ComposeControl) Handler() http.Handler {
 			writeJSON(w, http.StatusOK, v)
 		})
 	}
-	// Nothing is ever armed: clearing succeeds, arming is refused with 409
-	// as make run refuses it for brokers it does not own, which the drills
-	// report as SKIP.
+	// The faults are the fault proxy's: a proxy that does not answer has
+	// nothing to clear, and refuses to arm with 409, as make run refuses
+	// brokers it does not own, which the drills report as SKIP.
 	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.brokerView())
+		writeJSON(w, http.StatusOK, c.clearFault(r.Context()))
 	})
 	mux.HandleFunc("POST /broker/faults", func(w http.ResponseWriter, r *http.Request) {
-		v := c.brokerView()
-		v.Error = ErrNoComposeFault.Error()
-		writeJSON(w, http.StatusConflict, v)
+		req, err := decodeFault(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		v, err := c.armFault(r.Context(), req)
+		if err != nil {
+			v.Error = err.Error()
+			writeJSON(w, http.StatusConflict, v)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
 	})
 	return guard(mux)
 }

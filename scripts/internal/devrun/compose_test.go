@@ -14,9 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
@@ -140,8 +144,13 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	}
 	docker.setPS(t, running("order-service"), running("inventory-service"), running("redpanda"))
 
+	proxy := startFaultProxy(t)
+	admin := httptest.NewServer(proxy.Handler())
+	defer admin.Close()
+
 	cfg := devrun.LoadComposeConfig(func(string) string { return "" })
 	cfg.Docker = docker.path
+	cfg.FaultProxyURL = admin.URL
 	cfg.PollInterval = 10 * time.Millisecond
 	cfg.ReadyTimeout = 5 * time.Second
 	cfg.Services = []suite.Service{
@@ -205,9 +214,20 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	if err := errors.Join(c.ClearFaults(ctx), c.StopBroker(ctx), c.StartBroker(ctx)); err != nil {
 		t.Fatal(err)
 	}
-	// Redpanda cannot lose an ack: the drill's skip, with the reason.
-	if err := c.LoseAcks(ctx, "order-events", 4); !errors.Is(err, drill.ErrNoBrokerControl) || !strings.Contains(err.Error(), "Redpanda") {
-		t.Errorf("LoseAcks = %v, want ErrNoBrokerControl naming Redpanda", err)
+	// A lost acknowledgement is armed on the fault proxy the order
+	// service's producer passes; the hits are the proxy's.
+	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 2); err != nil {
+		t.Fatal(err)
+	}
+	produceThrough(t, proxy, suite.OrderEventsTopic)
+	if hits, err := c.LostAcks(ctx); err != nil || hits != 2 {
+		t.Errorf("LostAcks = %d, %v; want 2", hits, err)
+	}
+	if err := c.ClearFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LostAcks(ctx); err == nil || !strings.Contains(err.Error(), "no broker fault is armed") {
+		t.Errorf("LostAcks after ClearFaults = %v, want 'no broker fault is armed'", err)
 	}
 
 	// The backlog drill: scale out to 2 and back to 1.
@@ -269,6 +289,90 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	}
 	if err := cc.Close(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// startFaultProxy runs a kfake broker and the fault proxy in front of it
+// until the test ends.
+func startFaultProxy(t *testing.T) *faultproxy.Proxy {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, suite.OrderEventsTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	p, err := faultproxy.Listen(faultproxy.Config{Listen: "127.0.0.1:0", Upstream: cluster.ListenAddrs()[0], DialTimeout: 3 * time.Second}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fault proxy: %v", err)
+		}
+	})
+	return p
+}
+
+// produceThrough writes one record to topic through the proxy only, as the
+// order service's producer reaches Redpanda's listener that advertises the
+// proxy (kfake advertises itself, so the dialer stands in for that).
+func produceThrough(t *testing.T, p *faultproxy.Proxy, topic string) {
+	t.Helper()
+	var d net.Dialer
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()),
+		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, p.Addr())
+		}),
+		kgo.DisableIdempotentWrite(),
+		kgo.MetadataMinAge(10*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without its fault proxy (a compose file without the service, or the
+// service down) the compose backend clears nothing and refuses to arm with
+// 409, which the lost-ack drill reports as SKIP, with the reason.
+func TestComposeControlWithoutFaultProxy(t *testing.T) {
+	docker := newFakeDocker(t)
+	docker.setPS(t, `{"Name":"fulfillment-redpanda-1","Service":"redpanda","State":"running","Health":"healthy","ExitCode":0}`)
+	_, ln := listen(t)
+	ln.Close() // nothing answers there
+	cfg := devrun.LoadComposeConfig(func(string) string { return "" })
+	cfg.Docker, cfg.FaultProxyURL = docker.path, "http://"+ln.Addr().String()
+	cc, err := devrun.NewComposeControl(cfg, devrun.DockerCLI{Path: docker.path, Dir: t.TempDir()}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cc.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	api := httptest.NewServer(cc.Handler())
+	defer api.Close()
+	c := drill.NewControlClient(api.URL, 5*time.Second)
+	ctx := context.Background()
+	if err := c.ClearFaults(ctx); err != nil {
+		t.Errorf("ClearFaults = %v, want nil: nothing is armed", err)
+	}
+	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 4); !errors.Is(err, drill.ErrNoBrokerControl) || !strings.Contains(err.Error(), "fault proxy") {
+		t.Errorf("LoseAcks = %v, want ErrNoBrokerControl naming the fault proxy", err)
+	}
+	// A body the API cannot arm is refused before the proxy is asked.
+	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 1001); errors.Is(err, drill.ErrNoBrokerControl) || err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("LoseAcks of 1001 = %v, want 400", err)
 	}
 }
 

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer the proxy's goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run serves the admin API until its context ends, and refuses settings it
+// cannot use.
+func TestRun(t *testing.T) {
+	env := map[string]string{"FAULTPROXY_LISTEN": "127.0.0.1:0", "FAULTPROXY_UPSTREAM": "127.0.0.1:1", "FAULTPROXY_ADMIN_ADDR": "127.0.0.1:0"}
+	getenv := func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, getenv, &out) }()
+	var admin string
+	for deadline := time.Now().Add(10 * time.Second); admin == "" && time.Now().Before(deadline); {
+		if _, after, ok := strings.Cut(out.String(), "admin API on "); ok {
+			admin = strings.TrimSpace(after)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if admin == "" {
+		t.Fatalf("no admin address in %q", out.String())
+	}
+	resp, err := http.Get("http://" + admin + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz: %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run after cancel = %v", err)
+	}
+
+	for name, bad := range map[string]map[string]string{
+		"upstream without port": {"FAULTPROXY_UPSTREAM": "redpanda"},
+		"admin without port":    {"FAULTPROXY_ADMIN_ADDR": "admin"},
+		"bad timeout":           {"FAULTPROXY_DIAL_TIMEOUT": "soon"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := run(context.Background(), func(k string) string { return bad[k] }, &syncBuffer{}); err == nil {
+				t.Error("run accepted it")
+			}
+		})
+	}
+}
