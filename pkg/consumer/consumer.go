@@ -1,7 +1,7 @@
 // Package consumer runs the consumer side of the order-events topic the same
 // way in every service: one Watermill router per consumer group with one
-// middleware order (DLQ outermost, then retry, then recovery, then metrics,
-// then the handler), one error classification (retryable, permanent,
+// middleware order (the dead letterer outermost, running the retries, then
+// recovery, then the handler with its metrics), one error classification (retryable, permanent,
 // business rejection), the sweeper that dead-letters events parked past
 // their deadline, reconnection after broker outages, and the settings every
 // consumer shares.

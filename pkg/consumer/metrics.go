@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -56,20 +57,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) handled(consumer, outcome string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.handledTotal.WithLabelValues(consumer, outcome).Inc()
-	m.duration.WithLabelValues(consumer).Observe(d.Seconds())
-}
-
-func (m *Metrics) retried(consumer string) {
-	if m != nil {
-		m.retries.WithLabelValues(consumer).Inc()
-	}
-}
-
 func (m *Metrics) deadLettered(consumer, class string) {
 	if m != nil {
 		m.dlq.WithLabelValues(consumer, class).Inc()
@@ -94,8 +81,85 @@ func (m *Metrics) gapTimedOut(consumer string) {
 	}
 }
 
-func (m *Metrics) converged(consumer string, d time.Duration) {
-	if m != nil {
-		m.convergence.WithLabelValues(consumer).Observe(d.Seconds())
+// The outcomes of consumer_messages_total.
+const (
+	outcomeOK       = "ok"
+	outcomeRejected = "rejected"
+	outcomeError    = "error"
+	outcomeInvalid  = "invalid"
+)
+
+// boundMetrics are one consumer's series, looked up once when its router
+// is built: a labelled vector hashes its label values and takes a lock on
+// every look-up, and the handler path counts every message four times.
+// A nil *boundMetrics counts nothing.
+type boundMetrics struct {
+	handledTotal map[string]prometheus.Counter
+	duration     prometheus.Observer
+	retries      prometheus.Counter
+	convergence  prometheus.Observer
+	outcomes     map[versionguard.Outcome]prometheus.Counter
+	consumer     string
+	all          *Metrics
+}
+
+// knownOutcomes are the inbox outcomes whose series a consumer's router
+// looks up in advance; any other is looked up when it occurs.
+var knownOutcomes = [...]versionguard.Outcome{
+	versionguard.Applied, versionguard.AppliedLateFact, versionguard.IgnoredStale, versionguard.WaitingForGap,
+	inbox.Duplicate, inbox.NotHandled,
+}
+
+// of returns consumer's series; nil when m is nil.
+func (m *Metrics) of(consumer string) *boundMetrics {
+	if m == nil {
+		return nil
 	}
+	b := &boundMetrics{
+		handledTotal: map[string]prometheus.Counter{},
+		duration:     m.duration.WithLabelValues(consumer),
+		retries:      m.retries.WithLabelValues(consumer),
+		convergence:  m.convergence.WithLabelValues(consumer),
+		outcomes:     map[versionguard.Outcome]prometheus.Counter{},
+		consumer:     consumer,
+		all:          m,
+	}
+	for _, o := range []string{outcomeOK, outcomeRejected, outcomeError, outcomeInvalid} {
+		b.handledTotal[o] = m.handledTotal.WithLabelValues(consumer, o)
+	}
+	for _, o := range knownOutcomes {
+		b.outcomes[o] = m.outcomes.WithLabelValues(consumer, string(o))
+	}
+	return b
+}
+
+func (b *boundMetrics) handled(outcome string, d time.Duration) {
+	if b == nil {
+		return
+	}
+	b.handledTotal[outcome].Inc()
+	b.duration.Observe(d.Seconds())
+}
+
+func (b *boundMetrics) retried() {
+	if b != nil {
+		b.retries.Inc()
+	}
+}
+
+func (b *boundMetrics) converged(d time.Duration) {
+	if b != nil {
+		b.convergence.Observe(d.Seconds())
+	}
+}
+
+func (b *boundMetrics) outcome(o versionguard.Outcome) {
+	if b == nil || o == "" {
+		return
+	}
+	if c, ok := b.outcomes[o]; ok {
+		c.Inc()
+		return
+	}
+	b.all.outcome(b.consumer, o)
 }

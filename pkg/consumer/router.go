@@ -116,23 +116,26 @@ func NewRouter(
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
-	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, logger: logger}
-	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, metrics, logger, handle))
-	// Handler middlewares run in the order added, the first outermost.
-	h.AddMiddleware(dead.middleware, retry(cfg.Retry), middleware.Recoverer, attempts(cfg.Consumer, metrics))
+	bound := metrics.of(cfg.Consumer)
+	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, bound: bound, logger: logger}
+	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, bound, logger, handle))
+	// Handler middlewares run in the order added, the first outermost. The
+	// dead letterer runs the retries itself (runRetrying), so a message
+	// passes two middlewares, not four, and its attempts are counted
+	// without a context value.
+	h.AddMiddleware(dead.middleware, middleware.Recoverer)
 	return router, nil
 }
 
 // eventHandler parses and validates the message, then calls handle. The
 // after-commit fail point fires once handle's work is committed, before the
 // router acknowledges the message.
-func eventHandler(cfg Config, metrics *Metrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
-	consumer := cfg.Consumer
+func eventHandler(cfg Config, metrics *boundMetrics, logger *slog.Logger, handle EventHandler) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		start := time.Now()
 		env, err := event.Parse(msg.Payload)
 		if err != nil {
-			metrics.handled(consumer, "invalid", time.Since(start))
+			metrics.handled(outcomeInvalid, time.Since(start))
 			return err
 		}
 		ctx := observability.WithEvent(msg.Context(), env.TraceID, env.EventID)
@@ -140,21 +143,19 @@ func eventHandler(cfg Config, metrics *Metrics, logger *slog.Logger, handle Even
 		if err != nil {
 			class, _ := Classify(err)
 			if class != BusinessRejection {
-				metrics.handled(consumer, "error", time.Since(start))
+				metrics.handled(outcomeError, time.Since(start))
 				return err
 			}
 			logger.InfoContext(ctx, "business rejection recorded", "error", err, "eventType", env.EventType)
-			metrics.handled(consumer, "rejected", time.Since(start))
+			metrics.handled(outcomeRejected, time.Since(start))
 		} else {
-			metrics.handled(consumer, "ok", time.Since(start))
-			metrics.converged(consumer, time.Since(env.OccurredAt))
+			metrics.handled(outcomeOK, time.Since(start))
+			metrics.converged(time.Since(env.OccurredAt))
 		}
-		metrics.outcome(consumer, outcome)
+		metrics.outcome(outcome)
 		return cfg.FailPoints.Inject(FailPointAfterCommit)
 	}
 }
-
-type attemptsKey struct{}
 
 // attemptLog follows one message through its retries.
 type attemptLog struct {
@@ -162,44 +163,24 @@ type attemptLog struct {
 	firstFailedAt time.Time
 }
 
-// attempts counts the handler's runs, for the dead letterer's metadata and
-// the retry metric: every run of a message after its first is a retry.
-func attempts(consumer string, metrics *Metrics) message.HandlerMiddleware {
-	return func(h message.HandlerFunc) message.HandlerFunc {
-		return func(msg *message.Message) ([]*message.Message, error) {
-			log, ok := msg.Context().Value(attemptsKey{}).(*attemptLog)
-			if ok && log.attempts > 0 {
-				metrics.retried(consumer)
-			}
-			out, err := h(msg)
-			if ok {
-				log.attempts++
-				if err != nil && log.firstFailedAt.IsZero() {
-					log.firstFailedAt = time.Now().UTC()
-				}
-			}
-			return out, err
-		}
-	}
-}
-
 type deadLetterer struct {
 	cfg       Config
 	publisher message.Publisher
 	recorder  DeadLetterRecorder
 	metrics   *Metrics
+	bound     *boundMetrics
 	logger    *slog.Logger
 }
 
-// middleware dead-letters a message whose handling failed for good: it is
+// middleware runs the message's handler with retries (runRetrying) and
+// dead-letters a message whose handling failed for good: it is
 // recorded and published to the DLQ topic, and only then acknowledged. If
 // either step fails the error stands, the message is not acknowledged and it
 // is delivered again: nothing is lost.
 func (d deadLetterer) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		log := &attemptLog{}
-		msg.SetContext(context.WithValue(msg.Context(), attemptsKey{}, log))
-		out, err := h(msg)
+		out, err := runRetrying(d.cfg.Retry, h, msg, log, d.bound.retried)
 		if err == nil {
 			return out, nil
 		}
