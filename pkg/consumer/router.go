@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -74,6 +75,8 @@ type Config struct {
 	Retry    RetryConfig
 	// FailPoints arms FailPointAfterCommit for crash tests; nil is inert.
 	FailPoints *failpoint.Registry
+	// Tracing records a span of each message (traceMessages); nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Validate reports a missing or unusable setting.
@@ -119,6 +122,9 @@ func NewRouter(
 	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, logger: logger}
 	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, metrics, logger, handle))
 	// Handler middlewares run in the order added, the first outermost.
+	if cfg.Tracing != nil {
+		h.AddMiddleware(traceMessages(cfg.Tracing, cfg.Topic))
+	}
 	h.AddMiddleware(dead.middleware, retry(cfg.Retry), middleware.Recoverer, attempts(cfg.Consumer, metrics))
 	return router, nil
 }
