@@ -278,10 +278,18 @@ func (c Config) Validate() error {
 	if err := c.Retention.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Tracing.Validate(); err != nil {
+	if err := c.tracing().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// tracing is the tracing configuration, named after the service when it
+// names nothing (a Config built in code rather than read).
+func (c Config) tracing() tracing.Config {
+	t := c.Tracing
+	t.ServiceName = cmp.Or(t.ServiceName, c.Name)
+	return t
 }
 
 // failPointRegistry declares the service's fail points and arms what
@@ -371,7 +379,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	if err != nil {
 		return nil, err
 	}
-	traces, err := tracing.New(ctx, cfg.Tracing, opts.SpanProcessors...)
+	traces, err := tracing.New(ctx, cfg.tracing(), opts.SpanProcessors...)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("tracing: %w", err)
