@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -141,12 +142,15 @@ type Deps struct {
 	// PARK_DEADLINE dead-lettered.
 	Parked ParkedEvents
 	DB     *sqlx.DB
+	// Tracing, optional, records a span of each message.
+	Tracing trace.TracerProvider
 }
 
 // Runtime is what Run needs to consume these settings' topic with d.
 func (e Env) Runtime(d Deps) Runtime {
 	cfg := e.Config()
 	cfg.FailPoints = d.FailPoints
+	cfg.Tracing = d.Tracing
 	return Runtime{
 		Brokers:  e.Brokers,
 		Group:    e.ConsumerGroup,

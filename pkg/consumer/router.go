@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -74,6 +75,8 @@ type Config struct {
 	Retry    RetryConfig
 	// FailPoints arms FailPointAfterCommit for crash tests; nil is inert.
 	FailPoints *failpoint.Registry
+	// Tracing records a span of each message (traceMessages); nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Validate reports a missing or unusable setting.
@@ -120,9 +123,13 @@ func NewRouter(
 	dead := deadLetterer{cfg: cfg, publisher: dlqPublisher, recorder: recorder, metrics: metrics, bound: bound, logger: logger}
 	h := router.AddConsumerHandler(cfg.Consumer, cfg.Topic, subscriber, eventHandler(cfg, bound, logger, handle))
 	// Handler middlewares run in the order added, the first outermost. The
-	// dead letterer runs the retries itself (runRetrying), so a message
-	// passes two middlewares, not four, and its attempts are counted
+	// span of a message is outermost so it covers every attempt. The dead
+	// letterer runs the retries itself (runRetrying), so a message passes
+	// two middlewares besides tracing, and its attempts are counted
 	// without a context value.
+	if cfg.Tracing != nil {
+		h.AddMiddleware(traceMessages(cfg.Tracing, cfg.Topic))
+	}
 	h.AddMiddleware(dead.middleware, middleware.Recoverer)
 	return router, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
@@ -108,6 +109,9 @@ type Config struct {
 	// DNS rebinding. Every server refuses a change from a foreign Origin
 	// or with a body that is not JSON (guardOrigin).
 	LoopbackHostOnly bool
+	// Tracing records a span of each request but the probes' and scrapes'
+	// (traceRequests); nil records none.
+	Tracing trace.TracerProvider
 }
 
 // Timeouts bound a connection's request, answer and idleness, so a client
@@ -168,6 +172,10 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", MaxBodyBytes)))
 	e.Use(middleware.Recover())
+	// Before admission, so a shed request shows in its trace too.
+	if cfg.Tracing != nil {
+		e.Use(traceRequests(cfg.Tracing))
+	}
 	// First after recovery, so a shed request costs no body read, no
 	// id check and no handler.
 	e.Use(s.admission.middleware)

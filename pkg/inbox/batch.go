@@ -102,6 +102,8 @@ func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versi
 	if b.cfg.MaxBatch == 1 {
 		// Batching off: each caller runs its own transaction, concurrently
 		// with the others, exactly as without a batch processor.
+		ctx, span := startApply(ctx, b.p.consumer, ctx)
+		defer span.End()
 		return b.p.Process(ctx, env)
 	}
 	req := &batchRequest{ctx: ctx, env: env, done: make(chan batchResult, 1)}
@@ -169,6 +171,12 @@ func (b *BatchProcessor) gather(ctx context.Context, batch []*batchRequest) []*b
 }
 
 func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
+	events := make([]context.Context, len(batch))
+	for i, r := range batch {
+		events[i] = r.ctx
+	}
+	ctx, span := startApply(ctx, b.p.consumer, events...)
+	defer span.End()
 	if len(batch) == 1 {
 		r := batch[0]
 		outcome, err := b.p.Process(ctx, r.env)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/tracing"
 )
 
 // HTTPSink POSTs each row's payload, signed with a timestamp
@@ -79,7 +80,9 @@ func (s *HTTPSink) Send(ctx context.Context, msgs []Message) (int, error) {
 }
 
 func (s *HTTPSink) post(ctx context.Context, m Message) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(m.Payload))
+	// The request continues the row's trace (the relay's send span): a
+	// traced client transport sends its traceparent.
+	req, err := http.NewRequestWithContext(tracing.Extract(ctx, m.Headers), http.MethodPost, s.url, bytes.NewReader(m.Payload))
 	if err != nil {
 		return fmt.Errorf("callback request: %w", err)
 	}

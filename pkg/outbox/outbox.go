@@ -11,13 +11,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/tracing"
 )
 
 //go:embed migrations/*.sql
@@ -68,8 +74,31 @@ func FromEnvelope(topic string, env event.Envelope) (Message, error) {
 // exactly when the business change commits, and vanish if it rolls back.
 // Once the transaction has committed, wake the relay (Relay.Wake), or the
 // rows wait for its next poll.
-func Add(ctx context.Context, tx sqlx.ExecerContext, msgs ...Message) error {
+//
+// Inside a trace, the write is a span ("outbox write") and each row's
+// traceparent header is that span's, so the relay's send, which runs
+// later and elsewhere, continues the trace from the row.
+func Add(ctx context.Context, tx sqlx.ExecerContext, msgs ...Message) (err error) {
+	ctx, span := tracing.FromContext(ctx).Start(ctx, "outbox write", trace.WithAttributes(attribute.Int("outbox.rows", len(msgs))))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	traced := span.SpanContext().IsValid()
+	if traced && len(msgs) == 1 {
+		span.SetAttributes(attribute.String("event.id", msgs[0].EventID), attribute.String("event.type", msgs[0].EventType),
+			semconv.MessagingDestinationName(msgs[0].Topic))
+	}
 	for _, m := range msgs {
+		if traced {
+			m.Headers = maps.Clone(m.Headers)
+			if m.Headers == nil {
+				m.Headers = map[string]string{}
+			}
+			tracing.Inject(ctx, m.Headers)
+		}
 		headers, err := json.Marshal(m.Headers)
 		if err != nil {
 			return fmt.Errorf("encode outbox headers: %w", err)

@@ -12,11 +12,16 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/backoff"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/tracing"
 )
 
 // Sink delivers messages. Send delivers msgs in order and returns how many
@@ -70,6 +75,10 @@ type RelayConfig struct {
 	// a ping takes half as long; a replica ends the session of a leader
 	// silent for longer and takes over (docs/decisions.md, Relay takeover).
 	LeaderTimeout time.Duration
+	// Tracing, when set, records a span of each row's send ("outbox send"),
+	// continuing the trace of the row's traceparent, and sends the row
+	// with the send span's traceparent instead; nil records none.
+	Tracing trace.TracerProvider
 }
 
 // ReadRelayEnv reads OUTBOX_BATCH_SIZE, OUTBOX_POLL_INTERVAL,
@@ -433,7 +442,9 @@ func (r *Relay) runOnce(ctx context.Context, db queryer) (int, error) {
 	if err := r.failPoints.Inject(FailPointBeforePublish); err != nil {
 		return 0, err
 	}
+	spans := r.startSends(ctx, msgs)
 	sent, sendErr := r.sink.Send(ctx, msgs)
+	endSends(spans, sent, sendErr)
 	if sent > 0 {
 		if err := r.failPoints.Inject(FailPointAfterPublish); err != nil {
 			return 0, err
@@ -464,6 +475,41 @@ func (r *Relay) runOnce(ctx context.Context, db queryer) (int, error) {
 		}
 	}
 	return len(rows), nil
+}
+
+// startSends starts the send span of each of msgs, a child of the span
+// that wrote the row, and gives each message the traceparent of its send
+// span. It returns nil when the relay records no spans.
+func (r *Relay) startSends(ctx context.Context, msgs []Message) []trace.Span {
+	if r.cfg.Tracing == nil {
+		return nil
+	}
+	tracer := tracing.Tracer(r.cfg.Tracing)
+	spans := make([]trace.Span, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		sctx, span := tracer.Start(tracing.Extract(ctx, m.Headers), "outbox send "+m.Topic,
+			trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(semconv.MessagingDestinationName(m.Topic), attribute.String("event.id", m.EventID),
+				attribute.String("event.type", m.EventType), attribute.String("event.aggregateId", m.AggregateID)))
+		tracing.Inject(sctx, m.Headers)
+		spans[i] = span
+	}
+	return spans
+}
+
+// endSends ends the send spans: the first sent were delivered, the rest
+// failed with err.
+func endSends(spans []trace.Span, sent int, err error) {
+	for i, span := range spans {
+		if i >= sent && err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }
 
 func truncate(s string, n int) string {

@@ -162,7 +162,7 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 	}
 	rt := c.env.Runtime(consumer.Deps{Handle: handle, DLQ: c.dlqPub, Recorder: c.DLQ,
 		Metrics: consumer.NewMetrics(c.monitor.Registerer()), Logger: c.Logger,
-		FailPoints: c.FailPoints, Parked: proc, DB: c.DB})
+		FailPoints: c.FailPoints, Parked: proc, DB: c.DB, Tracing: c.Tracing.Provider()})
 	c.Go(batcher.Run)
 	c.Go(func(ctx context.Context) error { return consumer.Run(ctx, rt) })
 	c.Go(c.monitor.Run)

@@ -63,9 +63,10 @@ func (c CallbackSenderConfig) Validate() error {
 
 // Client returns an HTTP client for the order service whose every call is
 // bounded by Timeout and which keeps idle connections for inFlight calls
-// at once (Go's default keeps two).
+// at once (Go's default keeps two). Each call continues the trace of its
+// context (httpapi.TracedTransport).
 func (c CallbackSenderConfig) Client(inFlight int) *http.Client {
-	return &http.Client{Timeout: c.Timeout, Transport: httpapi.ClientTransport(inFlight)}
+	return &http.Client{Timeout: c.Timeout, Transport: httpapi.TracedTransport(httpapi.ClientTransport(inFlight))}
 }
 
 // Sink returns the relay's sink of callbacks: each signed with the

@@ -23,6 +23,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -36,6 +37,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/retention"
+	"github.com/reliable-orders/fulfillment/pkg/tracing"
 )
 
 // Identity is what a service declares about itself: the defaults of the
@@ -96,6 +98,8 @@ type Config struct {
 	// Retention is how long the shared tables keep finished rows and how
 	// the pruner deletes the older ones (RETENTION_*).
 	Retention Retention
+	// Tracing is the service's OpenTelemetry tracing (OTEL_*).
+	Tracing tracing.Config
 	// MemoryLimitMiB is the Go runtime's soft memory limit
 	// (MEMORY_LIMIT_MIB); 0 leaves the runtime's own, and so does a
 	// GOMEMLIMIT in the environment, which the runtime has applied.
@@ -125,7 +129,8 @@ const (
 // ADMIN_TOKEN (the secrets also from a file, envconfig.Reader.Secret), LOG_LEVEL,
 // FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
 // HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, the retention
-// settings (ReadRetention), MEMORY_LIMIT_MIB and the database timeouts
+// settings (ReadRetention), MEMORY_LIMIT_MIB, the tracing settings
+// (tracing.ReadConfig) and the database timeouts
 // (postgres.ReadTimeouts) through r, with id's defaults. r collects the
 // malformed values with the service's own, so a service reports all at
 // once.
@@ -159,6 +164,7 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		Idempotency:    idempotency.ReadConfig(r),
 		Retention:      ReadRetention(r),
 		MemoryLimitMiB: memoryLimit(r),
+		Tracing:        tracing.ReadConfig(r, id.Name),
 	}
 }
 
@@ -272,7 +278,18 @@ func (c Config) Validate() error {
 	if err := c.Retention.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.tracing().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// tracing is the tracing configuration, named after the service when it
+// names nothing (a Config built in code rather than read).
+func (c Config) tracing() tracing.Config {
+	t := c.Tracing
+	t.ServiceName = cmp.Or(t.ServiceName, c.Name)
+	return t
 }
 
 // failPointRegistry declares the service's fail points and arms what
@@ -305,6 +322,9 @@ type Options struct {
 	Pool postgres.PoolConfig
 	// MapError turns the service's own errors into HTTP answers; nil: none.
 	MapError func(error) *httpapi.Error
+	// SpanProcessors are further processors of the service's spans, a
+	// test's recorder (sdk/trace/tracetest); nil: none.
+	SpanProcessors []sdktrace.SpanProcessor
 }
 
 // Service is a started service's shared parts. Build the service's own
@@ -318,6 +338,9 @@ type Service struct {
 	HTTP       *httpapi.Server
 	// Admin is the /admin group, behind ADMIN_TOKEN when one is set.
 	Admin *echo.Group
+	// Tracing records the service's spans; GET /admin/traces reads the
+	// recent ones.
+	Tracing *tracing.Tracing
 
 	tasks []func(ctx context.Context) error
 	// retain are the retention rules of the service's tables, run by one
@@ -356,6 +379,11 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	if err != nil {
 		return nil, err
 	}
+	traces, err := tracing.New(ctx, cfg.tracing(), opts.SpanProcessors...)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
 	logger := observability.NewLogger(stdout, cfg.Name, cfg.LogLevel)
 	reg := observability.NewRegistry()
 	admission := cfg.Admission
@@ -373,6 +401,7 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 		// A development service on loopback has no credentials on any
 		// route: only this machine may name it (docs/security.md).
 		LoopbackHostOnly: cfg.Development() && IsLoopback(cfg.HTTPAddr),
+		Tracing:          traces.Provider(),
 	}, logger)
 	keys := idempotency.NewStore(db, cfg.Idempotency)
 	// After routing and admission (httpapi.New's), so a shed request
@@ -382,7 +411,8 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	srv.Echo.Use(keys.Middleware(logger, reg, func(c echo.Context) bool { return adminPath(c.Request().URL.Path) }))
 	adminGroup := srv.Admin()
 	adminGroup.Use(keys.Middleware(logger, reg, nil))
-	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: adminGroup}
+	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: adminGroup, Tracing: traces}
+	admin.RegisterTraces(s.Admin, traces.Recent())
 	if cfg.FailPointsEnabled {
 		admin.RegisterFailPoints(s.Admin, fp)
 	}
@@ -420,6 +450,7 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Re
 		}
 	}
 	cfg.ListenURL, cfg.LockURL = dsn, dsn
+	cfg.Tracing = s.Tracing.Provider()
 	s.Retain(outbox.RetentionRule(s.Config.Retention.OutboxSent))
 	relay, err := outbox.NewRelay(s.DB, sink, cfg, s.Logger, outbox.NewRelayMetrics(s.Registry), s.FailPoints)
 	if err != nil {
@@ -472,8 +503,20 @@ func (s *Service) Run(ctx context.Context, attrs ...any) error {
 		g.Go(func() error { return task(ctx) })
 	}
 	s.Logger.InfoContext(ctx, "service started", append([]any{"addr", s.Config.HTTPAddr}, attrs...)...)
-	return g.Wait()
+	err := g.Wait()
+	// The spans still queued for the exporter leave before the process
+	// does, within a bound: a collector that is away must not hold the
+	// shutdown.
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingShutdownTimeout)
+	defer cancel()
+	if ferr := s.Tracing.Shutdown(flush); ferr != nil {
+		s.Logger.WarnContext(ctx, "export the last spans", "error", ferr)
+	}
+	return err
 }
+
+// tracingShutdownTimeout bounds the export of the last spans at shutdown.
+const tracingShutdownTimeout = 5 * time.Second
 
 // Close closes the database.
 func (s *Service) Close() error {

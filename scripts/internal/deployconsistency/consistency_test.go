@@ -451,9 +451,9 @@ func TestPortsTableCatchesDrift(t *testing.T) {
 			want:     "`inventory-service` under make run is 8083, but the runner uses 9083"},
 		{name: "a port nothing opens",
 			readme: func(s string) string {
-				return strings.Replace(s, "| `tracing` | a trace collector | — | — |", "| `tracing` | Jaeger | — | 16686 |", 1)
+				return strings.Replace(s, "| `grafana` |", "| `zipkin` | Zipkin | — | 9411 |\n| `grafana` |", 1)
 			},
-			want: "`tracing` under compose is 16686, but docker-compose.yml publishes none (—)"},
+			want: "`zipkin` under compose is 9411, but docker-compose.yml publishes none (—)"},
 		{name: "no table",
 			readme: func(s string) string {
 				return strings.Replace(s, deployconsistency.PortsHeading+"\n", "## Ports, elsewhere\n", 1)
