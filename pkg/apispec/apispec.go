@@ -110,7 +110,10 @@ func Document(title, description string, ops []Operation) ([]byte, error) {
 	r := openapi31.NewReflector()
 	r.Spec.Info.WithTitle(title).WithVersion(Version).WithDescription(description)
 	r.Spec.SetHTTPBearerTokenSecurity(adminSecurity, "", "ADMIN_TOKEN, sent as Authorization: Bearer <token>.")
-	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptSchema(shape))
+	// A service's own types live in its package ports: their names need
+	// no prefix; the kit's keep their package's (AdminDeadLetters).
+	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptSchema(shape), jsonschema.StripDefinitionNamePrefix("Ports"),
+		jsonschema.InterceptDefName(genericName))
 	sorted := slices.Clone(ops)
 	slices.SortFunc(sorted, func(a, b Operation) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) })
 	for _, op := range sorted {
@@ -188,6 +191,16 @@ func parameters(path, query []string) any {
 		return nil
 	}
 	return reflect.New(reflect.StructOf(fields)).Interface()
+}
+
+// genericName names an instance of a generic type by the type alone
+// (ReconciliationViews, not the type argument's import path spelt out):
+// a service's document holds one instance of each.
+func genericName(t reflect.Type, def string) string {
+	if name, _, ok := strings.Cut(t.Name(), "["); ok {
+		return name
+	}
+	return def
 }
 
 // moneyPattern is event.Money's JSON: a decimal string with two places.
