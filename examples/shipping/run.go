@@ -29,6 +29,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	repo := adapters.NewRepository(svc.DB)
 	ports.Register(svc.HTTP.Echo, repo)
+	svc.Describe(ports.Operations()...)
 	shipments := app.NewConsumer(repo, svc.FailPoints)
 	return svc.Run(ctx, service.Events{Transitions: shipments.Transitions(), ApplyBatch: shipments.Apply})
 }

@@ -89,6 +89,6 @@ func RegisterFailPoints(g *echo.Group, fp *failpoint.Registry) {
 		if err := fp.Set(c.Param("name"), req.Action, times); err != nil {
 			return mapError(err)
 		}
-		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "action": req.Action, "times": req.Times})
+		return c.JSON(http.StatusOK, FailPointSet{Name: c.Param("name"), Action: req.Action, Times: req.Times})
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reliable-orders/fulfillment/pkg/apispec"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 )
 
@@ -71,4 +72,10 @@ func (m *Monitor) serveReport(c echo.Context) error {
 			Message: "cannot measure the consumer lag: " + err.Error(), Err: err}
 	}
 	return c.JSON(http.StatusOK, m.Report(s))
+}
+
+// Operations describe the route of Register.
+func Operations() []apispec.Operation {
+	return []apispec.Operation{{Method: http.MethodGet, Path: "/admin/lag",
+		Summary: "The consumer group's lag, rates and handler latency.", Answer: Report{}}}
 }

@@ -123,6 +123,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig, stdout io.Writer, opts
 	admin.RegisterReplay(s.Admin, c.DLQ, c.dlqPub)
 	c.monitor = lag.Register(s.Admin, s.Registry, lag.Config{Brokers: cfg.Consumer.Brokers,
 		Group: c.Group, Topic: cfg.Consumer.OrderEventsTopic})
+	s.Describe(append(admin.ConsumerOperations(), lag.Operations()...)...)
 	return c, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reliable-orders/fulfillment/pkg/apispec"
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 )
@@ -29,6 +30,8 @@ func TestEveryServiceTakesIdempotencyKeys(t *testing.T) {
 		svc.Admin.POST("/things", func(c echo.Context) error {
 			return c.JSON(http.StatusOK, map[string]int64{"run": adminRuns.Add(1)})
 		})
+		svc.Describe(apispec.Operation{Method: http.MethodPost, Path: "/things"},
+			apispec.Operation{Method: http.MethodPost, Path: "/admin/things"})
 	})
 	type answer struct {
 		status   int

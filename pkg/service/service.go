@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/apispec"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -346,6 +347,10 @@ type Service struct {
 	// retain are the retention rules of the service's tables, run by one
 	// pruner from Run.
 	retain []retention.Rule
+	// ops describe the registered routes; document is their OpenAPI
+	// document, built by Run.
+	ops      []apispec.Operation
+	document []byte
 }
 
 // New opens the service's parts: logger, registry, fail points (with PUT
@@ -411,10 +416,14 @@ func New(ctx context.Context, cfg Config, stdout io.Writer, opts Options) (*Serv
 	srv.Echo.Use(keys.Middleware(logger, reg, func(c echo.Context) bool { return adminPath(c.Request().URL.Path) }))
 	adminGroup := srv.Admin()
 	adminGroup.Use(keys.Middleware(logger, reg, nil))
-	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: adminGroup, Tracing: traces}
+	s := &Service{Config: cfg, Logger: logger, Registry: reg, FailPoints: fp, DB: db, HTTP: srv, Admin: adminGroup, Tracing: traces,
+		ops: apispec.Common(cfg.ProfilingEnabled)}
+	s.serveDocument()
 	admin.RegisterTraces(s.Admin, traces.Recent())
+	s.Describe(admin.TracesOperations()...)
 	if cfg.FailPointsEnabled {
 		admin.RegisterFailPoints(s.Admin, fp)
+		s.Describe(admin.FailPointOperations()...)
 	}
 	s.Go(srv.Run)
 	s.Go(func(ctx context.Context) error {
@@ -458,6 +467,7 @@ func (s *Service) AddRelay(cfg outbox.RelayConfig, sink outbox.Sink) (*outbox.Re
 	}
 	s.Registry.MustRegister(outbox.NewBacklogCollector(s.DB, s.Logger))
 	admin.RegisterOutbox(s.Admin, s.DB)
+	s.Describe(admin.OutboxOperations()...)
 	s.Go(relay.Run)
 	return relay, nil
 }
@@ -495,8 +505,13 @@ func (s *Service) Go(task func(ctx context.Context) error) {
 }
 
 // Run runs the HTTP server and every task until ctx ends or one fails, and
-// returns nil on a clean shutdown. attrs are logged with the start.
+// returns nil on a clean shutdown. attrs are logged with the start. It
+// refuses to start when the routes registered and the operations described
+// differ (Describe).
 func (s *Service) Run(ctx context.Context, attrs ...any) error {
+	if err := s.buildDocument(); err != nil {
+		return err
+	}
 	s.startRetention()
 	g, ctx := errgroup.WithContext(ctx)
 	for _, task := range s.tasks {

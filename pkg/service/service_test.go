@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reliable-orders/fulfillment/pkg/apispec"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
@@ -78,6 +79,7 @@ func TestAdmissionDefaultsToTwiceThePool(t *testing.T) {
 	cfg.Admission = httpapi.Admission{QueueWait: httpapi.DefaultQueueWait}
 	entered, release := make(chan struct{}, 2), make(chan struct{})
 	base := startService(t, cfg, service.Options{Pool: postgres.PoolConfig{MaxOpen: 1}}, func(svc *service.Service) {
+		svc.Describe(apispec.Operation{Method: http.MethodGet, Path: "/work"})
 		svc.HTTP.Echo.GET("/work", func(c echo.Context) error {
 			if err := svc.DB.PingContext(c.Request().Context()); err != nil {
 				return err

@@ -36,6 +36,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	repo := adapters.NewRepository(svc.DB)
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
+	svc.Describe(ports.Operations()...)
 	stock := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: stock.Transitions(), ApplyBatch: stock.Apply})
 }

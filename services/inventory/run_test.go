@@ -382,3 +382,9 @@ func TestStartsWhileBrokerIsDown(t *testing.T) {
 	s.Publish(newEvent(t, event.OrderPaid, "O-late-broker", 3, paidData(item("LATE-BROKER", 1))))
 	s.WaitFor("order deducted after the broker came up", func() bool { return s.status("O-late-broker") == "DEDUCTED" })
 }
+
+// TestOpenAPIDocument: the service serves the committed openapi.json, and
+// started, so every route it registers is in it and vice versa.
+func TestOpenAPIDocument(t *testing.T) {
+	servicetest.StartWithoutBroker(t, run, nil).CheckOpenAPI("openapi.json")
+}

@@ -29,6 +29,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	repo := adapters.NewRepository(svc.DB)
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
+	svc.Describe(ports.Operations()...)
 	// Notifications are recorded in the consumer's transaction: the
 	// suite simulates the provider (app.DBSink).
 	notices := app.NewConsumer(app.DBSink(repo, svc.Logger), svc.FailPoints, svc.Logger)

@@ -50,6 +50,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
 	keys := ports.CallbackKeys{Secrets: cfg.Callbacks.Secrets(), Window: cfg.Callbacks.ReplayWindow}
 	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP, svc.Admin)
+	svc.Describe(ports.Operations()...)
 
 	err = svc.Run(ctx, "brokers", cfg.Events.Brokers, "topic", cfg.Events.OrderEventsTopic)
 	return errors.Join(err, pub.Close())

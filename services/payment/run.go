@@ -37,6 +37,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ports.NewHandler(orders.Orders, repo).Register(svc.HTTP.Echo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
 	ports.RegisterRefunds(svc.Admin, repo, orders.Orders)
+	svc.Describe(ports.Operations()...)
 	refunds := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: refunds.Transitions(), Apply: refunds.Apply})
 }

@@ -284,3 +284,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestOpenAPIDocument: the service serves the committed openapi.json, and
+// started, so every route it registers is in it and vice versa.
+func TestOpenAPIDocument(t *testing.T) {
+	start(t, map[string]string{"ADMIN_TOKEN": "secret-token"}, false).CheckOpenAPI("openapi.json")
+}

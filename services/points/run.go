@@ -29,6 +29,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	repo := adapters.NewRepository(svc.DB, svc.Group)
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
+	svc.Describe(ports.Operations()...)
 	ledger := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
 	return svc.Run(ctx, service.Events{Transitions: ledger.Transitions(), ApplyBatch: ledger.Apply})
 }

@@ -234,3 +234,9 @@ func TestStartsWhileBrokerIsDown(t *testing.T) {
 	s.Publish(newEvent(t, event.OrderPaid, "O-late-broker", 3, paidData("3.00")))
 	s.WaitFor("points earned after the broker came up", func() bool { return s.ledger("O-late-broker").Count == 1 })
 }
+
+// TestOpenAPIDocument: the service serves the committed openapi.json, and
+// started, so every route it registers is in it and vice versa.
+func TestOpenAPIDocument(t *testing.T) {
+	servicetest.StartWithoutBroker(t, run, nil).CheckOpenAPI("openapi.json")
+}

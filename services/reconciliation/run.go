@@ -44,6 +44,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	ports.NewHandler(reconciler, store).Register(svc.Admin)
+	svc.Describe(ports.Operations()...)
 	svc.Go(reconciler.Serve)
 	svc.Retain(adapters.RetentionRules(cfg.RunRetention)...)
 	svc.Go(app.NewMonitor(cfg.Monitor, reconciler, store).Run)
