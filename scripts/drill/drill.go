@@ -76,9 +76,10 @@ type BrokerController interface {
 	StopBroker(ctx context.Context) error
 	// StartBroker brings it back on the same address with the same data.
 	StartBroker(ctx context.Context) error
-	// LoseAcks answers the next count Produce requests to topic with
-	// REQUEST_TIMED_OUT after appending their records, replacing a fault
-	// armed before.
+	// LoseAcks makes the next count Produce requests to topic lose their
+	// acknowledgement after the broker appends their records (the
+	// embedded broker answers REQUEST_TIMED_OUT, the fault proxy under
+	// compose closes the connection), replacing a fault armed before.
 	LoseAcks(ctx context.Context, topic string, count int) error
 	// LostAcks is how many Produce requests that fault has answered.
 	LostAcks(ctx context.Context) (int, error)

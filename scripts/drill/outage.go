@@ -246,7 +246,7 @@ func lossLostAck(s *session) (seen string, err error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d Produce requests answered REQUEST_TIMED_OUT after the append; OrderPaid SENT after %d relay attempts; on the topic %d times with the same eventId, each copy read by every consumer; %s",
+	return fmt.Sprintf("%d Produce requests lost their acknowledgement after the append; OrderPaid SENT after %d relay attempts; on the topic %d times with the same eventId, each copy read by every consumer; %s",
 		hits, row.Attempts, copies, effectsOnce), nil
 }
 
