@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 )
 
 // syncBuffer is a bytes.Buffer the proxy's goroutines and the test share.
@@ -38,15 +40,11 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, getenv, &out) }()
 	var admin string
-	for deadline := time.Now().Add(10 * time.Second); admin == "" && time.Now().Before(deadline); {
-		if _, after, ok := strings.Cut(out.String(), "admin API on "); ok {
-			admin = strings.TrimSpace(after)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if admin == "" {
-		t.Fatalf("no admin address in %q", out.String())
-	}
+	poll.Until(t, 10*time.Second, "the admin API's address logged", func() bool {
+		_, after, ok := strings.Cut(out.String(), "admin API on ")
+		admin = strings.TrimSpace(after)
+		return ok
+	})
 	resp, err := http.Get("http://" + admin + "/healthz")
 	if err != nil {
 		t.Fatal(err)

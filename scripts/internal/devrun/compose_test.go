@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
+	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy/faultproxytest"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
@@ -144,7 +144,7 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	}
 	docker.setPS(t, running("order-service"), running("inventory-service"), running("redpanda"))
 
-	proxy := startFaultProxy(t)
+	proxy := faultproxytest.Start(t, 1, suite.OrderEventsTopic)
 	admin := httptest.NewServer(proxy.Handler())
 	defer admin.Close()
 
@@ -290,31 +290,6 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	if err := cc.Close(ctx); err != nil {
 		t.Error(err)
 	}
-}
-
-// startFaultProxy runs a kfake broker and the fault proxy in front of it
-// until the test ends.
-func startFaultProxy(t *testing.T) *faultproxy.Proxy {
-	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, suite.OrderEventsTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	p, err := faultproxy.Listen(faultproxy.Config{Listen: "127.0.0.1:0", Upstream: cluster.ListenAddrs()[0], DialTimeout: 3 * time.Second}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fault proxy: %v", err)
-		}
-	})
-	return p
 }
 
 // produceThrough writes one record to topic through the proxy only, as the

@@ -3,7 +3,6 @@ package faultproxy_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,43 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
+	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy/faultproxytest"
 )
 
 const (
 	topic = "order-events"
 	other = "order-events.dlq"
 )
-
-// start runs a kfake broker and the proxy in front of it until the test
-// ends.
-func start(t *testing.T) *faultproxy.Proxy {
-	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic, other))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	p, err := faultproxy.Listen(faultproxy.Config{Listen: "127.0.0.1:0", Upstream: cluster.ListenAddrs()[0], DialTimeout: 3 * time.Second}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return p
-}
 
 // producer is a franz-go client that reaches the broker only through the
 // proxy, as a broker advertising the proxy's address sends it there: kfake
@@ -123,7 +97,7 @@ func TestProxy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := start(t)
+			p := faultproxytest.Start(t, 4, topic, other)
 			var opts []kgo.Opt
 			if tt.versions != nil {
 				opts = append(opts, kgo.MaxVersions(tt.versions))
@@ -179,7 +153,7 @@ func TestProxy(t *testing.T) {
 // The admin API arms, reports and clears the fault; it refuses what it
 // cannot arm.
 func TestAdminAPI(t *testing.T) {
-	p := start(t)
+	p := faultproxytest.Start(t, 4, topic, other)
 	srv := httptest.NewServer(p.Handler())
 	defer srv.Close()
 	api := controlapi.New(srv.URL, 5*time.Second)
