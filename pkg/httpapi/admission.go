@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,26 +21,35 @@ const CodeOverloaded = "OVERLOADED"
 
 // Defaults of Admission (README.md, Configuration).
 const (
-	// DefaultQueueWait is short: a slot frees within a transaction's time
-	// when the service is busy but not overloaded, and a wait much longer
-	// than that only turns an immediate 503 into a slow one.
+	// DefaultQueueWait is the queueing delay a busy service tolerates
+	// (CoDel's target): a slot frees within a transaction's time when the
+	// service is busy but not overloaded, so a queue that never gets
+	// shorter than this is a standing queue, and once overloaded a request
+	// waits no longer than this before it is shed.
 	DefaultQueueWait = 10 * time.Millisecond
-	// MaxQueueWait bounds HTTP_QUEUE_WAIT: the point of shedding is an
-	// answer in tens of milliseconds, not seconds.
+	// DefaultQueueInterval is how long the queue may stay above
+	// QueueWait before the service counts itself overloaded (CoDel's
+	// interval, and its default), and the longest a request waits while
+	// it is not: a burst is queued and served, a standing queue is shed.
+	DefaultQueueInterval = 100 * time.Millisecond
+	// MaxQueueWait bounds HTTP_QUEUE_WAIT and HTTP_QUEUE_INTERVAL: the
+	// point of shedding is an answer in tens of milliseconds, not seconds.
 	MaxQueueWait = time.Second
 	// ShedRetryAfter is the Retry-After of a shed request.
 	ShedRetryAfter = time.Second
 	// InFlightPerConn is how many business requests a service admits per
 	// database connection when HTTP_MAX_IN_FLIGHT is unset: one using the
-	// connection and one waiting for it, so a request waits for at most
-	// about one transaction, never for a queue of them.
+	// connection and one waiting for it, so an admitted request waits for
+	// at most about one transaction, never for a queue of them.
 	InFlightPerConn = 2
 	// InFlightPerCPU is how many business requests a service admits per
-	// core when HTTP_MAX_IN_FLIGHT is unset: a request's work is mostly
-	// CPU, its own and its database's on the same machine, so past a
-	// couple per core more requests only share the cores and each takes
-	// longer (docs/decisions.md, Overload).
-	InFlightPerCPU = 2
+	// core when HTTP_MAX_IN_FLIGHT is unset. The queue in front of the
+	// slots, not the slots, is what sheds (docs/decisions.md, Overload):
+	// the slots only have to be enough to keep the cores and the database
+	// busy while requests wait on commits and on each other, and few
+	// enough that the requests sharing the cores each still finish in
+	// about a transaction's time.
+	InFlightPerCPU = 8
 )
 
 // DefaultMaxInFlight is the MaxInFlight of a service whose database pool
@@ -50,20 +60,31 @@ func DefaultMaxInFlight(poolSize int) int {
 	return min(InFlightPerConn*poolSize, InFlightPerCPU*runtime.GOMAXPROCS(0))
 }
 
-// Admission bounds the business requests a server works on at once. A
-// request past MaxInFlight waits up to QueueWait for a slot and is
-// otherwise answered at once with 503 OVERLOADED and Retry-After, before
-// its handler runs: a request is shed whole or served whole, never cut
-// off in a transaction. Health, readiness, metrics, /admin and the routes
-// given to Server.Exempt are never shed; those given to Server.Initiating
-// take at most half the slots.
+// Admission bounds the business requests a server works on at once and
+// sheds by queueing delay, as CoDel does for a router's packets and
+// Facebook's servers do for requests ("Fail at Scale", controlled delay).
+// A request past MaxInFlight waits in a queue; while the queue empties now
+// and then (a burst), it may wait up to QueueInterval; once every request
+// of the last QueueInterval waited longer than QueueWait (a standing
+// queue: the service is overloaded), it waits at most QueueWait. A request
+// that gets no slot in its wait is answered 503 OVERLOADED with
+// Retry-After, before its handler runs: a request is shed whole or served
+// whole, never cut off in a transaction. A freed slot goes first to a
+// request continuing work already begun, then to one starting new work
+// (Server.Initiating). Health, readiness, metrics, /admin and the routes
+// given to Server.Exempt are never shed.
 type Admission struct {
 	// MaxInFlight (HTTP_MAX_IN_FLIGHT) is the most business requests
 	// served at once; 0 leaves them unbounded.
 	MaxInFlight int
-	// QueueWait (HTTP_QUEUE_WAIT) is how long a request may wait for a
-	// slot.
+	// QueueWait (HTTP_QUEUE_WAIT) is the queueing delay that marks a
+	// standing queue, and the longest wait while overloaded.
 	QueueWait time.Duration
+	// QueueInterval (HTTP_QUEUE_INTERVAL) is how long a standing queue
+	// lasts before the service counts itself overloaded, and the longest
+	// wait while it is not; 0 is QueueWait (a queue that waits no longer
+	// than QueueWait at any time).
+	QueueInterval time.Duration
 }
 
 // Validate reports every unusable setting, naming its variable.
@@ -75,18 +96,19 @@ func (a Admission) Validate() error {
 	if a.QueueWait < 0 || a.QueueWait > MaxQueueWait {
 		errs = append(errs, fmt.Errorf("HTTP_QUEUE_WAIT=%s: want 0 to %s", a.QueueWait, MaxQueueWait))
 	}
+	if a.QueueInterval != 0 && (a.QueueInterval < a.QueueWait || a.QueueInterval > MaxQueueWait) {
+		errs = append(errs, fmt.Errorf("HTTP_QUEUE_INTERVAL=%s: want HTTP_QUEUE_WAIT (%s) to %s", a.QueueInterval, a.QueueWait, MaxQueueWait))
+	}
 	return errors.Join(errs...)
 }
 
-// admission is the server's limiter: a semaphore of MaxInFlight slots,
-// one of outsidePerSlot times as many places for admitted requests that
-// gave their slot back while they wait on another service (OutsideSlot),
-// and one of half the slots that requests starting new work (Initiating)
-// take first.
+// admission is the server's limiter: a queue of MaxInFlight slots, and a
+// semaphore of outsidePerSlot times as many places for admitted requests
+// that gave their slot back while they wait on another service
+// (OutsideSlot).
 type admission struct {
-	slots   chan struct{}
+	slots   *slotQueue
 	outside chan struct{}
-	starts  chan struct{}
 	wait    time.Duration
 	exempt  map[string]bool
 	// initiating are the routes that start new work.
@@ -110,13 +132,12 @@ func newAdmission(a Admission, reg *prometheus.Registry) *admission {
 			Help: "Business requests being served (at most HTTP_MAX_IN_FLIGHT).",
 		}),
 	}
-	if a.MaxInFlight > 0 {
-		ad.slots = make(chan struct{}, a.MaxInFlight)
-		ad.outside = make(chan struct{}, outsidePerSlot*a.MaxInFlight)
-		ad.starts = make(chan struct{}, max(1, a.MaxInFlight/2))
-	}
 	if reg != nil {
 		reg.MustRegister(ad.shed, ad.inFlight)
+	}
+	if a.MaxInFlight > 0 {
+		ad.slots = newSlotQueue(a.MaxInFlight, a.QueueWait, cmp.Or(a.QueueInterval, a.QueueWait), time.Now, reg)
+		ad.outside = make(chan struct{}, outsidePerSlot*a.MaxInFlight)
 	}
 	return ad
 }
@@ -143,19 +164,15 @@ func (a *admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if a.slots != nil {
-			deadline := time.Now().Add(a.wait)
-			start := a.initiating[key]
-			if start && !a.acquire(a.starts, deadline) {
-				return a.refuse(method, route)
+			class := continuing
+			if a.initiating[key] {
+				class = initiating
 			}
-			if !a.acquire(a.slots, deadline) {
-				if start {
-					<-a.starts
-				}
-				return a.refuse(method, route)
-			}
-			t := &ticket{a: a, method: method, route: route, held: true, start: start}
 			req := c.Request()
+			if !a.slots.acquire(req.Context(), class) {
+				return a.refuse(method, route)
+			}
+			t := &ticket{a: a, method: method, route: route, held: true}
 			c.SetRequest(req.WithContext(context.WithValue(req.Context(), ticketKey{}, t)))
 			defer t.done()
 		}
@@ -173,8 +190,8 @@ func (a *admission) refuse(method, route string) *Error {
 		Message: "the service is at its capacity, try again after Retry-After", RetryAfter: ShedRetryAfter}
 }
 
-// acquire takes a place of sem, waiting until deadline for one.
-func (a *admission) acquire(sem chan struct{}, deadline time.Time) bool {
+// place takes a place of sem, waiting until deadline for one.
+func place(sem chan struct{}, deadline time.Time) bool {
 	select {
 	case sem <- struct{}{}:
 		return true
@@ -212,17 +229,12 @@ type ticket struct {
 	a             *admission
 	method, route string
 	held          bool
-	// start is a place of the starts semaphore, held to the end.
-	start bool
 }
 
 // done gives the slot back when the request ends.
 func (t *ticket) done() {
 	if t.held {
-		<-t.a.slots
-	}
-	if t.start {
-		<-t.a.starts
+		t.a.slots.release()
 	}
 }
 
@@ -233,7 +245,8 @@ func (t *ticket) done() {
 // would leave the pool idle and shed requests it could serve (the payment
 // service's order look-up). The requests waiting outside their slot are
 // bounded too, by twice as many places as there are slots, taken like a
-// slot.
+// slot. Coming back, it takes the first slot freed, before any request
+// that has not started.
 // OutsideSlot returns wait's error, or a 503 OVERLOADED *Error, counted as
 // shed, when no place or no slot frees within the queue wait: call it
 // before the handler writes, so a request shed here has written nothing.
@@ -245,14 +258,14 @@ func OutsideSlot(ctx context.Context, wait func() error) error {
 		return wait()
 	}
 	a := t.a
-	if !a.acquire(a.outside, time.Now().Add(a.wait)) {
+	if !place(a.outside, time.Now().Add(a.wait)) {
 		return a.refuse(t.method, t.route)
 	}
-	<-a.slots
+	a.slots.release()
 	t.held = false
 	err := wait()
 	<-a.outside
-	if !a.acquire(a.slots, time.Now().Add(a.wait)) {
+	if !a.slots.acquire(ctx, returning) {
 		return a.refuse(t.method, t.route)
 	}
 	t.held = true
@@ -268,13 +281,12 @@ func (s *Server) Exempt(method, path string) {
 }
 
 // Initiating marks the route method path (as registered, e.g. "/orders")
-// as one that starts new work, such as creating an order: its requests
-// take one of half the slots (at least one) before a slot, so the other
-// half stays for requests that continue work already begun (an order's
-// checkout, its payment's look-up). Past the capacity the server then
-// sheds new work before the next steps of work it has started: a created
-// order whose checkout or payment is shed has cost its create for
-// nothing. Call it before the server runs.
+// as one that starts new work, such as creating an order: a freed slot
+// goes to its requests only when no request continuing work already begun
+// (an order's checkout, its payment's look-up) waits for one. Past the
+// capacity the server then sheds new work before the next steps of work
+// it has started: a created order whose checkout or payment is shed has
+// cost its create for nothing. Call it before the server runs.
 func (s *Server) Initiating(method, path string) {
 	s.admission.initiating[routeKey(method, path)] = true
 }

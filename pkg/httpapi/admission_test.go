@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +17,16 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 )
 
 // saturated is a served server whose business routes are all taken by
 // blocked handlers.
 type saturated struct {
 	url string
-	// entered receives once per /slow request its handler runs.
-	entered chan struct{}
+	// entered receives the path of each blocking request (/slow, /start)
+	// as its handler runs.
+	entered chan string
 	// release lets one blocked /slow handler answer.
 	release chan struct{}
 	// outside receives, once per /lookup request whose call to another
@@ -32,26 +35,33 @@ type saturated struct {
 	outside chan chan struct{}
 }
 
-// serveAdmission serves a server admitting limit business requests, with
+// serveAdmission serves a server admitting limit business requests, queued
+// for at most 5 ms, with
 // GET /slow blocking until released, POST /start blocking alike on a route
 // that starts new work (Server.Initiating), GET /lookup blocking outside its
 // slot (httpapi.OutsideSlot) until answered, GET /fast, an exempt POST
 // /callback and an admin route behind the token "tok".
 func serveAdmission(t *testing.T, limit int) *saturated {
 	t.Helper()
+	return serveQueue(t, httpapi.Admission{MaxInFlight: limit, QueueWait: 5 * time.Millisecond})
+}
+
+// serveQueue serves the routes of serveAdmission with admission a.
+func serveQueue(t *testing.T, a httpapi.Admission) *saturated {
+	t.Helper()
 	s := httpapi.New(httpapi.Config{
 		AdminToken: "tok",
 		Registry:   observability.NewRegistry(),
 		Ready:      func(context.Context) error { return nil },
-		Admission:  httpapi.Admission{MaxInFlight: limit, QueueWait: 5 * time.Millisecond},
+		Admission:  a,
 	}, slog.New(slog.DiscardHandler))
-	sat := &saturated{entered: make(chan struct{}, limit), release: make(chan struct{}),
+	sat := &saturated{entered: make(chan string, a.MaxInFlight), release: make(chan struct{}),
 		outside: make(chan chan struct{})}
 	ok := func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"businessCode": httpapi.CodeSuccess})
 	}
 	blocking := func(c echo.Context) error {
-		sat.entered <- struct{}{}
+		sat.entered <- c.Path()
 		select {
 		case <-sat.release:
 		case <-c.Request().Context().Done():
@@ -219,70 +229,131 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 	}
 }
 
-// TestInitiatingTakesHalfTheSlots fills half of four slots with requests
-// starting new work and checks that a third such request is shed while
-// two slots are free, that those slots still admit requests continuing
-// work, and that a finished start admits a new one.
-func TestInitiatingTakesHalfTheSlots(t *testing.T) {
-	const limit = 4
-	sat := serveAdmission(t, limit)
-	answers := make(chan *http.Response, limit+1)
-	// send sends a request that must be admitted, and returns once its
-	// handler runs; one answered first (shed) fails the test.
+// TestFreedSlotGoesToWorkBegunFirst queues, behind the only slot, a
+// request starting new work and then one continuing work begun, and checks
+// that the freed slot goes to the second, then to the first: past the
+// capacity a created order's checkout is served before another create.
+func TestFreedSlotGoesToWorkBegunFirst(t *testing.T) {
+	sat := serveQueue(t, httpapi.Admission{MaxInFlight: 1, QueueWait: 5 * time.Millisecond, QueueInterval: httpapi.MaxQueueWait})
+	answers := make(chan int, 3)
 	send := func(method, path string) {
-		t.Helper()
 		go func() {
 			req, err := http.NewRequest(method, sat.url+path, nil)
 			if err != nil {
 				t.Error(err)
+				answers <- 0
+				return
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Error(err)
+				answers <- 0
+				return
 			}
-			answers <- resp
+			resp.Body.Close()
+			answers <- resp.StatusCode
 		}()
-		select {
-		case <-sat.entered:
-		case resp := <-answers:
-			if resp != nil {
-				resp.Body.Close()
-				t.Fatalf("%s %s answered %d, want it admitted", method, path, resp.StatusCode)
-			}
-			t.Fatalf("%s %s failed, want it admitted", method, path)
-		}
-	}
-	status := func(method, path string) int {
-		t.Helper()
-		resp := get(t, method, sat.url+path, false)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	send(http.MethodPost, "/start")
-	send(http.MethodPost, "/start")
-	if got := status(http.MethodPost, "/start"); got != http.StatusServiceUnavailable {
-		t.Fatalf("a third start with two slots free: status %d, want 503", got)
 	}
 	send(http.MethodGet, "/slow")
-	send(http.MethodGet, "/slow")
-	if got := status(http.MethodGet, "/fast"); got != http.StatusServiceUnavailable {
-		t.Fatalf("every slot taken: status %d, want 503", got)
+	if got := <-sat.entered; got != "/slow" {
+		t.Fatalf("first admitted: %s", got)
 	}
-	for range 3 {
+	send(http.MethodPost, "/start")
+	waitMetric(t, sat, "http_requests_queued 1")
+	send(http.MethodGet, "/slow")
+	waitMetric(t, sat, "http_requests_queued 2")
+
+	for _, want := range []string{"/slow", "/start"} {
 		sat.release <- struct{}{}
-		if resp := <-answers; resp != nil {
-			resp.Body.Close()
+		if got := <-sat.entered; got != want {
+			t.Fatalf("the freed slot went to %s, want %s", got, want)
 		}
 	}
-	send(http.MethodPost, "/start")
 	close(sat.release)
-	for range 2 {
-		if resp := <-answers; resp == nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("a blocked request was not served: %v", resp)
-		} else {
-			resp.Body.Close()
+	for range 3 {
+		if got := <-answers; got != http.StatusOK {
+			t.Fatalf("a queued request answered %d, want 200", got)
 		}
 	}
+}
+
+// TestQueueServesABurstAndShedsAStandingQueue checks CoDel's two regimes
+// behind one slot: a request queued behind a short-lived holder is served
+// though it waited past the target; while the holder stays, requests wait
+// out the interval and are shed, and once the queue has stood above the
+// target for an interval the service counts itself overloaded; a request
+// finding the slot free ends that state.
+func TestQueueServesABurstAndShedsAStandingQueue(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	sat := serveQueue(t, httpapi.Admission{MaxInFlight: 1, QueueWait: time.Millisecond, QueueInterval: interval})
+	status := func(path string) <-chan int {
+		got := make(chan int, 1)
+		go func() {
+			resp, err := http.Get(sat.url + path)
+			if err != nil {
+				t.Error(err)
+				got <- 0
+				return
+			}
+			resp.Body.Close()
+			got <- resp.StatusCode
+		}()
+		return got
+	}
+
+	holder := status("/slow")
+	<-sat.entered
+	burst := status("/fast")
+	waitMetric(t, sat, "http_requests_queued 1")
+	sat.release <- struct{}{}
+	if got := <-holder; got != http.StatusOK {
+		t.Fatalf("holder: %d", got)
+	}
+	if got := <-burst; got != http.StatusOK {
+		t.Fatalf("a request queued behind a short holder answered %d, want it served", got)
+	}
+
+	holder = status("/slow")
+	<-sat.entered
+	for i := 0; !metricsHave(t, sat, "http_admission_overloaded 1"); i++ {
+		if got := <-status("/fast"); got != http.StatusServiceUnavailable {
+			t.Fatalf("a request behind a holder that stays answered %d, want 503", got)
+		}
+		if i == 10 {
+			t.Fatal("ten requests shed after waiting out the interval, and the service is not overloaded")
+		}
+	}
+	if got := <-status("/fast"); got != http.StatusServiceUnavailable {
+		t.Fatalf("overloaded: answered %d, want 503", got)
+	}
+	sat.release <- struct{}{}
+	if got := <-holder; got != http.StatusOK {
+		t.Fatalf("holder: %d", got)
+	}
+	if got := <-status("/fast"); got != http.StatusOK {
+		t.Fatalf("with the slot free: %d, want 200", got)
+	}
+	if !metricsHave(t, sat, "http_admission_overloaded 0") {
+		t.Fatal("a request served at once did not end the overload")
+	}
+}
+
+// metricsHave reports whether the server's /metrics has the line want.
+func metricsHave(t *testing.T, sat *saturated, want string) bool {
+	t.Helper()
+	resp := get(t, http.MethodGet, sat.url+"/metrics", false)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(strings.Split(string(raw), "\n"), want)
+}
+
+// waitMetric waits until the server's /metrics has the line want.
+func waitMetric(t *testing.T, sat *saturated, want string) {
+	t.Helper()
+	poll.Until(t, 5*time.Second, want, func() bool { return metricsHave(t, sat, want) })
 }
 
 // TestOutsideSlot holds the only slot's request in a call to another
@@ -357,7 +428,10 @@ func TestAdmissionValidate(t *testing.T) {
 		want string // the variable the error names; empty: valid
 	}{
 		{"unbounded", httpapi.Admission{}, ""},
-		{"defaults", httpapi.Admission{MaxInFlight: 40, QueueWait: httpapi.DefaultQueueWait}, ""},
+		{"defaults", httpapi.Admission{MaxInFlight: 40, QueueWait: httpapi.DefaultQueueWait, QueueInterval: httpapi.DefaultQueueInterval}, ""},
+		{"interval unset", httpapi.Admission{MaxInFlight: 1, QueueWait: httpapi.DefaultQueueWait}, ""},
+		{"interval under the wait", httpapi.Admission{MaxInFlight: 1, QueueWait: 50 * time.Millisecond, QueueInterval: 10 * time.Millisecond}, "HTTP_QUEUE_INTERVAL"},
+		{"an interval of seconds", httpapi.Admission{MaxInFlight: 1, QueueWait: time.Millisecond, QueueInterval: 2 * time.Second}, "HTTP_QUEUE_INTERVAL"},
 		{"negative limit", httpapi.Admission{MaxInFlight: -1}, "HTTP_MAX_IN_FLIGHT"},
 		{"negative wait", httpapi.Admission{MaxInFlight: 1, QueueWait: -time.Millisecond}, "HTTP_QUEUE_WAIT"},
 		{"a wait of seconds", httpapi.Admission{MaxInFlight: 1, QueueWait: 5 * time.Second}, "HTTP_QUEUE_WAIT"},
@@ -383,8 +457,8 @@ func TestDefaultMaxInFlight(t *testing.T) {
 		want       int
 	}{
 		{"the pool is the bound", 8, 2, 4},
-		{"the cores are the bound", 2, 20, 4},
-		{"both bound alike", 4, 4, 8},
+		{"the cores are the bound", 2, 20, 16},
+		{"both bound alike", 1, 4, 8},
 		{"one core, one connection", 1, 1, 2},
 	}
 	for _, tt := range tests {

@@ -61,7 +61,7 @@ func TestLoadConsumerConfigDefaults(t *testing.T) {
 	}
 	if c.Name != "audit-service" || c.DBName != "audit" || c.HTTPAddr != "127.0.0.1:8099" || c.LogLevel != "info" ||
 		c.AdminToken != "" || c.FailPoints != "" || c.Consumer.ConsumerGroup != "audit-service" ||
-		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait ||
+		c.Admission.MaxInFlight != 0 || c.Admission.QueueWait != httpapi.DefaultQueueWait || c.Admission.QueueInterval != httpapi.DefaultQueueInterval ||
 		c.MemoryLimitMiB != service.DefaultMemoryLimitMiB || c.Idempotency.TTL != idempotency.DefaultTTL {
 		t.Fatalf("defaults = %+v", c)
 	}

@@ -90,7 +90,7 @@ type Config struct {
 	// DB bounds the waits on the service's database.
 	DB postgres.Timeouts
 	// Admission bounds the business requests served at once
-	// (HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT); a MaxInFlight of 0 is
+	// (HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, HTTP_QUEUE_INTERVAL); a MaxInFlight of 0 is
 	// httpapi.DefaultMaxInFlight of the database pool.
 	Admission httpapi.Admission
 	// Idempotency is how long Idempotency-Key answers are kept
@@ -129,7 +129,7 @@ const (
 // ReadConfig reads DATABASE_URL, DATABASE_PASSWORD, DB_NAME, HTTP_ADDR,
 // ADMIN_TOKEN (the secrets also from a file, envconfig.Reader.Secret), LOG_LEVEL,
 // FAILPOINTS, SUITE_MODE, FAILPOINTS_ENABLED, PPROF_ENABLED,
-// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, IDEMPOTENCY_KEY_TTL, the retention
+// HTTP_MAX_IN_FLIGHT, HTTP_QUEUE_WAIT, HTTP_QUEUE_INTERVAL, IDEMPOTENCY_KEY_TTL, the retention
 // settings (ReadRetention), MEMORY_LIMIT_MIB, the tracing settings
 // (tracing.ReadConfig) and the database timeouts
 // (postgres.ReadTimeouts) through r, with id's defaults. r collects the
@@ -159,8 +159,9 @@ func ReadConfig(r *envconfig.Reader, id Identity) Config {
 		ProfilingEnabled:  r.Bool("PPROF_ENABLED", false),
 		DB:                postgres.ReadTimeouts(r),
 		Admission: httpapi.Admission{
-			MaxInFlight: r.Int("HTTP_MAX_IN_FLIGHT", 0),
-			QueueWait:   r.Duration("HTTP_QUEUE_WAIT", httpapi.DefaultQueueWait),
+			MaxInFlight:   r.Int("HTTP_MAX_IN_FLIGHT", 0),
+			QueueWait:     r.Duration("HTTP_QUEUE_WAIT", httpapi.DefaultQueueWait),
+			QueueInterval: r.Duration("HTTP_QUEUE_INTERVAL", httpapi.DefaultQueueInterval),
 		},
 		Idempotency:    idempotency.ReadConfig(r),
 		Retention:      ReadRetention(r),
