@@ -60,6 +60,9 @@ func TestHappyPathConverges(t *testing.T) {
 		t.Errorf("order %v", order)
 	}
 	checkFailPointsDocumented(t, s)
+	if s.ContractChecked() == 0 {
+		t.Error("no answer was checked against the services' OpenAPI documents")
+	}
 }
 
 // Tutorial: refunds reverse every effect once; a refund above what was paid

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,9 @@ type Suite struct {
 
 	t         testing.TB
 	urls      map[string]string
+	// contract checks every answer the suite's client gets against its
+	// service's OpenAPI document.
+	contract *Contract
 	env       map[string][]string
 	binDir    string
 	logDir    string
@@ -213,8 +217,10 @@ func Start(t testing.TB, opts Options) *Suite {
 		ports[name] = free[i]
 		s.urls[name] = fmt.Sprintf("http://127.0.0.1:%d", ports[name])
 	}
+	s.contract = NewContract(t, http.DefaultTransport)
 	s.api = suiteapi.New(suiteapi.Config{URLs: s.urls, AdminToken: s.AdminToken, Brokers: s.Broker.Addrs(), Topic: s.Topic,
-		PollInterval: 25 * time.Millisecond})
+		PollInterval: 25 * time.Millisecond,
+		HTTPClient:   &http.Client{Timeout: suiteapi.DefaultHTTPTimeout, Transport: s.contract}})
 	for _, name := range Services {
 		db := dbNames[name] + "_" + suffix
 		s.dbs = append(s.dbs, db)
@@ -506,3 +512,7 @@ func waitFor(timeout time.Duration, cond func() bool) (time.Duration, bool) {
 
 // CallbackSecret is the HMAC key the suite's payment and order services share.
 const CallbackSecret = "test-callback-secret"
+
+// ContractChecked is how many of the services' answers the suite's client
+// validated against their OpenAPI documents (Contract).
+func (s *Suite) ContractChecked() int64 { return s.contract.Checked() }
