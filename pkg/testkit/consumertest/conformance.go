@@ -134,16 +134,19 @@ func needsRefunds(f Features) string {
 	return ""
 }
 
-var scenarios = []scenario{
-	{name: "a duplicate delivery is applied once", run: testDuplicate},
-	{name: "a refund before its payment is parked and applied after it", skip: needsRefunds, run: testRefundBeforePayment},
-	{name: "a late OrderCreated changes nothing", run: testLateCreated},
-	{name: "an older event after a newer one does not regress", run: testStale},
-	{name: "invalid JSON is dead-lettered with its reason and the partition goes on", run: testInvalidJSON},
-	{name: "a retryable failure is retried until it applies once", run: testRetry},
-	{name: "a dead letter replayed after the fix is applied once", run: testReplay},
-	{name: "a replayed dead letter the order has moved past is ignored", run: testReplayStale},
-	{name: "a parked event past the deadline is dead-lettered and its replay applied once", skip: needsRefunds, run: testParking},
+// scenarios are the suite's cases, in the order Run runs them.
+func scenarios() []scenario {
+	return []scenario{
+		{name: "a duplicate delivery is applied once", run: testDuplicate},
+		{name: "a refund before its payment is parked and applied after it", skip: needsRefunds, run: testRefundBeforePayment},
+		{name: "a late OrderCreated changes nothing", run: testLateCreated},
+		{name: "an older event after a newer one does not regress", run: testStale},
+		{name: "invalid JSON is dead-lettered with its reason and the partition goes on", run: testInvalidJSON},
+		{name: "a retryable failure is retried until it applies once", run: testRetry},
+		{name: "a dead letter replayed after the fix is applied once", run: testReplay},
+		{name: "a replayed dead letter the order has moved past is ignored", run: testReplayStale},
+		{name: "a parked event past the deadline is dead-lettered and its replay applied once", skip: needsRefunds, run: testParking},
+	}
 }
 
 // Run is the conformance suite of a consumer of order-events built on
@@ -163,7 +166,7 @@ func Run(t *testing.T, features Features, adapter Adapter) {
 		t.Fatal(err)
 	}
 	s := adapter.Start(t, map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(maxAttempts)})
-	for _, sc := range scenarios {
+	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			if sc.skip != nil {
 				if why := sc.skip(features); why != "" {
@@ -248,13 +251,16 @@ func (c *suite) deadLetters(o Order, want int) []dlq.Record {
 // outcomes are the consumer's inbox outcomes counted so far, by outcome.
 type outcomes map[versionguard.Outcome]float64
 
-var allOutcomes = []versionguard.Outcome{versionguard.Applied, versionguard.AppliedLateFact, versionguard.IgnoredStale,
-	versionguard.WaitingForGap, inbox.Duplicate, inbox.NotHandled}
+// allOutcomes are the outcomes the kit counts for every consumer.
+func allOutcomes() []versionguard.Outcome {
+	return []versionguard.Outcome{versionguard.Applied, versionguard.AppliedLateFact, versionguard.IgnoredStale,
+		versionguard.WaitingForGap, inbox.Duplicate, inbox.NotHandled}
+}
 
 func (c *suite) outcomes() outcomes {
 	c.t.Helper()
 	out := outcomes{}
-	for _, o := range allOutcomes {
+	for _, o := range allOutcomes() {
 		out[o] = c.s.Counter("consumer_event_outcomes_total", `consumer="`+c.f.Consumer+`",outcome="`+string(o)+`"`)
 	}
 	return out
@@ -265,7 +271,7 @@ func (c *suite) outcomes() outcomes {
 func (c *suite) expectOutcomes(before outcomes, want outcomes) {
 	c.t.Helper()
 	now := c.outcomes()
-	for _, o := range allOutcomes {
+	for _, o := range allOutcomes() {
 		if got := now[o] - before[o]; got != want[o] {
 			c.t.Errorf("%s outcomes: %v, want %v", o, got, want[o])
 		}
