@@ -6,19 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // TestAdminLagFollowsTheBacklog publishes a small backlog and reads it
 // drain on GET /admin/lag and the lag gauges: the consumer group, every
 // partition of the topic, and a consumed rate once the group caught up.
 func TestAdminLagFollowsTheBacklog(t *testing.T) {
-	s := startService(t)
+	s := servicetest.Start(t, run, nil)
 	const orders = 8
-	s.setStock("SKU-LAG", orders)
+	setStock(s, "SKU-LAG", orders)
 	for i := range orders {
-		s.Publish(newEvent(t, event.OrderPaid, fmt.Sprintf("O-LAG-%d", i), 3, paidData(item("SKU-LAG", 1))))
+		s.Publish(paidEvent(t, fmt.Sprintf("O-LAG-%d", i), consumertest.Item("SKU-LAG", 1)))
 	}
 
 	var r lag.Report
@@ -26,7 +27,7 @@ func TestAdminLagFollowsTheBacklog(t *testing.T) {
 		s.GetJSON("/admin/lag", &r)
 		return r.TotalLag == 0 && r.ConsumedPerSecond > 0
 	})
-	if got := s.stock("SKU-LAG"); got.Deducted != orders {
+	if got := stock(s, "SKU-LAG"); got.Deducted != orders {
 		t.Fatalf("stock = %+v, want %d deducted", got, orders)
 	}
 	if r.Group != "inventory-service" || r.Topic != s.Topic || len(r.Partitions) != 4 || r.OldestAgeSeconds != 0 {

@@ -1,8 +1,10 @@
-// Package consumertest holds what the tests of a consumer service's
-// reconciliation endpoint share: a database with the consumer's tables,
-// the service's HTTP server behind an admin token, its events applied as
-// the consumer applies them, and dead letters written as the router writes
-// them.
+// Package consumertest holds what the tests of the consumers of
+// order-events share: the conformance suite every consumer built on
+// pkg/service passes (Run), builders of the order service's events, and
+// for the tests of a reconciliation endpoint a database with the
+// consumer's tables, the service's HTTP server behind an admin token, its
+// events applied as the consumer applies them, and dead letters written as
+// the router writes them (Fixture).
 package consumertest
 
 import (
@@ -127,11 +129,7 @@ func (f *Fixture) Process(env event.Envelope, want versionguard.Outcome) {
 // Envelope is an event of the order service about orderID at version.
 func (f *Fixture) Envelope(typ event.Type, orderID string, version int64, data any) event.Envelope {
 	f.T.Helper()
-	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
-	if err != nil {
-		f.T.Fatal(err)
-	}
-	return env
+	return Event(f.T, typ, orderID, version, data)
 }
 
 // DeadLetter records env as dead-lettered while it waited for a gap, and

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -55,6 +56,7 @@ type Service struct {
 	logs       *LogBuffer
 	client     *http.Client
 	producer   *kgo.Client
+	seeds      []string // KAFKA_BROKERS
 	brokerAddr string
 	cancel     context.CancelFunc
 	done       chan error // run's result; nil until run started
@@ -114,7 +116,8 @@ func start(t testing.TB, run RunFunc, env map[string]string, withBroker bool) *S
 	for k, v := range env {
 		vars[k] = v
 	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(vars["KAFKA_BROKERS"], ",")...))
+	brokers := strings.Split(vars["KAFKA_BROKERS"], ",")
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +131,7 @@ func start(t testing.TB, run RunFunc, env map[string]string, withBroker bool) *S
 		logs:       &LogBuffer{},
 		client:     &http.Client{Timeout: Timeout},
 		producer:   producer,
+		seeds:      brokers,
 		brokerAddr: brokerAddr,
 		cancel:     cancel,
 	}
@@ -257,6 +261,40 @@ func (s *Service) produce(key string, value []byte, headers map[string]string) {
 	if err := s.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		s.t.Fatalf("produce to %s: %v", s.Topic, err)
 	}
+}
+
+// Drained returns once consumer group group has committed every message
+// on Topic, asked of the broker (the lag of GET /admin/lag is a sample up
+// to a second old): every message published before was read and
+// acknowledged, and a service built on pkg/consumer acknowledges a message
+// only after its effect committed, whatever became of it (applied, a
+// duplicate, parked, dead-lettered). It fails the test after Timeout.
+func (s *Service) Drained(group string) {
+	s.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.seeds...))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	poll.Until(s.t, Timeout, "group "+group+" to commit every message of "+s.Topic, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, s.Topic)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil || committed.Error() != nil { // a group that has not joined yet, too
+			return false
+		}
+		behind := false
+		ends.Each(func(end kadm.ListedOffset) {
+			c, ok := committed.Lookup(s.Topic, end.Partition)
+			behind = behind || end.Offset > 0 && (!ok || c.At < end.Offset)
+		})
+		return !behind
+	})
 }
 
 // Do sends a request with a JSON body (none for a GET with an empty body)

@@ -97,3 +97,33 @@ func TestStartBrokerLater(t *testing.T) {
 		t.Fatalf("record %q", got[0].Value)
 	}
 }
+
+// TestDrainedWaitsForTheGroupsCommits: Drained returns once the group has
+// committed the end of every partition, here after a group of the test's
+// own read both records and committed them.
+func TestDrainedWaitsForTheGroupsCommits(t *testing.T) {
+	s := servicetest.Start(t, echoService, nil)
+	s.PublishRaw("K-1", []byte("1"))
+	s.PublishRaw("K-2", []byte("2"))
+	var brokers string
+	s.GetJSON("/env/KAFKA_BROKERS", &brokers)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumerGroup("drained"), kgo.ConsumeTopics(s.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), servicetest.Timeout)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < 2 && ctx.Err() == nil {
+		recs = append(recs, cl.PollFetches(ctx).Records()...)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("read %d records, want 2", len(recs))
+	}
+	if err := cl.CommitRecords(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	s.Drained("drained")
+}
