@@ -25,7 +25,7 @@ type Contract struct {
 
 	mu         sync.Mutex
 	validators map[string]validator.Validator // by host:port
-	checked atomic.Int64
+	checked    atomic.Int64
 }
 
 // Reporter is where Contract reports an answer outside its document: a

@@ -66,11 +66,11 @@ type Suite struct {
 	// AdminToken is sent with every admin request.
 	AdminToken string
 
-	t         testing.TB
-	urls      map[string]string
+	t    testing.TB
+	urls map[string]string
 	// contract checks every answer the suite's client gets against its
 	// service's OpenAPI document.
-	contract *Contract
+	contract  *Contract
 	env       map[string][]string
 	binDir    string
 	logDir    string
