@@ -11,7 +11,8 @@
 //
 // The statements are INSERT ... SELECT over generate_series, one per
 // table, with the same bind parameters for all (sql/series.sql), in one
-// transaction per database. Remove deletes the rows again by their prefix.
+// transaction per database, which is analyzed afterwards. Remove deletes
+// the rows again by their prefix.
 package seedorders
 
 import (
@@ -195,7 +196,19 @@ func run(ctx context.Context, dsn, series string, stmts []string, args []any) (i
 		}
 		return nil
 	})
-	return total, err
+	if err != nil {
+		return total, err
+	}
+	// A bulk load leaves the planner without statistics of the rows until
+	// autovacuum analyzes them, which it may not have done (or may not do
+	// at all, when it is off) by the time a run reads them; without them
+	// the services' batch reads were planned as scans of whole tables
+	// (docs/runs/2026-12-05-reconcile-100k-paid-after.txt). A history that
+	// grew through the services would have been analyzed as it grew.
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		return total, fmt.Errorf("analyze: %w", err)
+	}
+	return total, nil
 }
 
 func firstLine(s string) string {
