@@ -48,6 +48,10 @@ type Config struct {
 	// CreatedAt is when the first order was created; each next one a
 	// millisecond later, each one's effects within 50 ms of it.
 	CreatedAt time.Time
+	// NoAnalyze leaves the planner's statistics of the written rows to
+	// autovacuum instead of analyzing each database once it is written:
+	// the conditions of the run before the analysis was added.
+	NoAnalyze bool
 }
 
 // DefaultConfig is 100 000 orders, a fifth of them refunded, an hour old.
@@ -142,7 +146,7 @@ func each(ctx context.Context, dsn DSN, cfg Config, suffix string) ([]Result, er
 			return out, err
 		}
 		start := time.Now()
-		rows, err := run(ctx, url, string(series), statements(string(body)), args)
+		rows, err := run(ctx, url, string(series), statements(string(body)), args, !cfg.NoAnalyze)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", service, err)
 		}
@@ -175,7 +179,7 @@ func stripComments(s string) string {
 	return b.String()
 }
 
-func run(ctx context.Context, dsn, series string, stmts []string, args []any) (int64, error) {
+func run(ctx context.Context, dsn, series string, stmts []string, args []any, analyze bool) (int64, error) {
 	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return 0, err
@@ -196,7 +200,7 @@ func run(ctx context.Context, dsn, series string, stmts []string, args []any) (i
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || !analyze {
 		return total, err
 	}
 	// A bulk load leaves the planner without statistics of the rows until
