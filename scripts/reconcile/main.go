@@ -1,9 +1,11 @@
 // Command reconcile starts a reconciliation run and waits for it to end,
 // or shows one, through the reconciliation service's API and prints it as
 // a table: the run, then one line per finding with what was expected, what
-// was found, the action and what became of it. While a run goes on it
-// reports on stderr how many orders it has checked; a run already going
-// is waited out first (one runs at a time).
+// was found, the action and what became of it, and how long each of its
+// phases took. While a run goes on it reports on stderr its phase and how
+// far it has got (orders checked; in the orphan pass, each consumer's
+// effect orders read); a run already going is waited out first (one runs
+// at a time).
 //
 //	go run ./scripts/reconcile [--order O-1 --order O-2] [--min-age 0s] [--by alice]
 //	go run ./scripts/reconcile --show 12
@@ -118,19 +120,44 @@ type client struct {
 	api *suiteapi.Client
 }
 
-// progress reports a running run on w when it has checked more orders
-// than at its last report, at most every progressEvery.
+// progress reports a running run on w when it has got further than at its
+// last report (orders checked, its phase, effect orders read), at most
+// every progressEvery.
 func progress(w io.Writer) func(suiteapi.Run) {
 	var last time.Time
-	checked := -1
+	reported := ""
 	return func(r suiteapi.Run) {
-		if r.Checked == checked || time.Since(last) < progressEvery {
+		at := where(r)
+		if at == reported || time.Since(last) < progressEvery {
 			return
 		}
-		checked, last = r.Checked, time.Now()
-		fmt.Fprintf(w, "run %d RUNNING for %s: %d orders checked, %d findings so far\n",
-			r.ID, time.Since(r.StartedAt).Round(time.Second), r.Checked, len(r.Findings))
+		reported, last = at, time.Now()
+		fmt.Fprintf(w, "run %d RUNNING for %s: %s; %d findings so far\n", r.ID, time.Since(r.StartedAt).Round(time.Second), at, len(r.Findings))
 	}
+}
+
+// where says how far a running run has got: the orders compared, and in
+// the orphan pass the effect orders read from each consumer.
+func where(r suiteapi.Run) string {
+	if r.Phase != "ORPHANS" {
+		return fmt.Sprintf("comparing, %d orders checked", r.Checked)
+	}
+	return fmt.Sprintf("%d orders checked; orphan effects, %s", r.Checked, scans(r.OrphanScan))
+}
+
+// scans lists how far the orphan pass read each consumer's orders.
+func scans(ss []suiteapi.OrphanScan) string {
+	parts := make([]string, len(ss))
+	for i, sc := range ss {
+		parts[i] = fmt.Sprintf("%s %d orders in %d pages", sc.Service, sc.Orders, sc.Pages)
+		if sc.Orphans > 0 {
+			parts[i] += fmt.Sprintf(", %d orphans", sc.Orphans)
+		}
+		if sc.Done {
+			parts[i] += " (done)"
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // progressEvery is how often a long run's progress is reported.
@@ -171,6 +198,19 @@ func (r runView) print(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "run %d %s: started by %s at %s, %s; checked %d orders in %s, %d findings, %d actions\n",
 		r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339), scope, r.Checked, took, len(r.Findings), r.Actions)
+	if len(r.Phases) > 0 {
+		parts := make([]string, len(r.Phases))
+		for i, p := range r.Phases {
+			parts[i] = strings.ToLower(p.Phase) + " -"
+			if p.FinishedAt != nil {
+				parts[i] = fmt.Sprintf("%s %s", strings.ToLower(p.Phase), p.FinishedAt.Sub(p.StartedAt).Round(time.Millisecond))
+			}
+		}
+		fmt.Fprintf(w, "phases: %s\n", strings.Join(parts, ", "))
+	}
+	if len(r.OrphanScan) > 0 {
+		fmt.Fprintf(w, "orphan effects: %s\n", scans(r.OrphanScan))
+	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}

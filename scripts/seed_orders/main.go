@@ -1,9 +1,10 @@
 // Command seed_orders writes many converged paid orders, a fifth of them
 // refunded, straight into the five services' databases on DATABASE_URL
-// (package seedorders), or removes them again: the orders a reconciliation
-// run over 100 000 paid orders compares (docs/runs/2026-12-05-reconcile-100k-paid.txt).
+// (package seedorders) and analyzes each database, or removes them again:
+// the orders a reconciliation run over 100 000 paid orders compares
+// (docs/runs/2026-12-05-reconcile-100k-paid.txt, and -after.txt).
 //
-//	go run ./scripts/seed_orders [--count 100000] [--prefix O-seedpaid-] [--refund-every 10]
+//	go run ./scripts/seed_orders [--count 100000] [--prefix O-seedpaid-] [--refund-every 10] [--analyze=false]
 //	go run ./scripts/seed_orders --remove [--prefix O-seedpaid-]
 //
 // The databases must exist and be migrated: start `make run` once. It
@@ -43,6 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&cfg.RefundEvery, "refund-every", cfg.RefundEvery, "every Nth order refunded in full and the next in part; 0: none")
 	age := fs.Duration("age", time.Hour, "how long ago the first order was created")
 	remove := fs.Bool("remove", false, "delete the rows seeded with --prefix instead of seeding")
+	analyze := fs.Bool("analyze", true, "analyze each database once written (false: leave the planner's statistics to autovacuum)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -50,6 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	cfg.CreatedAt = time.Now().Add(-*age)
+	cfg.NoAnalyze = !*analyze
 	serverURL := envconfig.New(getenv).String("DATABASE_URL", postgres.DefaultServerURL)
 	dsn := func(service string) (string, error) {
 		s, ok := suite.Lookup(suite.Services(), service)

@@ -11,7 +11,8 @@
 //
 // The statements are INSERT ... SELECT over generate_series, one per
 // table, with the same bind parameters for all (sql/series.sql), in one
-// transaction per database. Remove deletes the rows again by their prefix.
+// transaction per database, which is analyzed afterwards. Remove deletes
+// the rows again by their prefix.
 package seedorders
 
 import (
@@ -47,6 +48,10 @@ type Config struct {
 	// CreatedAt is when the first order was created; each next one a
 	// millisecond later, each one's effects within 50 ms of it.
 	CreatedAt time.Time
+	// NoAnalyze leaves the planner's statistics of the written rows to
+	// autovacuum instead of analyzing each database once it is written:
+	// the conditions of the run before the analysis was added.
+	NoAnalyze bool
 }
 
 // DefaultConfig is 100 000 orders, a fifth of them refunded, an hour old.
@@ -141,7 +146,7 @@ func each(ctx context.Context, dsn DSN, cfg Config, suffix string) ([]Result, er
 			return out, err
 		}
 		start := time.Now()
-		rows, err := run(ctx, url, string(series), statements(string(body)), args)
+		rows, err := run(ctx, url, string(series), statements(string(body)), args, !cfg.NoAnalyze)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", service, err)
 		}
@@ -174,7 +179,7 @@ func stripComments(s string) string {
 	return b.String()
 }
 
-func run(ctx context.Context, dsn, series string, stmts []string, args []any) (int64, error) {
+func run(ctx context.Context, dsn, series string, stmts []string, args []any, analyze bool) (int64, error) {
 	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return 0, err
@@ -195,7 +200,19 @@ func run(ctx context.Context, dsn, series string, stmts []string, args []any) (i
 		}
 		return nil
 	})
-	return total, err
+	if err != nil || !analyze {
+		return total, err
+	}
+	// A bulk load leaves the planner without statistics of the rows until
+	// autovacuum analyzes them, which it may not have done (or may not do
+	// at all, when it is off) by the time a run reads them; without them
+	// the services' batch reads were planned as scans of whole tables
+	// (docs/runs/2026-12-05-reconcile-100k-paid-after.txt). A history that
+	// grew through the services would have been analyzed as it grew.
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		return total, fmt.Errorf("analyze: %w", err)
+	}
+	return total, nil
 }
 
 func firstLine(s string) string {

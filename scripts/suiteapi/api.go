@@ -581,6 +581,32 @@ type Run struct {
 	// InFlight are the orders named that were not compared: their last
 	// change is younger than MinAge.
 	InFlight []string `json:"inFlight"`
+	// Phase is the part of the run going on, or the last it reached:
+	// COMPARING, then (a run over every order) ORPHANS.
+	Phase string `json:"phase"`
+	// Phases are when each phase the run reached began and ended.
+	Phases []RunPhase `json:"phases"`
+	// OrphanScan is how far the orphan pass has read each consumer's
+	// orders.
+	OrphanScan []OrphanScan `json:"orphanScan"`
+}
+
+// RunPhase is when a phase of a run began and ended (FinishedAt nil while
+// it goes on).
+type RunPhase struct {
+	Phase      string     `json:"phase"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+}
+
+// OrphanScan is how far a run's orphan pass has read one consumer's list
+// of the orders it holds effects for.
+type OrphanScan struct {
+	Service string `json:"service"`
+	Pages   int    `json:"pages"`
+	Orders  int    `json:"orders"`
+	Orphans int    `json:"orphans"`
+	Done    bool   `json:"done"`
 }
 
 // Kinds lists the run's findings as "KIND service ACTION".

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,6 +67,18 @@ func TestSeededPaidOrdersReconcileClean(t *testing.T) {
 	}
 	if run.Status != "SUCCEEDED" || run.Checked != cfg.Count || len(run.Findings) != 0 {
 		t.Fatalf("run over the seeded orders: %s, %d checked, findings %v; want SUCCEEDED, 30, none", run.Status, run.Checked, run.Kinds())
+	}
+	// The run's answer says what it did: it compared the orders, then read
+	// every consumer's 30 effect orders (in one page each) and looked them
+	// up at the order service.
+	var scans []suiteapi.OrphanScan
+	for _, service := range []string{"payment", "inventory", "points", "notification"} {
+		scans = append(scans, suiteapi.OrphanScan{Service: service, Pages: 1, Orders: cfg.Count, Done: true})
+	}
+	if run.Phase != "ORPHANS" || !slices.Equal(run.OrphanScan, scans) || len(run.Phases) != 2 ||
+		run.Phases[0].Phase != "COMPARING" || run.Phases[1].Phase != "ORPHANS" || run.Phases[1].FinishedAt == nil {
+		t.Fatalf("run's progress: phase %s, phases %+v, orphan scans %+v; want ORPHANS last, COMPARING then ORPHANS, scans %+v",
+			run.Phase, run.Phases, run.OrphanScan, scans)
 	}
 
 	// O-SEED-4 was refunded 40.00 of 100.00.

@@ -74,10 +74,22 @@ func (f *Fixture) Call(body, token string) (int, string) {
 // and unless nothing is listed as written before the effects were.
 func (f *Fixture) ExpectEffects(orderIDs ...string) {
 	f.T.Helper()
+	f.ExpectEffectsBefore("2999-01-01T00:00:00Z", orderIDs...)
+	if code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?before=2000-01-01T00:00:00Z", "", AdminToken); code != http.StatusOK ||
+		raw != `{"orderIds":[],"next":""}` {
+		f.T.Fatalf("effects written before 2000: %d %s", code, raw)
+	}
+}
+
+// ExpectEffectsBefore pages through GET /admin/reconciliation/effects
+// with before (RFC 3339), two ids a page, and fails the test unless it
+// lists exactly orderIDs (ascending).
+func (f *Fixture) ExpectEffectsBefore(before string, orderIDs ...string) {
+	f.T.Helper()
 	var got []string
 	after := ""
 	for range len(orderIDs) + 2 {
-		code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?limit=2&before=2999-01-01T00:00:00Z&after="+after, "", AdminToken)
+		code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?limit=2&before="+before+"&after="+after, "", AdminToken)
 		var page admin.EffectOrders
 		if code != http.StatusOK || json.Unmarshal([]byte(raw), &page) != nil {
 			f.T.Fatalf("effects after %q: %d %s", after, code, raw)
@@ -88,11 +100,7 @@ func (f *Fixture) ExpectEffects(orderIDs ...string) {
 		}
 	}
 	if !slices.Equal(got, orderIDs) {
-		f.T.Fatalf("effects of orders %v, want %v", got, orderIDs)
-	}
-	if code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?before=2000-01-01T00:00:00Z", "", AdminToken); code != http.StatusOK ||
-		raw != `{"orderIds":[],"next":""}` {
-		f.T.Fatalf("effects written before 2000: %d %s", code, raw)
+		f.T.Fatalf("effects written before %s of orders %v, want %v", before, got, orderIDs)
 	}
 }
 

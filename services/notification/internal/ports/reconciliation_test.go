@@ -97,6 +97,13 @@ func TestReconciliationViews(t *testing.T) {
 	}
 	// The orders the service holds effects for, a page at a time.
 	f.ExpectEffects("O-1", "O-2")
+	// An order counts once all its notifications are older than before:
+	// O-1's last one written after it leaves O-1 out.
+	if _, err := f.DB.Exec(`UPDATE notifications SET created_at = '2999-06-01' WHERE event_id = $1`, refunded.EventID); err != nil {
+		t.Fatal(err)
+	}
+	f.ExpectEffectsBefore("2999-01-01T00:00:00Z", "O-2")
+	f.ExpectEffectsBefore("2999-07-01T00:00:00Z", "O-1", "O-2")
 }
 
 func TestReconciliationRefusesBadRequests(t *testing.T) {

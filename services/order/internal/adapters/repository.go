@@ -326,6 +326,26 @@ func (r *Repository) Records(ctx context.Context, ids []string) (map[string]Orde
 	return out, nil
 }
 
+// Unknown returns those of ids no order has, in the order given (a
+// repeated id as often as it is given): one look-up of the primary key.
+func (r *Repository) Unknown(ctx context.Context, ids []string) ([]string, error) {
+	var known []string
+	if err := r.db.SelectContext(ctx, &known, `SELECT order_id FROM orders WHERE order_id = ANY($1)`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("look up %d orders: %w", len(ids), err)
+	}
+	seen := make(map[string]bool, len(known))
+	for _, id := range known {
+		seen[id] = true
+	}
+	unknown := []string{}
+	for _, id := range ids {
+		if !seen[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	return unknown, nil
+}
+
 // ChangedOrders returns the page p selects, in (updated_at, order_id)
 // order, read like Records. The row comparison walks the orders_updated
 // index, and UpdatedAt keeps Postgres's microseconds, so the last record's

@@ -104,6 +104,16 @@ func (m *memOrders) Records(_ context.Context, ids []string) (map[string]adapter
 	return out, nil
 }
 
+func (m *memOrders) Unknown(_ context.Context, ids []string) ([]string, error) {
+	out := []string{}
+	for _, id := range ids {
+		if _, ok := m.orders[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 func (m *memOrders) ChangedOrders(context.Context, adapters.ChangedPage) ([]adapters.OrderRecord, error) {
 	return nil, nil
 }

@@ -44,6 +44,7 @@ type Orders interface {
 	FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error)
 	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
 	Records(ctx context.Context, ids []string) (map[string]adapters.OrderRecord, error)
+	Unknown(ctx context.Context, ids []string) ([]string, error)
 	ChangedOrders(ctx context.Context, p adapters.ChangedPage) ([]adapters.OrderRecord, error)
 }
 
@@ -123,6 +124,7 @@ func (h *Handler) Register(srv *httpapi.Server, adminGroup *echo.Group) {
 	adminGroup.POST("/orders/:id/version", h.fenceVersion)
 	adminGroup.POST("/reconciliation/orders", h.reconcile)
 	adminGroup.GET("/reconciliation/orders", h.changed)
+	adminGroup.POST("/reconciliation/unknown-orders", h.unknown)
 }
 
 // result answers the order commands: SUCCESS or a named rejection, and

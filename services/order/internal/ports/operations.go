@@ -23,6 +23,8 @@ func Operations() []apispec.Operation {
 		{Method: http.MethodPost, Path: "/admin/reconciliation/orders", Summary: "The order service's views of orders, for reconciliation.", Body: admin.OrderIDsRequest{}, Answer: ReconciliationViews{}},
 		{Method: http.MethodGet, Path: "/admin/reconciliation/orders", Summary: "A page of the orders changed in a window.",
 			Query: []string{"changedAfter", "changedBefore", "afterId", "limit"}, Answer: ChangedViews{}},
+		{Method: http.MethodPost, Path: "/admin/reconciliation/unknown-orders", Summary: "Which of the orders the service does not know, for reconciliation.",
+			Body: admin.OrderIDsRequest{}, Answer: UnknownOrders{}},
 	}
 	for _, path := range []string{CallbackPath, StockCallbackPath} {
 		ops = append(ops, apispec.Operation{Method: http.MethodPost, Path: path,

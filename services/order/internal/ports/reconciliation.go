@@ -104,6 +104,27 @@ func (h *Handler) reconcile(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// UnknownOrders answers POST /admin/reconciliation/unknown-orders: those
+// of the requested ids the service does not know, in the request's order.
+type UnknownOrders struct {
+	OrderIDs []string `json:"orderIds"`
+}
+
+// unknown answers which of the requested orders the service never saw,
+// with one statement: reconciliation's look-up of the orders the other
+// services hold effects for, which needs no view of those it knows.
+func (h *Handler) unknown(c echo.Context) error {
+	ids, err := admin.BindOrderIDs(c)
+	if err != nil {
+		return err
+	}
+	unknown, err := h.orders.Unknown(c.Request().Context(), ids)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, UnknownOrders{OrderIDs: unknown})
+}
+
 // changed answers a page of the orders that changed in a window, so a
 // reconciliation pass can walk every order changed since its last pass.
 func (h *Handler) changed(c echo.Context) error {

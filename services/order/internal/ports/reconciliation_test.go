@@ -166,6 +166,26 @@ func TestReconciliationViews(t *testing.T) {
 	}
 }
 
+// TestUnknownOrders: the order service answers which of the ids it does
+// not know, in the request's order, a repeated one as often as asked.
+func TestUnknownOrders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
+	tests := []struct{ name, body, want string }{
+		{"known and unknown", `{"orderIds":["O-404","O-1001","O-2","O-404"]}`, `{"orderIds":["O-404","O-2","O-404"]}`},
+		{"all known", `{"orderIds":["O-1001"]}`, `{"orderIds":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.admin(http.MethodPost, "/admin/reconciliation/unknown-orders", tt.body)
+			if a.Code != 200 || strings.TrimSpace(a.Raw) != tt.want {
+				t.Fatalf("%d %s, want 200 %s", a.Code, a.Raw, tt.want)
+			}
+		})
+	}
+}
+
 func TestReconciliationViewsRefuseBadRequests(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -182,6 +202,8 @@ func TestReconciliationViewsRefuseBadRequests(t *testing.T) {
 		{"limit above 1000", http.MethodGet, "/admin/reconciliation/orders?limit=1001", "", "limit"},
 		{"limit not a number", http.MethodGet, "/admin/reconciliation/orders?limit=ten", "", "limit"},
 		{"republish a bad event id", http.MethodPost, "/admin/outbox/E!1/republish", "", "eventId"},
+		{"unknown orders of no ids", http.MethodPost, "/admin/reconciliation/unknown-orders", `{"orderIds":[]}`, "orderIds"},
+		{"unknown orders of a bad id", http.MethodPost, "/admin/reconciliation/unknown-orders", `{"orderIds":["O 1"]}`, "orderIds[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,7 +214,7 @@ func TestReconciliationViewsRefuseBadRequests(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/admin/reconciliation/orders", "/admin/outbox/E-1/republish"} {
+	for _, path := range []string{"/admin/reconciliation/orders", "/admin/reconciliation/unknown-orders", "/admin/outbox/E-1/republish"} {
 		expect(t, e.do(http.MethodPost, path, `{"orderIds":["O-1"]}`, nil), 401, httpapi.CodeUnauthorized)
 	}
 	expect(t, e.get("/admin/reconciliation/orders"), 401, httpapi.CodeUnauthorized)

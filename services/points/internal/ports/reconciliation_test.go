@@ -111,6 +111,14 @@ func TestReconciliationViews(t *testing.T) {
 	}
 	// The orders the service holds effects for, a page at a time.
 	f.ExpectEffects("O-1", "O-big")
+	// An order counts once all its entries are older than before: O-1's
+	// last entry written after it leaves O-1 out, its first ones alone do
+	// not bring it back.
+	if _, err := f.DB.Exec(`UPDATE points_ledger SET created_at = '2999-06-01' WHERE event_id = $1`, second.EventID); err != nil {
+		t.Fatal(err)
+	}
+	f.ExpectEffectsBefore("2999-01-01T00:00:00Z", "O-big")
+	f.ExpectEffectsBefore("2999-07-01T00:00:00Z", "O-1", "O-big")
 }
 
 func TestReconciliationRefusesBadRequests(t *testing.T) {

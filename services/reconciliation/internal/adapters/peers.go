@@ -227,6 +227,19 @@ func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
 	return orders, nil
 }
 
+// UnknownOrders returns those of ids the order service does not know, in
+// the order given: the orphan pass's look-up, which needs no view of the
+// orders it knows.
+func (p *Peers) UnknownOrders(ctx context.Context, ids []string) ([]string, error) {
+	var out struct {
+		OrderIDs []string `json:"orderIds"`
+	}
+	if err := p.call(ctx, rec.ServiceOrder, http.MethodPost, "/admin/reconciliation/unknown-orders", idsBody(ids), &out); err != nil {
+		return nil, err
+	}
+	return out.OrderIDs, nil
+}
+
 func idsBody(ids []string) map[string][]string { return map[string][]string{"orderIds": ids} }
 
 // Facts reads what the payment, inventory, points and notification

@@ -3,6 +3,7 @@ package adapters
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -37,7 +38,7 @@ func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope)
 	if ids == nil {
 		ids = []string{}
 	}
-	run := rec.Run{StartedBy: startedBy, Scope: scope, Status: rec.RunRunning}
+	run := rec.Run{StartedBy: startedBy, Scope: scope, Status: rec.RunRunning, Phase: rec.PhaseComparing}
 	// The running run may finish between the insert and the read of it;
 	// the next insert then succeeds.
 	for range 3 {
@@ -64,16 +65,55 @@ func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope)
 	return rec.Run{}, fmt.Errorf("%w: runs keep starting and finishing; try again", ErrRunInProgress)
 }
 
-// Progress records how far a RUNNING run has got, and that its process is
-// alive.
+// Progress records how far a RUNNING run has got (its counts, its phase
+// and its orphan pass's reads), and that its process is alive. The orphan
+// pass's start is the database's time, as the run's start and end are.
 func (s *Store) Progress(ctx context.Context, run rec.Run) error {
+	scans, err := orphanScansJSON(run.OrphanScans)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, `
-		UPDATE reconciliation_runs SET checked = $2, findings = $3, actions = $4, heartbeat_at = now()
+		UPDATE reconciliation_runs
+		SET checked = $2, findings = $3, actions = $4, heartbeat_at = now(), phase = $5, orphan_scan = $6,
+		    orphans_started_at = CASE WHEN $5 = 'ORPHANS' THEN coalesce(orphans_started_at, now()) END
 		WHERE id = $1 AND status = 'RUNNING'`,
-		run.ID, run.Checked, len(run.Findings), run.Actions); err != nil {
+		run.ID, run.Checked, len(run.Findings), run.Actions, phaseOf(run), scans); err != nil {
 		return fmt.Errorf("record progress of run %d: %w", run.ID, err)
 	}
 	return nil
+}
+
+// orphanScan is an OrphanScan as orphan_scan stores it.
+type orphanScan struct {
+	Service string `json:"service"`
+	Pages   int    `json:"pages"`
+	Orders  int    `json:"orders"`
+	Orphans int    `json:"orphans"`
+	Done    bool   `json:"done"`
+}
+
+// orphanScansJSON encodes scans for orphan_scan, as text: lib/pq sends
+// []byte as bytea.
+func orphanScansJSON(scans []rec.OrphanScan) (string, error) {
+	out := make([]orphanScan, len(scans))
+	for i, sc := range scans {
+		out[i] = orphanScan(sc)
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return "", fmt.Errorf("encode orphan scans: %w", err)
+	}
+	return string(raw), nil
+}
+
+// phaseOf is the phase a run records: a run recorded before phases were
+// has none, and was comparing.
+func phaseOf(run rec.Run) rec.Phase {
+	if run.Phase == "" {
+		return rec.PhaseComparing
+	}
+	return run.Phase
 }
 
 // Beat records that the process running run id is alive.
@@ -106,11 +146,18 @@ func (s *Store) FinishRun(ctx context.Context, run rec.Run) error {
 	if inFlight == nil {
 		inFlight = []string{}
 	}
+	scans, err := orphanScansJSON(run.OrphanScans)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, `
 		UPDATE reconciliation_runs
-		SET status = $2, finished_at = now(), checked = $3, findings = $4, actions = $5, error = $6, in_flight = $7
+		SET status = $2, finished_at = now(), checked = $3, findings = $4, actions = $5, error = $6, in_flight = $7,
+		    phase = $8, orphan_scan = $9,
+		    orphans_started_at = CASE WHEN $8 = 'ORPHANS' THEN coalesce(orphans_started_at, now()) END
 		WHERE id = $1`,
-		run.ID, run.Status, run.Checked, len(run.Findings), run.Actions, run.Error, pq.Array(inFlight)); err != nil {
+		run.ID, run.Status, run.Checked, len(run.Findings), run.Actions, run.Error, pq.Array(inFlight),
+		phaseOf(run), scans); err != nil {
 		return fmt.Errorf("finish run %d: %w", run.ID, err)
 	}
 	return nil
@@ -150,15 +197,29 @@ type runRow struct {
 	Actions    int            `db:"actions"`
 	Error      string         `db:"error"`
 	InFlight   pq.StringArray `db:"in_flight"`
+	Phase      string         `db:"phase"`
+	// OrphansStartedAt is null before the orphan pass.
+	OrphansStartedAt *time.Time `db:"orphans_started_at"`
+	OrphanScan       []byte     `db:"orphan_scan"`
 }
 
-func (r runRow) run() rec.Run {
-	return rec.Run{ID: r.ID, StartedBy: r.StartedBy, Scope: rec.Scope{OrderIDs: r.OrderIDs, MinAge: time.Duration(r.MinAgeMS) * time.Millisecond},
+func (r runRow) run() (rec.Run, error) {
+	var scans []orphanScan
+	if err := json.Unmarshal(r.OrphanScan, &scans); err != nil {
+		return rec.Run{}, fmt.Errorf("decode the orphan scans of run %d: %w", r.ID, err)
+	}
+	run := rec.Run{ID: r.ID, StartedBy: r.StartedBy, Scope: rec.Scope{OrderIDs: r.OrderIDs, MinAge: time.Duration(r.MinAgeMS) * time.Millisecond},
 		Status: rec.RunStatus(r.Status), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checked: r.Checked,
-		Actions: r.Actions, Error: r.Error, InFlight: r.InFlight}
+		Actions: r.Actions, Error: r.Error, InFlight: r.InFlight, Phase: rec.Phase(r.Phase), OrphansStartedAt: r.OrphansStartedAt,
+		OrphanScans: make([]rec.OrphanScan, len(scans))}
+	for i, sc := range scans {
+		run.OrphanScans[i] = rec.OrphanScan(sc)
+	}
+	return run, nil
 }
 
-const runColumns = `id, started_by, order_ids, min_age_ms, status, started_at, finished_at, checked, findings, actions, error, in_flight`
+const runColumns = `id, started_by, order_ids, min_age_ms, status, started_at, finished_at, checked, findings, actions, error, in_flight,
+	phase, orphans_started_at, orphan_scan`
 
 // Run returns run id with its findings, or ErrRunNotFound.
 func (s *Store) Run(ctx context.Context, id int64) (rec.Run, error) {
@@ -170,7 +231,10 @@ func (s *Store) Run(ctx context.Context, id int64) (rec.Run, error) {
 	if err != nil {
 		return rec.Run{}, fmt.Errorf("read run %d: %w", id, err)
 	}
-	run := row.run()
+	run, err := row.run()
+	if err != nil {
+		return rec.Run{}, err
+	}
 	if run.Findings, err = s.findings(ctx, `run_id = $1`, id); err != nil {
 		return rec.Run{}, err
 	}
@@ -186,7 +250,11 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]rec.Run, []int, error) {
 	}
 	runs, counts := make([]rec.Run, len(rows)), make([]int, len(rows))
 	for i, r := range rows {
-		runs[i], counts[i] = r.run(), r.Findings
+		run, err := r.run()
+		if err != nil {
+			return nil, nil, err
+		}
+		runs[i], counts[i] = run, r.Findings
 	}
 	return runs, counts, nil
 }

@@ -26,6 +26,10 @@ type Config struct {
 	Deadline time.Duration
 	// PageSize is how many orders are read and compared at once.
 	PageSize int
+	// OrphanPageSize is how many order ids the orphan pass reads from a
+	// consumer, and looks up at the order service, at once: ids alone,
+	// so a page may be as large as the services answer.
+	OrphanPageSize int
 	// MaxAttempts bounds how often a failing compensation is tried, over
 	// all runs.
 	MaxAttempts int
@@ -41,7 +45,8 @@ type Config struct {
 
 // DefaultConfig returns the defaults of README.md (Configuration).
 func DefaultConfig() Config {
-	return Config{Deadline: 30 * time.Second, PageSize: 500, MaxAttempts: 3, Heartbeat: 10 * time.Second, AbandonAfter: time.Minute}
+	return Config{Deadline: 30 * time.Second, PageSize: 500, OrphanPageSize: MaxPageSize, MaxAttempts: 3,
+		Heartbeat: 10 * time.Second, AbandonAfter: time.Minute}
 }
 
 // Validate reports an unusable configuration.
@@ -50,8 +55,11 @@ func (c Config) Validate() error {
 	if c.Deadline <= 0 {
 		errs = append(errs, errors.New("the convergence deadline must be positive"))
 	}
-	if c.PageSize < 1 || c.PageSize > 1000 {
-		errs = append(errs, errors.New("the page size must be between 1 and 1000"))
+	if c.PageSize < 1 || c.PageSize > MaxPageSize {
+		errs = append(errs, fmt.Errorf("the page size must be between 1 and %d", MaxPageSize))
+	}
+	if c.OrphanPageSize < 1 || c.OrphanPageSize > MaxPageSize {
+		errs = append(errs, fmt.Errorf("the orphan pass's page size must be between 1 and %d", MaxPageSize))
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, errors.New("compensations need at least one attempt"))
@@ -62,6 +70,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxPageSize is the most orders a page may hold: the most the services
+// answer in one request (pkg/admin's MaxOrderIDs).
+const MaxPageSize = 1000
+
 // MaxOrderIDs bounds the orders one run may be asked for by id.
 const MaxOrderIDs = 10_000
 
@@ -70,6 +82,9 @@ const MaxOrderIDs = 10_000
 type Peers interface {
 	ChangedOrders(ctx context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error)
 	Orders(ctx context.Context, ids []string) ([]rec.Order, error)
+	// UnknownOrders returns those of ids the order service does not know,
+	// in the order given.
+	UnknownOrders(ctx context.Context, ids []string) ([]string, error)
 	Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, error)
 	Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error)
 	Republish(ctx context.Context, service string, eventIDs []string) (string, error)
@@ -340,43 +355,61 @@ const MaxOrphans = 100
 // ORPHAN_EFFECT finding for each order the order service does not know,
 // up to MaxOrphans a service. Effects follow their order, so an order
 // unknown now was never known or was lost: no second read is needed.
+// It records its phase and how far it has read each service after every
+// page.
 func (r *Reconciler) orphans(ctx context.Context, run *rec.Run, before time.Time) error {
+	started := r.now()
+	run.Phase, run.OrphansStartedAt = rec.PhaseOrphans, &started
 	for _, service := range rec.Consumers() {
-		found := 0
-		for after := ""; found < MaxOrphans; {
-			ids, next, err := r.peers.EffectOrders(ctx, service, after, before, r.cfg.PageSize)
+		run.OrphanScans = append(run.OrphanScans, rec.OrphanScan{Service: service})
+	}
+	if err := r.audit.Progress(ctx, *run); err != nil {
+		return err
+	}
+	for i := range run.OrphanScans {
+		if err := r.scan(ctx, run, &run.OrphanScans[i], before); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan pages one consumer's orders for the orphan pass. Only the ids of a
+// page go to the order service, which answers those it does not know: a
+// page of 1 000 costs two small requests.
+func (r *Reconciler) scan(ctx context.Context, run *rec.Run, scan *rec.OrphanScan, before time.Time) error {
+	for after := ""; !scan.Done; {
+		ids, next, err := r.peers.EffectOrders(ctx, scan.Service, after, before, r.cfg.OrphanPageSize)
+		if err != nil {
+			return err
+		}
+		var unknown []string
+		if len(ids) > 0 {
+			if unknown, err = r.peers.UnknownOrders(ctx, ids); err != nil {
+				return err
+			}
+		}
+		scan.Pages++
+		scan.Orders += len(ids)
+		var recorded []rec.Recorded
+		for _, id := range unknown[:min(len(unknown), MaxOrphans-scan.Orphans)] {
+			f := rec.Orphan(scan.Service, id)
+			out, _, err := r.act(ctx, run, f) // a person's action: nothing is taken
 			if err != nil {
 				return err
 			}
-			if len(ids) == 0 {
-				break
-			}
-			orders, err := r.peers.Orders(ctx, ids)
-			if err != nil {
-				return err
-			}
-			var recorded []rec.Recorded
-			for _, o := range orders {
-				if o.Found || found == MaxOrphans {
-					continue
-				}
-				found++
-				f := rec.Orphan(service, o.ID)
-				out, _, err := r.act(ctx, run, f) // a person's action: nothing is taken
-				if err != nil {
-					return err
-				}
-				recorded = append(recorded, out)
-				r.metrics.finding(f)
-			}
-			run.Findings = append(run.Findings, recorded...)
-			if err := r.audit.AddFindings(ctx, run.ID, recorded); err != nil {
-				return err
-			}
-			if next == "" {
-				break
-			}
-			after = next
+			recorded = append(recorded, out)
+			r.metrics.finding(f)
+		}
+		scan.Orphans += len(recorded)
+		run.Findings = append(run.Findings, recorded...)
+		if err := r.audit.AddFindings(ctx, run.ID, recorded); err != nil {
+			return err
+		}
+		scan.Done = next == "" || len(ids) == 0 || scan.Orphans == MaxOrphans
+		after = next
+		if err := r.audit.Progress(ctx, *run); err != nil {
+			return err
 		}
 	}
 	return nil

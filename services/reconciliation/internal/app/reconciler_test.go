@@ -40,8 +40,9 @@ type services struct {
 	// effectsBefore the last time asked for.
 	effects       map[string][]string
 	effectsBefore time.Time
-	// reads counts the reads of each kind ("changed", "orders", "facts",
-	// "effects <service>"): what a run or a look costs the services.
+	// reads counts the reads of each kind ("changed", "orders", "unknown",
+	// "facts", "effects <service>"): what a run or a look costs the
+	// services.
 	reads map[string]int
 	// down: reading the services' facts fails, as when one is down.
 	down bool
@@ -98,6 +99,19 @@ func (s *services) Orders(_ context.Context, ids []string) ([]rec.Order, error) 
 		if next, ok := s.moves[id]; ok {
 			s.facts[id] = next
 			delete(s.moves, id)
+		}
+	}
+	return out, nil
+}
+
+func (s *services) UnknownOrders(_ context.Context, ids []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads["unknown"]++
+	var out []string
+	for _, id := range ids {
+		if _, ok := s.facts[id]; !ok {
+			out = append(out, id)
 		}
 	}
 	return out, nil
@@ -236,7 +250,7 @@ func newReconciler(t *testing.T, peers app.Peers, deadline time.Duration) (*app.
 func newReconcilerAt(t *testing.T, peers app.Peers, deadline time.Duration, clock func() time.Time) (*app.Reconciler, *adapters.Store, *prometheus.Registry) {
 	t.Helper()
 	cfg := app.DefaultConfig()
-	cfg.Deadline, cfg.PageSize, cfg.Clock = deadline, 2, clock
+	cfg.Deadline, cfg.PageSize, cfg.OrphanPageSize, cfg.Clock = deadline, 2, 2, clock
 	return newReconcilerWith(t, peers, cfg)
 }
 

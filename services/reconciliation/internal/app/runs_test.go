@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,9 +85,11 @@ func TestAStartedRunOutlivesItsStart(t *testing.T) {
 	}
 	<-svc.reached
 	running := stored(t, store, started.ID)
-	if running.Status != rec.RunRunning || running.Checked != 2 || len(running.Findings) != 2 || running.FinishedAt != nil {
-		t.Fatalf("held run: %s, %d checked, %d findings, finished %v; want RUNNING after its first page of 2 orders, 2 findings",
-			running.Status, running.Checked, len(running.Findings), running.FinishedAt)
+	if running.Status != rec.RunRunning || running.Checked != 2 || len(running.Findings) != 2 || running.FinishedAt != nil ||
+		running.Phase != rec.PhaseComparing || len(running.OrphanScans) != 0 {
+		t.Fatalf("held run: %s in %s, %d checked, %d findings, finished %v, orphan scans %v; want RUNNING, COMPARING, "+
+			"after its first page of 2 orders, 2 findings", running.Status, running.Phase, running.Checked, len(running.Findings),
+			running.FinishedAt, running.OrphanScans)
 	}
 	_, err = r.Start(context.Background(), "bob", rec.Scope{})
 	if !errors.Is(err, adapters.ErrRunInProgress) || !strings.Contains(err.Error(), fmt.Sprintf("run %d ", started.ID)) {
@@ -159,5 +162,86 @@ func TestAFailedActionSaysFailedOnce(t *testing.T) {
 	outcome := run.Findings[0].Outcome
 	if want := "FAILED: " + adapters.ErrUnavailable.Error(); !strings.HasPrefix(outcome, want) {
 		t.Fatalf("outcome %q, want it to begin %q", outcome, want)
+	}
+}
+
+// heldEffects is the services with a gate on one consumer's list of the
+// orders it holds effects for: the orphan pass's first read of it waits
+// at the gate until the test opens it.
+type heldEffects struct {
+	*services
+	service string
+	once    sync.Once
+	reached chan struct{} // closed when a read waits at the gate
+	gate    chan struct{} // closed by the test
+}
+
+func (h *heldEffects) EffectOrders(ctx context.Context, service, after string, before time.Time, limit int) ([]string, string, error) {
+	if service == h.service {
+		h.once.Do(func() { close(h.reached) })
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+	}
+	return h.services.EffectOrders(ctx, service, after, before, limit)
+}
+
+// TestARunReportsItsProgress: a run held in its orphan pass, at its first
+// read of the inventory service's orders, shows in its stored row that it
+// compared every order, is in the ORPHANS phase (the comparison's span
+// ended when it began) and read the payment service's orders to their end,
+// page by page, naming its orphan; let go, it ends with every consumer's
+// list read and both phases' spans closed.
+func TestARunReportsItsProgress(t *testing.T) {
+	svc := newServices(paidButLost("O-1"), paidButLost("O-2"), paidButLost("O-3"))
+	known := []string{"O-1", "O-2", "O-3"}
+	svc.effects = map[string][]string{
+		rec.ServicePayment:      {"O-1", "O-2", "O-3", "O-lost"},
+		rec.ServiceInventory:    known,
+		rec.ServicePoints:       known,
+		rec.ServiceNotification: known,
+	}
+	h := &heldEffects{services: svc, service: rec.ServiceInventory, reached: make(chan struct{}), gate: make(chan struct{})}
+	r, store, _ := newReconciler(t, h, time.Minute) // two orders, and two effect orders, a page
+	serve(t, r)
+	started, err := r.Start(context.Background(), "alice", rec.Scope{MinAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.reached
+	running := stored(t, store, started.ID)
+	wantScans := []rec.OrphanScan{
+		// Four orders in pages of two: the second page is full, so a third,
+		// empty, ends the list.
+		{Service: rec.ServicePayment, Pages: 3, Orders: 4, Orphans: 1, Done: true},
+		{Service: rec.ServiceInventory}, {Service: rec.ServicePoints}, {Service: rec.ServiceNotification},
+	}
+	if running.Status != rec.RunRunning || running.Phase != rec.PhaseOrphans || running.Checked != 3 ||
+		!slices.Equal(running.OrphanScans, wantScans) {
+		t.Fatalf("run held in its orphan pass: %s in %s, %d checked, scans %+v; want RUNNING in ORPHANS, 3 checked, scans %+v",
+			running.Status, running.Phase, running.Checked, running.OrphanScans, wantScans)
+	}
+	phases := running.Phases()
+	if len(phases) != 2 || phases[0].Phase != rec.PhaseComparing || phases[0].FinishedAt == nil ||
+		phases[1].Phase != rec.PhaseOrphans || phases[1].FinishedAt != nil || phases[1].StartedAt.Before(running.StartedAt) {
+		t.Fatalf("phases of the held run %+v: want COMPARING ended, then ORPHANS going on", phases)
+	}
+
+	close(h.gate)
+	poll.Until(t, 10*time.Second, "the run finishes", func() bool { return stored(t, store, started.ID).Status != rec.RunRunning })
+	done := stored(t, store, started.ID)
+	for i := 1; i < len(wantScans); i++ {
+		// Three orders in pages of two.
+		wantScans[i] = rec.OrphanScan{Service: wantScans[i].Service, Pages: 2, Orders: 3, Done: true}
+	}
+	if done.Status != rec.RunSucceeded || done.Phase != rec.PhaseOrphans || !slices.Equal(done.OrphanScans, wantScans) {
+		t.Fatalf("finished run: %s (%s) in %s, scans %+v; want SUCCEEDED in ORPHANS, scans %+v",
+			done.Status, done.Error, done.Phase, done.OrphanScans, wantScans)
+	}
+	phases = done.Phases()
+	if len(phases) != 2 || phases[1].FinishedAt == nil || !phases[0].FinishedAt.Equal(phases[1].StartedAt) {
+		t.Fatalf("phases of the finished run %+v: want COMPARING, then ORPHANS until the end", phases)
 	}
 }

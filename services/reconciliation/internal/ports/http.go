@@ -88,8 +88,8 @@ type FindingView struct {
 	DetectedAt time.Time `json:"detectedAt"`
 }
 
-// RunView answers a run: while it is RUNNING, Checked, Actions and
-// Findings are how far it has got.
+// RunView answers a run: while it is RUNNING, Phase, Checked, Actions,
+// Findings and OrphanScan are how far it has got.
 type RunView struct {
 	ID         int64         `json:"id"`
 	Status     string        `json:"status"`
@@ -105,17 +105,52 @@ type RunView struct {
 	// InFlight are the orders asked for by id that were not compared:
 	// their last change is younger than minAge.
 	InFlight []string `json:"inFlight"`
+	// Phase is the part of the run going on (or the last it reached):
+	// COMPARING, then, for a run over every order, ORPHANS.
+	Phase string `json:"phase"`
+	// Phases are when each phase the run reached began and ended
+	// (finishedAt null while it goes on).
+	Phases []PhaseView `json:"phases"`
+	// OrphanScan is how far the orphan pass has read each consumer's
+	// orders; empty before it.
+	OrphanScan []OrphanScanView `json:"orphanScan"`
+}
+
+// PhaseView is when a phase of a run began and ended.
+type PhaseView struct {
+	Phase      string     `json:"phase"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+}
+
+// OrphanScanView is how far the orphan pass has read one consumer's list
+// of the orders it holds effects for: pages and order ids read (each
+// looked up at the order service), orphans named, and whether the list
+// was read to its end (or the run named as many orphans as it may).
+type OrphanScanView struct {
+	Service string `json:"service"`
+	Pages   int    `json:"pages"`
+	Orders  int    `json:"orders"`
+	Orphans int    `json:"orphans"`
+	Done    bool   `json:"done"`
 }
 
 func runView(r rec.Run) RunView {
 	v := RunView{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		OrderIDs: r.Scope.OrderIDs, MinAge: r.Scope.MinAge.String(), Checked: r.Checked, Actions: r.Actions, Error: r.Error,
-		Findings: findingViews(r.Findings), InFlight: r.InFlight}
+		Findings: findingViews(r.Findings), InFlight: r.InFlight, Phase: string(r.Phase),
+		OrphanScan: make([]OrphanScanView, len(r.OrphanScans))}
 	if v.OrderIDs == nil {
 		v.OrderIDs = []string{}
 	}
 	if v.InFlight == nil {
 		v.InFlight = []string{}
+	}
+	for _, p := range r.Phases() {
+		v.Phases = append(v.Phases, PhaseView{Phase: string(p.Phase), StartedAt: p.StartedAt, FinishedAt: p.FinishedAt})
+	}
+	for i, sc := range r.OrphanScans {
+		v.OrphanScan[i] = OrphanScanView(sc)
 	}
 	return v
 }
@@ -172,6 +207,8 @@ type RunSummary struct {
 	Findings   int        `json:"findings"`
 	Actions    int        `json:"actions"`
 	Error      string     `json:"error,omitempty"`
+	// Phase is the part of the run going on, or the last it reached.
+	Phase string `json:"phase"`
 }
 
 func (h *Handler) list(c echo.Context) error {
@@ -190,7 +227,7 @@ func (h *Handler) list(c echo.Context) error {
 	out := RunsView{Runs: make([]RunSummary, len(runs))}
 	for i, r := range runs {
 		out.Runs[i] = RunSummary{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt,
-			FinishedAt: r.FinishedAt, Checked: r.Checked, Findings: counts[i], Actions: r.Actions, Error: r.Error}
+			FinishedAt: r.FinishedAt, Checked: r.Checked, Findings: counts[i], Actions: r.Actions, Error: r.Error, Phase: string(r.Phase)}
 	}
 	return c.JSON(http.StatusOK, out)
 }
