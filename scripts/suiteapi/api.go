@@ -561,6 +561,9 @@ type Finding struct {
 	Actual   string `json:"actual"`
 	Action   string `json:"action"`
 	Outcome  string `json:"outcome"`
+	// RunID and DetectedAt say which run recorded it, and when.
+	RunID      int64     `json:"runId"`
+	DetectedAt time.Time `json:"detectedAt"`
 }
 
 // Run is a reconciliation run as POST /admin/reconciliation/runs (the run

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/service"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+)
+
+// serviceName names the console in its logs.
+const serviceName = "console"
+
+// Port is the console's default port (README.md, Ports).
+const Port = 8087
+
+// config is the console's environment (README.md, Configuration).
+type config struct {
+	// Mode is SUITE_MODE: outside development mode ADMIN_TOKEN is
+	// required, of the console's users and by the services.
+	Mode string
+	// HTTPAddr (HTTP_ADDR) is where the console listens: 127.0.0.1:8087
+	// in development mode, :8087 otherwise.
+	HTTPAddr string
+	// AdminToken (ADMIN_TOKEN) is the services' admin token: the console
+	// sends it to their /admin routes and asks it of its own users.
+	AdminToken string
+	LogLevel   string
+	// URLs are the services' base URLs by short name (ORDER_URL, …).
+	URLs map[string]string
+	// UpstreamTimeout (CONSOLE_UPSTREAM_TIMEOUT) bounds one call to a
+	// service.
+	UpstreamTimeout time.Duration
+}
+
+// defaultURLs are the services' URLs under `make run`.
+var defaultURLs = []struct{ name, env, url string }{
+	{suiteapi.Order, "ORDER_URL", "http://127.0.0.1:8081"},
+	{suiteapi.Payment, "PAYMENT_URL", "http://127.0.0.1:8082"},
+	{suiteapi.Inventory, "INVENTORY_URL", "http://127.0.0.1:8083"},
+	{suiteapi.Points, "POINTS_URL", "http://127.0.0.1:8084"},
+	{suiteapi.Notification, "NOTIFICATION_URL", "http://127.0.0.1:8085"},
+	{suiteapi.Reconciliation, "RECONCILIATION_URL", "http://127.0.0.1:8086"},
+}
+
+// loadConfig reads the environment through getenv, the only place the
+// console does, and reports every malformed or unusable value at once.
+func loadConfig(getenv func(string) string) (config, error) {
+	r := envconfig.New(getenv)
+	mode := strings.ToLower(r.String("SUITE_MODE", service.ModeProduction))
+	addr := fmt.Sprintf(":%d", Port)
+	if mode == service.ModeDevelopment {
+		addr = fmt.Sprintf("127.0.0.1:%d", Port)
+	}
+	cfg := config{
+		Mode:            mode,
+		HTTPAddr:        r.String("HTTP_ADDR", addr),
+		AdminToken:      r.Secret("ADMIN_TOKEN", ""),
+		LogLevel:        strings.ToLower(r.String("LOG_LEVEL", "info")),
+		URLs:            map[string]string{},
+		UpstreamTimeout: r.Duration("CONSOLE_UPSTREAM_TIMEOUT", 5*time.Second),
+	}
+	for _, u := range defaultURLs {
+		cfg.URLs[u.name] = r.URL(u.env, u.url)
+	}
+	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
+		return config{}, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// Development reports SUITE_MODE=development.
+func (c config) Development() bool { return c.Mode == service.ModeDevelopment }
+
+// Validate reports every setting the console cannot start with. Outside
+// development mode ADMIN_TOKEN must be a real secret; in development mode
+// a console reachable beyond this machine needs one too, since it can
+// replay dead letters and arm fail points.
+func (c config) Validate() error {
+	var errs []error
+	switch c.Mode {
+	case service.ModeProduction, service.ModeDevelopment:
+	default:
+		errs = append(errs, fmt.Errorf("SUITE_MODE=%q: want %s or %s", c.Mode, service.ModeProduction, service.ModeDevelopment))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("HTTP_ADDR=%q: %w", c.HTTPAddr, err))
+	}
+	switch {
+	case !c.Development():
+		errs = append(errs, service.CheckSecret("ADMIN_TOKEN", c.AdminToken))
+	case c.AdminToken == "" && !service.IsLoopback(c.HTTPAddr):
+		errs = append(errs, fmt.Errorf("ADMIN_TOKEN is not set and HTTP_ADDR=%q listens beyond loopback: set ADMIN_TOKEN, or listen on 127.0.0.1", c.HTTPAddr))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.UpstreamTimeout < 100*time.Millisecond || c.UpstreamTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("CONSOLE_UPSTREAM_TIMEOUT=%s: want 100ms to 1m", c.UpstreamTimeout))
+	}
+	return errors.Join(errs...)
+}

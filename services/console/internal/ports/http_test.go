@@ -1,0 +1,124 @@
+package ports_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/services/console/internal/app"
+	"github.com/reliable-orders/fulfillment/services/console/internal/ports"
+)
+
+// fakeTimelines knows order O-1 only.
+type fakeTimelines struct{}
+
+func (fakeTimelines) Build(_ context.Context, id string) (app.Timeline, error) {
+	if id != "O-1" {
+		return app.Timeline{}, app.ErrOrderNotFound
+	}
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	return app.Timeline{OrderID: id, Clocks: app.Clocks(), Entries: []app.Entry{
+		{Service: "payment", Step: app.StepRequest, At: at, Clock: app.ClockRequest, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Source: app.SourceTrace},
+		{Service: "inventory", Step: app.StepApplied, At: at.Add(8 * time.Millisecond), Clock: app.ClockConsumer, EventType: "OrderPaid", Source: app.SourceTrace},
+	}}, nil
+}
+
+// server is the console's HTTP server as run.go builds it, served in
+// memory.
+func server(t *testing.T, cfg ports.Config, loopback bool) http.Handler {
+	t.Helper()
+	srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: loopback}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, err := ports.Register(srv.Echo, cfg, fakeTimelines{}); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Echo
+}
+
+func TestRoutes(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		name       string
+		cfg        ports.Config
+		loopback   bool
+		method     string
+		path       string
+		host       string
+		header     map[string]string
+		wantStatus int
+		wantBody   string
+	}{
+		{"home", ports.Config{Development: true}, true, "GET", "/", "127.0.0.1:8087", nil, 200, "Follow an order"},
+		{"an order's page", ports.Config{Development: true}, true, "GET", "/orders/O-1", "localhost:8087", nil, 200, `data-step="applied"`},
+		{"an order's fragment", ports.Config{Development: true}, true, "GET", "/orders/O-1?fragment=1", "localhost:8087", nil, 200, `id="order-id">O-1<`},
+		{"an unknown order's page", ports.Config{Development: true}, true, "GET", "/orders/O-9", "127.0.0.1", nil, 404, "does not know order O-9"},
+		{"the timeline as JSON", ports.Config{Development: true}, true, "GET", "/api/orders/O-1/timeline", "127.0.0.1", nil, 200, `"step":"request accepted"`},
+		{"an unknown order's timeline", ports.Config{Development: true}, true, "GET", "/api/orders/O-9/timeline", "127.0.0.1", nil, 404, `"businessCode":"ORDER_NOT_FOUND"`},
+		{"a bad order id", ports.Config{Development: true}, true, "GET", "/api/orders/O%0A1/timeline", "127.0.0.1", nil, 400, `"businessCode":"INVALID_REQUEST"`},
+		{"the search redirects", ports.Config{Development: true}, true, "GET", "/orders?orderId=O-1", "127.0.0.1", nil, 303, ""},
+		{"the assets are embedded", ports.Config{Development: true}, true, "GET", "/static/console.js", "127.0.0.1", nil, 200, "data-refresh"},
+		{"a foreign Host on loopback", ports.Config{Development: true}, true, "GET", "/orders/O-1", "evil.example:8087", nil, 403, "FORBIDDEN_HOST"},
+		{"a change from a foreign origin", ports.Config{Development: true}, true, "POST", "/orders/O-1", "127.0.0.1:8087",
+			map[string]string{"Origin": "http://evil.example"}, 403, "FORBIDDEN_ORIGIN"},
+		{"the token asked of a page", ports.Config{AdminToken: token}, false, "GET", "/orders/O-1", "console.example", nil, 401, "admin token required"},
+		{"a wrong token", ports.Config{AdminToken: token}, false, "GET", "/orders/O-1", "console.example",
+			map[string]string{"Authorization": "Bearer nope"}, 401, ""},
+		{"the token as a bearer", ports.Config{AdminToken: token}, false, "GET", "/api/orders/O-1/timeline", "console.example",
+			map[string]string{"Authorization": "Bearer " + token}, 200, `"orderId":"O-1"`},
+		{"the token as a basic password", ports.Config{AdminToken: token}, false, "GET", "/orders/O-1", "console.example",
+			map[string]string{"Authorization": basic("alice", token)}, 200, "Order"},
+		{"the probes are open", ports.Config{AdminToken: token}, false, "GET", "/healthz", "console.example", nil, 200, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, tt.path, nil)
+			req.Host = tt.host
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			server(t, tt.cfg, tt.loopback).ServeHTTP(rec, req)
+			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Fatalf("%s %s: %d %.300s, want %d with %q", tt.method, tt.path, rec.Code, rec.Body.String(), tt.wantStatus, tt.wantBody)
+			}
+			if rec.Code == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("401 without a basic challenge: the browser would not ask for the token")
+			}
+		})
+	}
+}
+
+func basic(user, pass string) string {
+	req := httptest.NewRequest("GET", "/", nil)
+	req.SetBasicAuth(user, pass)
+	return req.Header.Get("Authorization")
+}
+
+func TestTimelineJSONShape(t *testing.T) {
+	req := httptest.NewRequest("GET", "/api/orders/O-1/timeline", nil)
+	req.Host = "127.0.0.1"
+	rec := httptest.NewRecorder()
+	server(t, ports.Config{Development: true}, true).ServeHTTP(rec, req)
+	var out struct {
+		Entries []map[string]any `json:"entries"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range out.Entries {
+		for _, k := range []string{"service", "step", "at", "source"} {
+			if _, ok := e[k]; !ok {
+				t.Errorf("entry %v has no %q", e, k)
+			}
+		}
+	}
+	if len(out.Entries) != 2 || out.Entries[0]["traceId"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("entries %v", out.Entries)
+	}
+}

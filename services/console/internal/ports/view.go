@@ -1,0 +1,102 @@
+package ports
+
+import (
+	"fmt"
+	"html/template"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/services/console/internal/app"
+)
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"short": func(id string) string {
+		if len(id) > 8 {
+			return id[:8]
+		}
+		return id
+	},
+	"clock": func(t time.Time) string { return t.Local().Format("15:04:05.000") },
+	"pct":   func(f float64) string { return fmt.Sprintf("%.3f%%", f) },
+	"dur": func(d time.Duration) string {
+		if d < time.Second {
+			return d.Round(10 * time.Microsecond).String()
+		}
+		return d.Round(time.Millisecond).String()
+	},
+	"ms":        func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
+	"upper":     strings.ToUpper,
+	"deref":     func(b *bool) bool { return b != nil && *b },
+	"consumers": func() []string { return app.Consumers },
+	"indent": func(depth int) string {
+		return fmt.Sprintf("%.1fem", float64(min(depth, 12))*0.8)
+	},
+}
+
+// orderView is the order page's model: the timeline with each entry and
+// span placed on its axis.
+type orderView struct {
+	app.Timeline
+	Steps     []stepView
+	Waterfall []traceView
+	// Span is the time from the first step to the last.
+	Span time.Duration
+	// Services are the services with a step, in the order of their first.
+	Services []string
+}
+
+// stepView is an entry with its offset from the first step and its place
+// on the axis (percent).
+type stepView struct {
+	app.Entry
+	Offset time.Duration
+	Left   float64
+}
+
+// traceView is a trace with each span's bar (percent of the trace's span).
+type traceView struct {
+	app.Trace
+	Duration time.Duration
+	Bars     []barView
+}
+
+type barView struct {
+	app.Span
+	Left, Width float64
+	Offset      time.Duration
+}
+
+func newOrderView(tl app.Timeline) orderView {
+	v := orderView{Timeline: tl}
+	if n := len(tl.Entries); n > 0 {
+		first, last := tl.Entries[0].At, tl.Entries[n-1].At
+		v.Span = last.Sub(first)
+		for _, e := range tl.Entries {
+			s := stepView{Entry: e, Offset: e.At.Sub(first)}
+			if v.Span > 0 {
+				s.Left = 100 * float64(s.Offset) / float64(v.Span)
+			}
+			v.Steps = append(v.Steps, s)
+			if !slices.Contains(v.Services, e.Service) {
+				v.Services = append(v.Services, e.Service)
+			}
+		}
+	}
+	for _, t := range tl.Traces {
+		tv := traceView{Trace: t, Duration: t.End.Sub(t.Start)}
+		total := float64(tv.Duration)
+		for _, s := range t.Spans {
+			b := barView{Span: s, Offset: s.Start.Sub(t.Start), Left: 0, Width: 100}
+			if total > 0 {
+				b.Left = 100 * float64(b.Offset) / total
+				b.Width = max(100*float64(s.End.Sub(s.Start))/total, 0.4)
+				b.Width = min(b.Width, 100-b.Left)
+			}
+			tv.Bars = append(tv.Bars, b)
+		}
+		v.Waterfall = append(v.Waterfall, tv)
+	}
+	return v
+}

@@ -1,0 +1,213 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/tests/harness"
+)
+
+// consoleTimeline is the part of the console's GET
+// /api/orders/{orderId}/timeline the tests read.
+type consoleTimeline struct {
+	OrderID string `json:"orderId"`
+	Entries []struct {
+		Service   string    `json:"service"`
+		Step      string    `json:"step"`
+		At        time.Time `json:"at"`
+		TraceID   string    `json:"traceId"`
+		EventType string    `json:"eventType"`
+		Detail    string    `json:"detail"`
+		Source    string    `json:"source"`
+	} `json:"entries"`
+	Traces []struct {
+		TraceID  string   `json:"traceId"`
+		Services []string `json:"services"`
+	} `json:"traces"`
+	Events []struct {
+		Producer  string `json:"producer"`
+		EventType string `json:"eventType"`
+		Dedup     map[string]struct {
+			Processed bool `json:"processed"`
+		} `json:"dedup"`
+	} `json:"events"`
+	Unread []struct {
+		Service, What, Error string
+	} `json:"unread"`
+}
+
+// readTimeline reads the console's timeline of orderID.
+func readTimeline(t *testing.T, client *http.Client, console, token, orderID string) consoleTimeline {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, console+"/api/orders/"+orderID+"/timeline", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET timeline: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET timeline: %d", resp.StatusCode)
+	}
+	var tl consoleTimeline
+	if err := json.NewDecoder(resp.Body).Decode(&tl); err != nil {
+		t.Fatalf("decode timeline: %v", err)
+	}
+	return tl
+}
+
+// journeyStep is one step a paid order's journey must show, after the
+// step it follows (an index of the journey; -1 for the first).
+type journeyStep struct {
+	service, step, eventType, detail string
+	after                            int
+}
+
+func (s journeyStep) String() string {
+	return strings.TrimSpace(fmt.Sprintf("%s %s %s %s", s.service, s.step, s.eventType, s.detail))
+}
+
+// paidJourney is a payment's path through all five services, each step
+// after the one it follows: the payment request, its callback through the
+// payment's outbox, the order's change and OrderPaid through its outbox
+// and relay, and each consumer's receipt and apply, the consumers side by
+// side.
+func paidJourney() []journeyStep {
+	steps := []journeyStep{
+		{"payment", "request accepted", "", "POST /payments", -1},
+		{"payment", "outbox committed", "PAYMENT_SUCCEEDED", "", 0},
+		{"payment", "callback sent", "PAYMENT_SUCCEEDED", "", 1},
+		{"order", "callback received", "", "POST /payments/callback", 2},
+		{"order", "outbox committed", "OrderPaid", "", 3},
+		{"order", "sent", "OrderPaid", "", 4},
+	}
+	for _, c := range []string{"inventory", "points", "notification"} {
+		steps = append(steps, journeyStep{c, "received", "OrderPaid", "", 5}, journeyStep{c, "applied", "OrderPaid", "", len(steps)})
+	}
+	return steps
+}
+
+// positions finds each step of want in the timeline: the index of its
+// first entry after the step it follows, or -1.
+func (tl consoleTimeline) positions(want []journeyStep) []int {
+	out := make([]int, len(want))
+	for i, w := range want {
+		out[i] = -1
+		start := 0
+		if w.after >= 0 {
+			if out[w.after] < 0 {
+				continue
+			}
+			start = out[w.after] + 1
+		}
+		for j := start; j < len(tl.Entries); j++ {
+			e := tl.Entries[j]
+			if e.Service == w.service && e.Step == w.step && (w.eventType == "" || e.EventType == w.eventType) &&
+				(w.detail == "" || e.Detail == w.detail) {
+				out[i] = j
+				break
+			}
+		}
+	}
+	return out
+}
+
+// The console's timeline of a paid order has every service's step in the
+// order the payment caused them, all in the payment's trace, with each
+// consumer's dedup record of OrderPaid.
+func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	console := s.StartConsole(nil)
+	client := &http.Client{Timeout: 10 * time.Second}
+	s.SetStock("SKU-C1", 10)
+	s.PayOrder(harness.Order{ID: "O-C1", Customer: "C-1", Currency: "CNY",
+		Items: []harness.Item{{SKU: "SKU-C1", Quantity: 2, UnitPrice: "12.50"}}})
+	s.WaitSnapshot("O-C1", harness.Snapshot{Order: "PAID", OrderVersion: 3, Payment: "SUCCEEDED", Inventory: "DEDUCTED",
+		PointsLedger: 1, Notifications: 1, DLQ: 0}, 30*time.Second)
+
+	want := paidJourney()
+	var tl consoleTimeline
+	var pos []int
+	// The consumers' spans end as their transactions commit, a moment
+	// after the effects the snapshot reads are visible.
+	s.WaitUntil(10*time.Second, "every step of the payment in the console's timeline", func() bool {
+		tl = readTimeline(t, client, console, s.AdminToken, "O-C1")
+		pos = tl.positions(want)
+		return !slices.Contains(pos, -1)
+	})
+	if len(tl.Unread) > 0 {
+		t.Errorf("parts of the timeline were not read: %+v", tl.Unread)
+	}
+	trace := tl.Entries[pos[0]].TraceID
+	if len(trace) != 32 {
+		t.Fatalf("the payment request has trace %q", trace)
+	}
+	services := map[string]bool{}
+	for i, w := range want {
+		e := tl.Entries[pos[i]]
+		services[e.Service] = true
+		if e.TraceID != trace {
+			t.Errorf("%s: trace %s, want the payment's %s", w, e.TraceID, trace)
+		}
+		if e.Source != "trace" {
+			t.Errorf("%s: read from %q, want a span", w, e.Source)
+		}
+		if w.after >= 0 && e.At.Before(tl.Entries[pos[w.after]].At) {
+			t.Errorf("%s at %s, before %s at %s", w, e.At, want[w.after], tl.Entries[pos[w.after]].At)
+		}
+	}
+	if len(services) != 5 {
+		t.Errorf("the payment's steps are at %d services, want 5: %v", len(services), services)
+	}
+	for i := 1; i < len(tl.Entries); i++ {
+		if tl.Entries[i].At.Before(tl.Entries[i-1].At) {
+			t.Errorf("entry %d at %s is before entry %d at %s: the time axis is not in order", i, tl.Entries[i].At, i-1, tl.Entries[i-1].At)
+		}
+	}
+	var paymentTrace []string
+	for _, tr := range tl.Traces {
+		if tr.TraceID == trace {
+			paymentTrace = tr.Services
+		}
+	}
+	for _, svc := range []string{"payment", "order", "inventory", "points", "notification"} {
+		if !slices.Contains(paymentTrace, svc) {
+			t.Errorf("the payment's trace spans %v, want %s too", paymentTrace, svc)
+		}
+	}
+	// The order's creation and checkout are traces of their own.
+	for _, detail := range []string{"POST /orders", "POST /orders/:id/checkout"} {
+		found := false
+		for _, e := range tl.Entries {
+			if e.Service == "order" && e.Step == "request accepted" && e.Detail == detail {
+				found = e.TraceID != trace
+			}
+		}
+		if !found {
+			t.Errorf("no %s request in a trace of its own", detail)
+		}
+	}
+	for _, ev := range tl.Events {
+		if ev.Producer != "order" || ev.EventType != "OrderPaid" {
+			continue
+		}
+		for _, c := range []string{"inventory", "points", "notification"} {
+			if !ev.Dedup[c].Processed {
+				t.Errorf("%s has no dedup record of OrderPaid: %+v", c, ev.Dedup)
+			}
+		}
+	}
+	if t.Failed() {
+		for i, e := range tl.Entries {
+			t.Logf("%2d %s %-13s %-18s %-18s %s %s", i, e.At.Format("15:04:05.000000"), e.Service, e.Step, e.EventType, e.Detail, e.TraceID)
+		}
+	}
+}

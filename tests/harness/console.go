@@ -1,0 +1,98 @@
+package harness
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+var (
+	consoleOnce sync.Once
+	consoleErr  error
+)
+
+// consoleBinary builds services/console once per test binary, next to the
+// services' binaries.
+func consoleBinary() (string, error) {
+	dir, err := binaries()
+	if err != nil {
+		return "", err
+	}
+	consoleOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			consoleErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "console"), "./services/console")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			consoleErr = fmt.Errorf("build the console: %v\n%s", err, out)
+		}
+	})
+	return filepath.Join(dir, "console"), consoleErr
+}
+
+// StartConsole builds and starts the console (services/console) in front
+// of the suite, in development mode on a free loopback port with the
+// suite's admin token, plus env; it is stopped when the test ends. It
+// returns the console's base URL once it is ready.
+func (s *Suite) StartConsole(env map[string]string) string {
+	s.t.Helper()
+	if _, err := consoleBinary(); err != nil {
+		s.t.Fatal(err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	vars := map[string]string{
+		"SUITE_MODE":         "development",
+		"HTTP_ADDR":          fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"ADMIN_TOKEN":        s.AdminToken,
+		"LOG_LEVEL":          "debug",
+		"KAFKA_BROKERS":      strings.Join(s.Broker.Addrs(), ","),
+		"ORDER_EVENTS_TOPIC": s.Topic,
+		"DLQ_TOPIC":          s.DLQTopic,
+	}
+	for _, name := range Services {
+		vars[strings.ToUpper(name)+"_URL"] = s.urls[name]
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range vars {
+		list = append(list, k+"="+v)
+	}
+	cmd, done, err := s.spawn("console", "console", list)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		stopProcess(cmd, done)
+		if s.t.Failed() {
+			s.t.Logf("---- console log (tail) ----\n%s", s.logTail("console"))
+		}
+	})
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	s.WaitUntil(60*time.Second, "console ready", func() bool {
+		if closed(done) {
+			s.t.Fatalf("the console exited during start:\n%s", s.logTail("console"))
+		}
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return base
+}
