@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
@@ -35,6 +36,31 @@ type config struct {
 	// UpstreamTimeout (CONSOLE_UPSTREAM_TIMEOUT) bounds one call to a
 	// service.
 	UpstreamTimeout time.Duration
+	// ControlURL (CONTROL_URL) is the runner's control API, for the
+	// stop, start and scale switches and the crash drills; empty: none.
+	ControlURL string
+	// Brokers (KAFKA_BROKERS), Topic (ORDER_EVENTS_TOPIC) and DLQTopic
+	// (DLQ_TOPIC) are where the drills publish and look.
+	Brokers         []string
+	Topic, DLQTopic string
+	// CallbackSecret (CALLBACK_SECRET) signs the drills' callbacks; empty
+	// takes the development one.
+	CallbackSecret string
+	// DatabaseURL (DATABASE_URL) is the services' Postgres server, on
+	// which the drills remove the orders they planted; empty: they leave
+	// them. DatabasePassword (DATABASE_PASSWORD) is its user's password
+	// when the URL holds none.
+	DatabaseURL      string
+	DatabasePassword string
+}
+
+// ServerURL is DATABASE_URL with DATABASE_PASSWORD in it; empty without a
+// DATABASE_URL.
+func (c config) ServerURL() (string, error) {
+	if c.DatabaseURL == "" {
+		return "", nil
+	}
+	return postgres.WithPassword(c.DatabaseURL, c.DatabasePassword)
 }
 
 // defaultURLs are the services' URLs under `make run`.
@@ -63,7 +89,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:        strings.ToLower(r.String("LOG_LEVEL", "info")),
 		URLs:            map[string]string{},
 		UpstreamTimeout: r.Duration("CONSOLE_UPSTREAM_TIMEOUT", 5*time.Second),
+		Brokers:         r.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		Topic:           r.String("ORDER_EVENTS_TOPIC", "order-events"),
+		DLQTopic:        r.String("DLQ_TOPIC", "order-events.dlq"),
+		CallbackSecret:  r.Secret("CALLBACK_SECRET", ""),
 	}
+	if v := r.String("CONTROL_URL", ""); v != "" {
+		cfg.ControlURL = r.URL("CONTROL_URL", "")
+	}
+	cfg.DatabaseURL = r.String("DATABASE_URL", "")
+	cfg.DatabasePassword = r.Secret("DATABASE_PASSWORD", "")
 	for _, u := range defaultURLs {
 		cfg.URLs[u.name] = r.URL(u.env, u.url)
 	}
@@ -100,6 +135,12 @@ func (c config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	if _, err := c.ServerURL(); err != nil {
+		errs = append(errs, fmt.Errorf("DATABASE_URL: %w", err))
+	}
+	if !c.Development() && c.CallbackSecret != "" {
+		errs = append(errs, service.CheckSecret("CALLBACK_SECRET", c.CallbackSecret))
 	}
 	if c.UpstreamTimeout < 100*time.Millisecond || c.UpstreamTimeout > time.Minute {
 		errs = append(errs, fmt.Errorf("CONSOLE_UPSTREAM_TIMEOUT=%s: want 100ms to 1m", c.UpstreamTimeout))
