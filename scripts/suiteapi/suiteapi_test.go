@@ -154,6 +154,10 @@ func TestRequests(t *testing.T) {
 			"GET", "/admin/lag", "", true, [2]string{}},
 		{"an order's findings", func(c *suiteapi.Client) error { _, err := c.Findings(ctx, "O-1"); return err },
 			"GET", "/admin/reconciliation/findings?orderId=O-1", "", true, [2]string{}},
+		{"replay with a key", func(c *suiteapi.Client) error {
+			_, err := c.ReplayWithKey(ctx, suiteapi.Inventory, 7, "alice", "k-1")
+			return err
+		}, "POST", "/admin/dlq/7/replay", "", true, [2]string{"Idempotency-Key", "k-1"}},
 		{"start a reconciliation run", func(c *suiteapi.Client) error {
 			_, err := c.StartRun(ctx, "drill", suiteapi.RunRequest{OrderIDs: []string{"O-1"}, MinAge: "0s"})
 			return err

@@ -36,8 +36,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// this machine may name it (DNS rebinding), as the services.
 		LoopbackHostOnly: cfg.Development() && service.IsLoopback(cfg.HTTPAddr),
 	}, logger)
-	if _, err := ports.Register(srv.Echo, ports.Config{AdminToken: cfg.AdminToken, Development: cfg.Development()},
-		app.NewTimelines(app.DefaultTimelineConfig(), client)); err != nil {
+	deps := ports.Deps{
+		Timelines:   app.NewTimelines(app.DefaultTimelineConfig(), client),
+		DeadLetters: app.NewDeadLetterQueue(client, logger),
+	}
+	if _, err := ports.Register(srv.Echo, ports.Config{AdminToken: cfg.AdminToken, Development: cfg.Development()}, deps); err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)

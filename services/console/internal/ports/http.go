@@ -43,19 +43,26 @@ type Config struct {
 	Development bool
 }
 
+// Deps are what the pages read and do.
+type Deps struct {
+	Timelines   Timelines
+	DeadLetters DeadLetters
+}
+
 // Handler serves the console.
 type Handler struct {
 	cfg       Config
 	pages     map[string]*template.Template
 	timelines Timelines
+	dlq       DeadLetters
 }
 
 // pages are the templates, each rendered inside layout.html.
-var pages = []string{"home.html", "order.html", "error.html"}
+var pages = []string{"home.html", "order.html", "error.html", "dlq.html"}
 
 // Register adds the console's routes to e.
-func Register(e *echo.Echo, cfg Config, timelines Timelines) (*Handler, error) {
-	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, timelines: timelines}
+func Register(e *echo.Echo, cfg Config, deps Deps) (*Handler, error) {
+	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, timelines: deps.Timelines, dlq: deps.DeadLetters}
 	for _, p := range pages {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p)
 		if err != nil {
@@ -73,6 +80,8 @@ func Register(e *echo.Echo, cfg Config, timelines Timelines) (*Handler, error) {
 	e.GET("/orders", h.findOrder)
 	e.GET("/orders/:id", h.orderPage)
 	e.GET("/api/orders/:id/timeline", h.timelineJSON)
+	e.GET("/dlq", h.dlqPage)
+	e.POST("/api/dlq/:service/:id/replay", h.replay)
 	return h, nil
 }
 

@@ -3,6 +3,7 @@ package ports_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 	"github.com/reliable-orders/fulfillment/services/console/internal/ports"
 )
@@ -30,12 +32,34 @@ func (fakeTimelines) Build(_ context.Context, id string) (app.Timeline, error) {
 	}}, nil
 }
 
+// fakeDLQ holds one dead letter of points and records the replays.
+type fakeDLQ struct {
+	replays []string // "service id operator key"
+}
+
+func (f *fakeDLQ) List(context.Context, string) ([]app.DeadLetter, []app.Unread) {
+	return []app.DeadLetter{{Service: "points", DeadLetter: suiteapi.DeadLetter{ID: 7, AggregateID: "O-1", EventID: "E-1",
+			EventType: "OrderPaid", ErrorClass: "RETRYABLE", Status: "DEAD"}}},
+		[]app.Unread{{Service: "inventory", What: "dead letters", Error: "connection refused"}}
+}
+
+func (f *fakeDLQ) Replay(_ context.Context, service string, id int64, operator, key string) (suiteapi.ReplayResult, error) {
+	if service != "points" {
+		return suiteapi.ReplayResult{}, fmt.Errorf("%w: %s", app.ErrNotAConsumer, service)
+	}
+	if id != 7 {
+		return suiteapi.ReplayResult{}, &suiteapi.StatusError{Status: 404, BusinessCode: "DEAD_LETTER_NOT_FOUND", Message: "no dead letter 8"}
+	}
+	f.replays = append(f.replays, fmt.Sprintf("%s %d %s %s", service, id, operator, key))
+	return suiteapi.ReplayResult{ID: id, EventID: "E-1", Outcome: "APPLIED"}, nil
+}
+
 // server is the console's HTTP server as run.go builds it, served in
 // memory.
 func server(t *testing.T, cfg ports.Config, loopback bool) http.Handler {
 	t.Helper()
 	srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: loopback}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if _, err := ports.Register(srv.Echo, cfg, fakeTimelines{}); err != nil {
+	if _, err := ports.Register(srv.Echo, cfg, ports.Deps{Timelines: fakeTimelines{}, DeadLetters: &fakeDLQ{}}); err != nil {
 		t.Fatal(err)
 	}
 	return srv.Echo
@@ -73,6 +97,9 @@ func TestRoutes(t *testing.T) {
 			map[string]string{"Authorization": "Bearer " + token}, 200, `"orderId":"O-1"`},
 		{"the token as a basic password", ports.Config{AdminToken: token}, false, "GET", "/orders/O-1", "console.example",
 			map[string]string{"Authorization": basic("alice", token)}, 200, "Order"},
+		{"the dead letters", ports.Config{Development: true}, true, "GET", "/dlq", "127.0.0.1", nil, 200, `action="/api/dlq/points/7/replay"`},
+		{"the dead letters' unread consumer", ports.Config{Development: true}, true, "GET", "/dlq?status=all", "127.0.0.1", nil, 200, "inventory did not answer"},
+		{"a bad status filter", ports.Config{Development: true}, true, "GET", "/dlq?status=GONE", "127.0.0.1", nil, 400, "want DEAD, REPLAYED or ALL"},
 		{"the probes are open", ports.Config{AdminToken: token}, false, "GET", "/healthz", "console.example", nil, 200, "ok"},
 	}
 	for _, tt := range tests {
@@ -89,6 +116,59 @@ func TestRoutes(t *testing.T) {
 			}
 			if rec.Code == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic ") {
 				t.Errorf("401 without a basic challenge: the browser would not ask for the token")
+			}
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	tests := []struct {
+		name       string
+		path, body string
+		header     map[string]string
+		wantStatus int
+		wantBody   string
+		wantReplay string
+	}{
+		{"as JSON", "/api/dlq/points/7/replay", `{"operator":"alice","key":"k-1"}`, nil, 200, `"outcome":"APPLIED"`, "points 7 alice k-1"},
+		{"as the page's fragment", "/api/dlq/points/7/replay", `{"operator":"bob","key":"k-2"}`, map[string]string{"Accept": "text/html"}, 200,
+			`data-outcome="APPLIED"`, "points 7 bob k-2"},
+		{"the login names the operator", "/api/dlq/points/7/replay", `{"operator":"bob"}`, map[string]string{"Authorization": basic("carol", "x")}, 200,
+			"APPLIED", "points 7 carol "},
+		{"without a name", "/api/dlq/points/7/replay", "", nil, 200, "APPLIED", "points 7 console "},
+		{"of a service without dead letters", "/api/dlq/order/7/replay", `{}`, nil, 404, "NOT_A_CONSUMER", ""},
+		{"of a letter the consumer does not have", "/api/dlq/points/8/replay", `{}`, nil, 404, "DEAD_LETTER_NOT_FOUND", ""},
+		{"its refusal as the page's fragment", "/api/dlq/points/8/replay", `{}`, map[string]string{"Accept": "text/html"}, 404, "Not replayed", ""},
+		{"a bad id", "/api/dlq/points/x7/replay", `{}`, nil, 400, "INVALID_REQUEST", ""},
+		{"an unknown field", "/api/dlq/points/7/replay", `{"who":"alice"}`, nil, 400, "INVALID_REQUEST", ""},
+		{"an operator with a line break", "/api/dlq/points/7/replay", `{"operator":"a\nb"}`, nil, 400, "INVALID_REQUEST", ""},
+		{"a form post", "/api/dlq/points/7/replay", "operator=alice", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "UNSUPPORTED_MEDIA_TYPE", ""},
+		{"from a foreign page", "/api/dlq/points/7/replay", `{}`, map[string]string{"Origin": "http://evil.example"}, 403, "FORBIDDEN_ORIGIN", ""},
+		{"from the console's page", "/api/dlq/points/7/replay", `{}`, map[string]string{"Origin": "http://127.0.0.1:8087"}, 200, "APPLIED", "points 7 console "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dlq := &fakeDLQ{}
+			srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if _, err := ports.Register(srv.Echo, ports.Config{Development: true}, ports.Deps{Timelines: fakeTimelines{}, DeadLetters: dlq}); err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+			req.Host = "127.0.0.1:8087"
+			if tt.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			srv.Echo.ServeHTTP(rec, req)
+			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Fatalf("%d %.300s, want %d with %q", rec.Code, rec.Body.String(), tt.wantStatus, tt.wantBody)
+			}
+			got := strings.Join(dlq.replays, ";")
+			if got != tt.wantReplay {
+				t.Errorf("replays %q, want %q", got, tt.wantReplay)
 			}
 		})
 	}

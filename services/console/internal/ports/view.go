@@ -30,6 +30,8 @@ var funcs = template.FuncMap{
 	"upper":     strings.ToUpper,
 	"deref":     func(b *bool) bool { return b != nil && *b },
 	"consumers": func() []string { return app.Consumers },
+	"statuses":  func() []string { return []string{app.StatusDead, app.StatusReplayed, "ALL"} },
+	"outcome":   replayOutcome,
 	"indent": func(depth int) string {
 		return fmt.Sprintf("%.1fem", float64(min(depth, 12))*0.8)
 	},
@@ -99,4 +101,25 @@ func newOrderView(tl app.Timeline) orderView {
 		v.Waterfall = append(v.Waterfall, tv)
 	}
 	return v
+}
+
+// replayOutcome says what a replay's outcome means (README.md, API).
+func replayOutcome(o string) string {
+	switch o {
+	case "APPLIED":
+		return "the consumer applied the event."
+	case "IGNORED_STALE":
+		return "the event is older than the order's state there: nothing changed."
+	case "DUPLICATE":
+		return "the consumer had processed it before."
+	case "PARKED":
+		return "it waits for its predecessor."
+	case "DEAD_LETTERED":
+		return "it failed again: a new dead letter."
+	case "PENDING":
+		return "no verdict yet; the dead letter's audit will show it."
+	case "ALREADY_REPLAYED":
+		return "it was replayed before: nothing was sent."
+	}
+	return ""
 }
