@@ -2,10 +2,8 @@ package e2e_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,58 +62,11 @@ func readTimeline(t *testing.T, client *http.Client, console, token, orderID str
 	return tl
 }
 
-// journeyStep is one step a paid order's journey must show, after the
-// step it follows (an index of the journey; -1 for the first).
-type journeyStep struct {
-	service, step, eventType, detail string
-	after                            int
-}
-
-func (s journeyStep) String() string {
-	return strings.TrimSpace(fmt.Sprintf("%s %s %s %s", s.service, s.step, s.eventType, s.detail))
-}
-
-// paidJourney is a payment's path through all five services, each step
-// after the one it follows: the payment request, its callback through the
-// payment's outbox, the order's change and OrderPaid through its outbox
-// and relay, and each consumer's receipt and apply, the consumers side by
-// side.
-func paidJourney() []journeyStep {
-	steps := []journeyStep{
-		{"payment", "request accepted", "", "POST /payments", -1},
-		{"payment", "outbox committed", "PAYMENT_SUCCEEDED", "", 0},
-		{"payment", "callback sent", "PAYMENT_SUCCEEDED", "", 1},
-		{"order", "callback received", "", "POST /payments/callback", 2},
-		{"order", "outbox committed", "OrderPaid", "", 3},
-		{"order", "sent", "OrderPaid", "", 4},
-	}
-	for _, c := range []string{"inventory", "points", "notification"} {
-		steps = append(steps, journeyStep{c, "received", "OrderPaid", "", 5}, journeyStep{c, "applied", "OrderPaid", "", len(steps)})
-	}
-	return steps
-}
-
-// positions finds each step of want in the timeline: the index of its
-// first entry after the step it follows, or -1.
-func (tl consoleTimeline) positions(want []journeyStep) []int {
-	out := make([]int, len(want))
-	for i, w := range want {
-		out[i] = -1
-		start := 0
-		if w.after >= 0 {
-			if out[w.after] < 0 {
-				continue
-			}
-			start = out[w.after] + 1
-		}
-		for j := start; j < len(tl.Entries); j++ {
-			e := tl.Entries[j]
-			if e.Service == w.service && e.Step == w.step && (w.eventType == "" || e.EventType == w.eventType) &&
-				(w.detail == "" || e.Detail == w.detail) {
-				out[i] = j
-				break
-			}
-		}
+// steps are the timeline's entries as the journey's steps.
+func (tl consoleTimeline) steps() []harness.ConsoleStep {
+	out := make([]harness.ConsoleStep, len(tl.Entries))
+	for i, e := range tl.Entries {
+		out[i] = harness.ConsoleStep{Service: e.Service, Step: e.Step, EventType: e.EventType, Detail: e.Detail}
 	}
 	return out
 }
@@ -133,14 +84,14 @@ func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
 	s.WaitSnapshot("O-C1", harness.Snapshot{Order: "PAID", OrderVersion: 3, Payment: "SUCCEEDED", Inventory: "DEDUCTED",
 		PointsLedger: 1, Notifications: 1, DLQ: 0}, 30*time.Second)
 
-	want := paidJourney()
+	want := harness.PaidJourney()
 	var tl consoleTimeline
 	var pos []int
 	// The consumers' spans end as their transactions commit, a moment
 	// after the effects the snapshot reads are visible.
 	s.WaitUntil(10*time.Second, "every step of the payment in the console's timeline", func() bool {
 		tl = readTimeline(t, client, console, s.AdminToken, "O-C1")
-		pos = tl.positions(want)
+		pos = harness.FindJourney(tl.steps(), want)
 		return !slices.Contains(pos, -1)
 	})
 	if len(tl.Unread) > 0 {
@@ -160,8 +111,8 @@ func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
 		if e.Source != "trace" {
 			t.Errorf("%s: read from %q, want a span", w, e.Source)
 		}
-		if w.after >= 0 && e.At.Before(tl.Entries[pos[w.after]].At) {
-			t.Errorf("%s at %s, before %s at %s", w, e.At, want[w.after], tl.Entries[pos[w.after]].At)
+		if w.After >= 0 && e.At.Before(tl.Entries[pos[w.After]].At) {
+			t.Errorf("%s at %s, before %s at %s", w, e.At, want[w.After], tl.Entries[pos[w.After]].At)
 		}
 	}
 	if len(services) != 5 {

@@ -96,3 +96,70 @@ func (s *Suite) StartConsole(env map[string]string) string {
 	})
 	return base
 }
+
+// ConsoleStep is one step of an order's journey as the console shows it,
+// in its timeline (GET /api/orders/{orderId}/timeline) and as a row of its
+// page.
+type ConsoleStep struct {
+	Service, Step, EventType string
+	// Detail is the span's name: "POST /payments".
+	Detail string
+}
+
+func (s ConsoleStep) String() string {
+	return strings.Join(strings.Fields(s.Service+" "+s.Step+" "+s.EventType+" "+s.Detail), " ")
+}
+
+// JourneyStep is a step a journey must show after the step it follows.
+type JourneyStep struct {
+	ConsoleStep
+	// After is the index in the journey of the step it follows; -1 for
+	// the first.
+	After int
+}
+
+// PaidJourney is a payment's path through the five services, each step
+// after the one it follows: the payment request, its callback through the
+// payment's outbox, the order's change and OrderPaid through its outbox and
+// relay, and each consumer's receipt and apply, the consumers side by side.
+func PaidJourney() []JourneyStep {
+	steps := []JourneyStep{
+		{ConsoleStep{"payment", "request accepted", "", "POST /payments"}, -1},
+		{ConsoleStep{"payment", "outbox committed", "PAYMENT_SUCCEEDED", ""}, 0},
+		{ConsoleStep{"payment", "callback sent", "PAYMENT_SUCCEEDED", ""}, 1},
+		{ConsoleStep{"order", "callback received", "", "POST /payments/callback"}, 2},
+		{ConsoleStep{"order", "outbox committed", "OrderPaid", ""}, 3},
+		{ConsoleStep{"order", "sent", "OrderPaid", ""}, 4},
+	}
+	for _, c := range []string{"inventory", "points", "notification"} {
+		steps = append(steps, JourneyStep{ConsoleStep{c, "received", "OrderPaid", ""}, 5},
+			JourneyStep{ConsoleStep{c, "applied", "OrderPaid", ""}, len(steps)})
+	}
+	return steps
+}
+
+// FindJourney finds each step of want among steps, in their order: the
+// index of its first step after the step it follows, or -1 when it is not
+// there. A step of want with an empty EventType or Detail matches any.
+func FindJourney(steps []ConsoleStep, want []JourneyStep) []int {
+	out := make([]int, len(want))
+	for i, w := range want {
+		out[i] = -1
+		start := 0
+		if w.After >= 0 {
+			if out[w.After] < 0 {
+				continue
+			}
+			start = out[w.After] + 1
+		}
+		for j := start; j < len(steps); j++ {
+			s := steps[j]
+			if s.Service == w.Service && s.Step == w.Step && (w.EventType == "" || s.EventType == w.EventType) &&
+				(w.Detail == "" || s.Detail == w.Detail) {
+				out[i] = j
+				break
+			}
+		}
+	}
+	return out
+}

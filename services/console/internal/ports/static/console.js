@@ -8,7 +8,10 @@ function refresh(el) {
   const every = parseInt(el.dataset.every || "2000", 10);
   const url = new URL(el.dataset.refresh, window.location.href);
   const tick = async () => {
-    if (!document.hidden && !el.dataset.paused) {
+    // Not while the user types in it or a request of its page is out: a
+    // refresh would take the form from under them.
+    const typing = el.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+    if (!document.hidden && !typing && !document.body.dataset.busy) {
       try {
         const res = await fetch(url, { headers: { "Accept": "text/html" }, credentials: "same-origin" });
         if (res.ok) {
@@ -32,9 +35,17 @@ async function sendJSON(form) {
   for (const [k, v] of new FormData(form).entries()) {
     body[k] = /^-?\d+$/.test(v) && form.elements[k] && form.elements[k].type === "number" ? parseInt(v, 10) : v;
   }
-  const out = document.getElementById(form.dataset.target || "") || form.querySelector(".result");
+  // A log outside the refreshed part of the page keeps every answer.
+  const log = document.getElementById(form.dataset.target || "");
+  let out = form.querySelector(".result");
+  if (log) {
+    out = document.createElement("div");
+    out.className = "result";
+    log.prepend(out);
+  }
   const button = form.querySelector("button");
   if (button) button.disabled = true;
+  document.body.dataset.busy = "1";
   try {
     const res = await fetch(form.action, {
       method: (form.getAttribute("method") || "post").toUpperCase(),
@@ -51,6 +62,7 @@ async function sendJSON(form) {
     if (out) out.textContent = "The console did not answer: " + e;
   } finally {
     if (button) button.disabled = false;
+    delete document.body.dataset.busy;
   }
 }
 
