@@ -10,7 +10,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
+	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 )
 
 // serviceName names the console in its logs.
@@ -52,6 +54,18 @@ type config struct {
 	// when the URL holds none.
 	DatabaseURL      string
 	DatabasePassword string
+	// Monitor is how often the consumers' lag is sampled
+	// (CONSOLE_SAMPLE_INTERVAL) and how many samples are kept
+	// (CONSOLE_SAMPLE_HISTORY).
+	Monitor app.MonitorConfig
+	// Retry and ParkDeadline are the consumers' settings as the suite reads
+	// them (RETRY_MAX_ATTEMPTS, RETRY_INITIAL_INTERVAL, RETRY_MAX_INTERVAL,
+	// PARK_DEADLINE; the consumers' defaults when unset): the drills'
+	// waits follow them.
+	RetryMaxAttempts     int
+	RetryInitialInterval time.Duration
+	RetryMaxInterval     time.Duration
+	ParkDeadline         time.Duration
 }
 
 // ServerURL is DATABASE_URL with DATABASE_PASSWORD in it; empty without a
@@ -97,6 +111,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := r.String("CONTROL_URL", ""); v != "" {
 		cfg.ControlURL = r.URL("CONTROL_URL", "")
 	}
+	mon := app.DefaultMonitorConfig()
+	cfg.Monitor = app.MonitorConfig{
+		Interval: r.Duration("CONSOLE_SAMPLE_INTERVAL", mon.Interval),
+		History:  r.Int("CONSOLE_SAMPLE_HISTORY", mon.History),
+		Idle:     mon.Idle,
+	}
+	cfg.RetryMaxAttempts = r.Int("RETRY_MAX_ATTEMPTS", drill.DefaultRetryMaxAttempts)
+	cfg.RetryInitialInterval = r.Duration("RETRY_INITIAL_INTERVAL", drill.DefaultRetryInitial)
+	cfg.RetryMaxInterval = r.Duration("RETRY_MAX_INTERVAL", drill.DefaultRetryMax)
+	cfg.ParkDeadline = r.Duration("PARK_DEADLINE", drill.DefaultParkDeadline)
 	cfg.DatabaseURL = r.String("DATABASE_URL", "")
 	cfg.DatabasePassword = r.Secret("DATABASE_PASSWORD", "")
 	for _, u := range defaultURLs {
@@ -136,6 +160,15 @@ func (c config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
 	}
+	if c.Monitor.Interval < 500*time.Millisecond || c.Monitor.Interval > time.Minute {
+		errs = append(errs, fmt.Errorf("CONSOLE_SAMPLE_INTERVAL=%s: want 500ms to 1m", c.Monitor.Interval))
+	}
+	if c.Monitor.History < 10 || c.Monitor.History > 10_000 {
+		errs = append(errs, fmt.Errorf("CONSOLE_SAMPLE_HISTORY=%d: want 10 to 10000", c.Monitor.History))
+	}
+	if err := c.drillTarget(nil).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("the drills' settings (KAFKA_BROKERS, RETRY_*, PARK_DEADLINE): %w", err))
+	}
 	if _, err := c.ServerURL(); err != nil {
 		errs = append(errs, fmt.Errorf("DATABASE_URL: %w", err))
 	}
@@ -146,4 +179,20 @@ func (c config) Validate() error {
 		errs = append(errs, fmt.Errorf("CONSOLE_UPSTREAM_TIMEOUT=%s: want 100ms to 1m", c.UpstreamTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// drillTarget is the suite the drills run against; databases are the
+// services' databases (none: the drills leave what they plant).
+func (c config) drillTarget(databases map[string]string) drill.Target {
+	secret := c.CallbackSecret
+	if secret == "" && c.Development() {
+		secret = service.DevCallbackSecret
+	}
+	return drill.Target{
+		URLs: c.URLs, Brokers: c.Brokers, Topic: c.Topic, DLQTopic: c.DLQTopic,
+		AdminToken: c.AdminToken, CallbackSecret: secret,
+		RetryMaxAttempts: c.RetryMaxAttempts, RetryInitialInterval: c.RetryInitialInterval,
+		RetryMaxInterval: c.RetryMaxInterval, ParkDeadline: c.ParkDeadline,
+		Databases: databases,
+	}
 }

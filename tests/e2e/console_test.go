@@ -2,8 +2,10 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +162,71 @@ func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
 		for i, e := range tl.Entries {
 			t.Logf("%2d %s %-13s %-18s %-18s %s %s", i, e.At.Format("15:04:05.000000"), e.Service, e.Step, e.EventType, e.Detail, e.TraceID)
 		}
+	}
+}
+
+// consoleCall sends a command to the console as its pages do: JSON, with
+// the admin token; it returns the status and the decoded answer.
+func consoleCall(t *testing.T, client *http.Client, console, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, console+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out) // the status is judged by the caller
+	return resp.StatusCode, out
+}
+
+// The console runs a drill and reports its verdict, arms a fail point
+// that then fires in the service, and says a stop needs a control API
+// when it has none.
+func TestConsoleRunsADrillAndFlipsSwitches(t *testing.T) {
+	s := harness.Start(t, harness.Options{})
+	console := s.StartConsole(nil)
+	client := &http.Client{Timeout: 30 * time.Second}
+	call := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		return consoleCall(t, client, console, s.AdminToken, method, path, body)
+	}
+
+	code, run := call("POST", "/api/drills/runs", `{"selection":"duplicate/twice","operator":"e2e"}`)
+	if code != http.StatusAccepted || run["status"] != "QUEUED" {
+		t.Fatalf("start the drill: %d %v", code, run)
+	}
+	if code, again := call("POST", "/api/drills/runs", `{"selection":"duplicate"}`); code != http.StatusConflict {
+		t.Errorf("a second run while one runs: %d %v, want 409", code, again)
+	}
+	path := fmt.Sprintf("/api/drills/runs/%d", int(run["id"].(float64)))
+	s.WaitUntil(2*time.Minute, "the drill's verdict", func() bool {
+		_, run = call("GET", path, "")
+		return run["status"] == "DONE"
+	})
+	results, _ := run["results"].([]any)
+	if len(results) != 1 || results[0].(map[string]any)["verdict"] != "PASS" {
+		t.Errorf("the drill's results: %v, want duplicate/twice PASS", results)
+	}
+
+	if code, out := call("POST", "/api/failpoints/points/points.apply", `{"action":"error","times":1,"operator":"e2e"}`); code != http.StatusOK {
+		t.Fatalf("arm points.apply: %d %v", code, out)
+	}
+	s.SetStock("SKU-C2", 10)
+	s.PayOrder(harness.Order{ID: "O-C2", Customer: "C-1", Currency: "CNY", Items: []harness.Item{{SKU: "SKU-C2", Quantity: 1, UnitPrice: "5.00"}}})
+	s.WaitFailPointFired("points", "points.apply", 1, 30*time.Second)
+	// Retried past the one failure: applied.
+	s.WaitSnapshot("O-C2", harness.Snapshot{Order: "PAID", OrderVersion: 3, Payment: "SUCCEEDED", Inventory: "DEDUCTED",
+		PointsLedger: 1, Notifications: 1, DLQ: 0}, 30*time.Second)
+
+	if code, out := call("POST", "/api/services/points/stop", `{}`); code != http.StatusConflict || out["businessCode"] != "NO_CONTROL_API" {
+		t.Errorf("stop without a control API: %d %v, want 409 NO_CONTROL_API", code, out)
 	}
 }

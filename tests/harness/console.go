@@ -64,6 +64,16 @@ func (s *Suite) StartConsole(env map[string]string) string {
 	for _, name := range Services {
 		vars[strings.ToUpper(name)+"_URL"] = s.urls[name]
 	}
+	// The drills it runs wait as the consumers retry. No DATABASE_URL:
+	// the suite's databases are not make run's, so its drills leave what
+	// they plant.
+	for _, kv := range s.env["inventory"] {
+		name, value, _ := strings.Cut(kv, "=")
+		switch name {
+		case "CALLBACK_SECRET", "RETRY_MAX_ATTEMPTS", "RETRY_INITIAL_INTERVAL", "RETRY_MAX_INTERVAL", "PARK_DEADLINE":
+			vars[name] = value
+		}
+	}
 	for k, v := range env {
 		vars[k] = v
 	}

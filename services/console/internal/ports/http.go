@@ -47,6 +47,9 @@ type Config struct {
 type Deps struct {
 	Timelines   Timelines
 	DeadLetters DeadLetters
+	Monitor     Monitor
+	Drills      Drills
+	Switches    Switches
 }
 
 // Handler serves the console.
@@ -55,14 +58,18 @@ type Handler struct {
 	pages     map[string]*template.Template
 	timelines Timelines
 	dlq       DeadLetters
+	monitor   Monitor
+	drills    Drills
+	switches  Switches
 }
 
 // pages are the templates, each rendered inside layout.html.
-var pages = []string{"home.html", "order.html", "error.html", "dlq.html"}
+var pages = []string{"home.html", "order.html", "error.html", "dlq.html", "consumers.html", "drills.html", "switches.html"}
 
 // Register adds the console's routes to e.
 func Register(e *echo.Echo, cfg Config, deps Deps) (*Handler, error) {
-	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, timelines: deps.Timelines, dlq: deps.DeadLetters}
+	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, timelines: deps.Timelines, dlq: deps.DeadLetters,
+		monitor: deps.Monitor, drills: deps.Drills, switches: deps.Switches}
 	for _, p := range pages {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p)
 		if err != nil {
@@ -82,6 +89,15 @@ func Register(e *echo.Echo, cfg Config, deps Deps) (*Handler, error) {
 	e.GET("/api/orders/:id/timeline", h.timelineJSON)
 	e.GET("/dlq", h.dlqPage)
 	e.POST("/api/dlq/:service/:id/replay", h.replay)
+	e.GET("/consumers", h.consumersPage)
+	e.GET("/api/consumers", h.consumersJSON)
+	e.GET("/drills", h.drillsPage)
+	e.GET("/api/drills/runs", h.drillRuns)
+	e.POST("/api/drills/runs", h.startDrill)
+	e.GET("/api/drills/runs/:id", h.drillRun)
+	e.GET("/switches", h.switchesPage)
+	e.POST("/api/failpoints/:service/:name", h.armFailPoint)
+	e.POST("/api/services/:name/:verb", h.flipProcess)
 	return h, nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 	"github.com/reliable-orders/fulfillment/services/console/internal/ports"
@@ -59,10 +61,97 @@ func (f *fakeDLQ) Replay(_ context.Context, service string, id int64, operator, 
 func server(t *testing.T, cfg ports.Config, loopback bool) http.Handler {
 	t.Helper()
 	srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: loopback}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if _, err := ports.Register(srv.Echo, cfg, ports.Deps{Timelines: fakeTimelines{}, DeadLetters: &fakeDLQ{}}); err != nil {
+	if _, err := ports.Register(srv.Echo, cfg, deps(&fakeDLQ{}, &fakeSwitches{})); err != nil {
 		t.Fatal(err)
 	}
 	return srv.Echo
+}
+
+func deps(dlq *fakeDLQ, sw *fakeSwitches) ports.Deps {
+	return ports.Deps{Timelines: fakeTimelines{}, DeadLetters: dlq, Monitor: fakeMonitor{}, Drills: &fakeDrills{}, Switches: sw}
+}
+
+// fakeMonitor has two samples of inventory.
+type fakeMonitor struct{}
+
+func (fakeMonitor) Watch() []app.Series {
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	return []app.Series{{Service: "inventory", Samples: []app.Sample{{At: at, TotalLag: 500, OldestAgeSeconds: 3}, {At: at.Add(2 * time.Second), TotalLag: 20, ConsumedPerSecond: 240}}},
+		{Service: "points"}}
+}
+
+// fakeDrills knows the duplicate drill; a second start while the first
+// runs is refused.
+type fakeDrills struct{ started []string }
+
+func (f *fakeDrills) Catalog() []app.DrillCase {
+	return []app.DrillCase{{Name: "duplicate/paid-twice", Drill: "duplicate"}}
+}
+
+func (f *fakeDrills) Start(selection, operator string) (app.DrillRun, error) {
+	switch {
+	case selection != "duplicate" && selection != "duplicate/paid-twice" && selection != "all":
+		return app.DrillRun{}, fmt.Errorf("%w %q", app.ErrUnknownDrill, selection)
+	case len(f.started) > 0:
+		return app.DrillRun{}, fmt.Errorf("%w: run 1", app.ErrDrillRunning)
+	}
+	f.started = append(f.started, selection+" "+operator)
+	return app.DrillRun{ID: 1, Selection: selection, Operator: operator, Status: app.DrillQueued, Cases: []string{"duplicate/paid-twice"}}, nil
+}
+
+func (f *fakeDrills) Runs() []app.DrillRun {
+	return []app.DrillRun{{ID: 1, Selection: "duplicate", Status: app.DrillDone, Operator: "alice",
+		Results: []app.DrillResult{{Case: "duplicate/paid-twice", Verdict: "PASS", ConvergenceMs: 120}}}}
+}
+
+func (f *fakeDrills) Get(id int) (app.DrillRun, bool) {
+	if id != 1 {
+		return app.DrillRun{}, false
+	}
+	return f.Runs()[0], true
+}
+
+// fakeSwitches: points has one fail point; without control, every flip is
+// refused.
+type fakeSwitches struct {
+	noControl bool
+	flips     []string
+}
+
+func (f *fakeSwitches) State(context.Context) app.SwitchesView {
+	return app.SwitchesView{Controlled: !f.noControl, Services: []app.ServiceSwitches{
+		{Service: "points", FailPoints: []failpoint.Point{{Name: "points.apply", Action: "off"}},
+			Processes: []controlapi.ServiceView{{Name: "points", State: "running", PID: 42}}},
+		{Service: "reconciliation", FailPointsError: "it serves no fail points (FAILPOINTS_ENABLED=false)"},
+	}}
+}
+
+func (f *fakeSwitches) ArmFailPoint(_ context.Context, svc, name, action string, times int, op string) error {
+	f.flips = append(f.flips, fmt.Sprintf("arm %s %s %s %d %s", svc, name, action, times, op))
+	return nil
+}
+
+func (f *fakeSwitches) flip(what, svc, op string) error {
+	if f.noControl {
+		return app.ErrNoControl
+	}
+	if svc != "points" && svc != "inventory" {
+		return fmt.Errorf("%w: %s", app.ErrUnknownService, svc)
+	}
+	f.flips = append(f.flips, what+" "+svc+" "+op)
+	return nil
+}
+
+func (f *fakeSwitches) Stop(_ context.Context, svc, op string) (controlapi.ServiceView, error) {
+	return controlapi.ServiceView{Name: svc, State: "stopped"}, f.flip("stop", svc, op)
+}
+
+func (f *fakeSwitches) Start(_ context.Context, svc, op string) (controlapi.ServiceView, error) {
+	return controlapi.ServiceView{Name: svc, State: "running", Run: 2}, f.flip("start", svc, op)
+}
+
+func (f *fakeSwitches) Scale(_ context.Context, svc string, n int, op string) (controlapi.ScaleView, error) {
+	return controlapi.ScaleView{Service: svc, Instances: make([]controlapi.ServiceView, n)}, f.flip(fmt.Sprintf("scale %d", n), svc, op)
 }
 
 func TestRoutes(t *testing.T) {
@@ -100,6 +189,12 @@ func TestRoutes(t *testing.T) {
 		{"the dead letters", ports.Config{Development: true}, true, "GET", "/dlq", "127.0.0.1", nil, 200, `action="/api/dlq/points/7/replay"`},
 		{"the dead letters' unread consumer", ports.Config{Development: true}, true, "GET", "/dlq?status=all", "127.0.0.1", nil, 200, "inventory did not answer"},
 		{"a bad status filter", ports.Config{Development: true}, true, "GET", "/dlq?status=GONE", "127.0.0.1", nil, 400, "want DEAD, REPLAYED or ALL"},
+		{"the consumers' charts", ports.Config{Development: true}, true, "GET", "/consumers", "127.0.0.1", nil, 200, `<polyline points="0.0,0.0 300.0,96.0"`},
+		{"the consumers' samples", ports.Config{Development: true}, true, "GET", "/api/consumers", "127.0.0.1", nil, 200, `"totalLag":500`},
+		{"the drills", ports.Config{Development: true}, true, "GET", "/drills", "127.0.0.1", nil, 200, `data-verdict="PASS"`},
+		{"a drill run", ports.Config{Development: true}, true, "GET", "/api/drills/runs/1", "127.0.0.1", nil, 200, `"verdict":"PASS"`},
+		{"a drill run not kept", ports.Config{Development: true}, true, "GET", "/api/drills/runs/9", "127.0.0.1", nil, 404, "RUN_NOT_FOUND"},
+		{"the switches", ports.Config{Development: true}, true, "GET", "/switches", "127.0.0.1", nil, 200, `action="/api/failpoints/points/points.apply"`},
 		{"the probes are open", ports.Config{AdminToken: token}, false, "GET", "/healthz", "console.example", nil, 200, "ok"},
 	}
 	for _, tt := range tests {
@@ -150,7 +245,7 @@ func TestReplay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dlq := &fakeDLQ{}
 			srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if _, err := ports.Register(srv.Echo, ports.Config{Development: true}, ports.Deps{Timelines: fakeTimelines{}, DeadLetters: dlq}); err != nil {
+			if _, err := ports.Register(srv.Echo, ports.Config{Development: true}, deps(dlq, &fakeSwitches{})); err != nil {
 				t.Fatal(err)
 			}
 			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
@@ -169,6 +264,64 @@ func TestReplay(t *testing.T) {
 			got := strings.Join(dlq.replays, ";")
 			if got != tt.wantReplay {
 				t.Errorf("replays %q, want %q", got, tt.wantReplay)
+			}
+		})
+	}
+}
+
+func TestCommands(t *testing.T) {
+	tests := []struct {
+		name       string
+		noControl  bool
+		path, body string
+		html       bool
+		wantStatus int
+		wantBody   string
+		wantFlip   string
+		wantDrill  string
+	}{
+		{"start a drill", false, "/api/drills/runs", `{"selection":"duplicate","operator":"alice"}`, false, 202, `"status":"QUEUED"`, "", "duplicate alice"},
+		{"start a drill from the page", false, "/api/drills/runs", `{"selection":"all","operator":"alice"}`, true, 202, "Run 1 (all, 1 cases) started by alice", "", "all alice"},
+		{"an unknown drill", false, "/api/drills/runs", `{"selection":"chaos"}`, false, 400, "UNKNOWN_DRILL", "", ""},
+		{"arm a fail point", false, "/api/failpoints/points/points.apply", `{"action":"error","times":2,"operator":"bob"}`, false, 200, "armed points.apply", "arm points points.apply error 2 bob", ""},
+		{"disarm it from the page", false, "/api/failpoints/points/points.apply", `{"action":"off","times":0}`, true, 200, "disarmed points.apply", "arm points points.apply off 0 console", ""},
+		{"a negative count", false, "/api/failpoints/points/points.apply", `{"action":"error","times":-1}`, false, 400, "INVALID_REQUEST", "", ""},
+		{"stop a service", false, "/api/services/points/stop", `{"operator":"carol"}`, false, 200, "stopped by carol", "stop points carol", ""},
+		{"start it", false, "/api/services/points/start", "", false, 200, "run 2", "start points console", ""},
+		{"scale a consumer", false, "/api/services/inventory/scale", `{"instances":3}`, false, 200, "scaled to 3 processes", "scale 3 inventory console", ""},
+		{"scale to nothing", false, "/api/services/inventory/scale", `{"instances":0}`, false, 400, "want 1 or more", "", ""},
+		{"an unknown verb", false, "/api/services/points/kill", `{}`, false, 404, "want stop, start or scale", "", ""},
+		{"an unknown service", false, "/api/services/kafka/stop", `{}`, false, 404, "UNKNOWN_SERVICE", "", ""},
+		{"no control API", true, "/api/services/points/stop", `{}`, false, 409, "NO_CONTROL_API", "", ""},
+		{"no control API, to the page", true, "/api/services/points/stop", `{}`, true, 409, "Refused:", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sw := &fakeSwitches{noControl: tt.noControl}
+			d := deps(&fakeDLQ{}, sw)
+			drills := d.Drills.(*fakeDrills)
+			srv := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0", LoopbackHostOnly: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if _, err := ports.Register(srv.Echo, ports.Config{Development: true}, d); err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+			req.Host = "127.0.0.1:8087"
+			if tt.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if tt.html {
+				req.Header.Set("Accept", "text/html")
+			}
+			rec := httptest.NewRecorder()
+			srv.Echo.ServeHTTP(rec, req)
+			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Fatalf("%d %.300s, want %d with %q", rec.Code, rec.Body.String(), tt.wantStatus, tt.wantBody)
+			}
+			if got := strings.Join(sw.flips, ";"); got != tt.wantFlip {
+				t.Errorf("flips %q, want %q", got, tt.wantFlip)
+			}
+			if got := strings.Join(drills.started, ";"); got != tt.wantDrill {
+				t.Errorf("drills %q, want %q", got, tt.wantDrill)
 			}
 		})
 	}

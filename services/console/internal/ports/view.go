@@ -26,12 +26,19 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(time.Millisecond).String()
 	},
-	"ms":        func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
-	"upper":     strings.ToUpper,
-	"deref":     func(b *bool) bool { return b != nil && *b },
-	"consumers": func() []string { return app.Consumers },
-	"statuses":  func() []string { return []string{app.StatusDead, app.StatusReplayed, "ALL"} },
-	"outcome":   replayOutcome,
+	"ms":         func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
+	"upper":      strings.ToUpper,
+	"deref":      func(b *bool) bool { return b != nil && *b },
+	"consumers":  func() []string { return app.Consumers },
+	"isConsumer": func(s string) bool { return slices.Contains(app.Consumers, s) },
+	"statuses":   func() []string { return []string{app.StatusDead, app.StatusReplayed, "ALL"} },
+	"outcome":    replayOutcome,
+	"num": func(f float64) string {
+		if f == float64(int64(f)) {
+			return fmt.Sprintf("%d", int64(f))
+		}
+		return fmt.Sprintf("%.2f", f)
+	},
 	"indent": func(depth int) string {
 		return fmt.Sprintf("%.1fem", float64(min(depth, 12))*0.8)
 	},
@@ -122,4 +129,95 @@ func replayOutcome(o string) string {
 		return "it was replayed before: nothing was sent."
 	}
 	return ""
+}
+
+// chartsView is the consumers page's model: each consumer's three charts.
+type chartsView struct {
+	Consumers []consumerCharts
+	// Window is the span of the samples shown.
+	Window time.Duration
+}
+
+type consumerCharts struct {
+	Service string
+	Last    app.Sample
+	// Sampled says there is at least one sample.
+	Sampled bool
+	Charts  []chart
+}
+
+// chart is one figure over time, drawn as an SVG polyline in a 300 × 100
+// box, the top of the box being Max.
+type chart struct {
+	Title  string
+	Unit   string
+	Points string
+	Max    float64
+	Last   float64
+}
+
+// chartWidth and chartHeight are the charts' SVG view box.
+const chartWidth, chartHeight = 300.0, 100.0
+
+func newChartsView(series []app.Series) chartsView {
+	v := chartsView{}
+	var first, last time.Time
+	for _, s := range series {
+		for _, smp := range s.Samples {
+			if first.IsZero() || smp.At.Before(first) {
+				first = smp.At
+			}
+			if smp.At.After(last) {
+				last = smp.At
+			}
+		}
+	}
+	v.Window = last.Sub(first).Round(time.Second)
+	for _, s := range series {
+		cc := consumerCharts{Service: s.Service, Sampled: len(s.Samples) > 0}
+		if cc.Sampled {
+			cc.Last = s.Samples[len(s.Samples)-1]
+		}
+		for _, f := range []struct {
+			title, unit string
+			value       func(app.Sample) float64
+		}{
+			{"lag", "messages", func(x app.Sample) float64 { return float64(x.TotalLag) }},
+			{"oldest unprocessed message", "s", func(x app.Sample) float64 { return x.OldestAgeSeconds }},
+			{"throughput", "messages/s", func(x app.Sample) float64 { return x.ConsumedPerSecond }},
+		} {
+			cc.Charts = append(cc.Charts, newChart(f.title, f.unit, s.Samples, first, last, f.value))
+		}
+		v.Consumers = append(v.Consumers, cc)
+	}
+	return v
+}
+
+func newChart(title, unit string, samples []app.Sample, first, last time.Time, value func(app.Sample) float64) chart {
+	c := chart{Title: title, Unit: unit}
+	for _, s := range samples {
+		c.Max = max(c.Max, value(s))
+	}
+	if len(samples) > 0 {
+		c.Last = value(samples[len(samples)-1])
+	}
+	top := c.Max
+	if top == 0 {
+		top = 1
+	}
+	span := float64(last.Sub(first))
+	var b strings.Builder
+	for i, s := range samples {
+		x := chartWidth
+		if span > 0 {
+			x = chartWidth * float64(s.At.Sub(first)) / span
+		}
+		y := chartHeight - chartHeight*value(s)/top
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.1f,%.1f", x, y)
+	}
+	c.Points = b.String()
+	return c
 }
