@@ -5,8 +5,9 @@
 #
 #   docker build --build-arg SERVICE=order --build-arg PORT=8081 -t fulfillment/order-service .
 #
-# docker-compose.yml builds all six this way, and the Kafka fault proxy of
-# the drills (SERVICE=faultproxy, PACKAGE=./scripts/faultproxy).
+# docker-compose.yml builds all six this way, the console (SERVICE=console)
+# and the Kafka fault proxy of the drills (SERVICE=faultproxy,
+# PACKAGE=./scripts/faultproxy).
 
 FROM golang:1.26 AS build
 ARG SERVICE

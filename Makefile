@@ -3,7 +3,7 @@
 # Every module of go.work is listed once in MODULES: `go test ./...` at the
 # root does not reach nested modules, so each target runs inside each module.
 
-MODULES  := pkg scripts tests services/order services/payment services/inventory services/points services/notification services/reconciliation examples/shipping
+MODULES  := pkg scripts tests services/console services/order services/payment services/inventory services/points services/notification services/reconciliation examples/shipping
 SERVICES := order payment inventory points notification reconciliation
 BIN_DIR  := bin
 
@@ -59,11 +59,13 @@ run: ## run the whole suite on this machine, no Docker (Ctrl-C stops it)
 	@$(GO) build -o $(BIN_DIR)/run ./scripts/run
 	@exec ./$(BIN_DIR)/run
 
-build: ## build the six service binaries into bin/ and every module
+build: ## build the six service binaries and the console into bin/, and every module
 	@set -e; for s in $(SERVICES); do \
 		echo "go build -o $(BIN_DIR)/$$s-service ./services/$$s"; \
 		$(GO) build -o $(BIN_DIR)/$$s-service ./services/$$s; \
-	done
+	done; \
+	echo "go build -o $(BIN_DIR)/console ./services/console"; \
+	$(GO) build -o $(BIN_DIR)/console ./services/console
 	@$(call each_module,build,$(GO) build ./...) [ $$rc -eq 0 ] || exit 1; done
 
 # Runs every module even after a failure, then fails naming the failed ones.

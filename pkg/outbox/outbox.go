@@ -127,15 +127,21 @@ type Status struct {
 	// (Republish), and when.
 	RepublishedBy *string    `db:"republished_by" json:"republishedBy,omitempty"`
 	RepublishedAt *time.Time `db:"republished_at" json:"republishedAt,omitempty"`
+	// TraceID is the trace the row was written in (its traceparent
+	// header), which the relay's send continues: how the console finds an
+	// order's traces. Empty for a row written outside a trace.
+	TraceID string `db:"trace_id" json:"traceId,omitempty"`
 }
+
+// statusColumns are the columns of a Status; trace_id is the trace id of
+// the row's W3C traceparent header (version-trace-parent-flags).
+const statusColumns = `event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at,
+		       republished_by, republished_at, COALESCE(split_part(headers->>'traceparent', '-', 2), '') AS trace_id`
 
 // Lookup returns the row of eventID.
 func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status, error) {
 	var s Status
-	err := sqlx.GetContext(ctx, q, &s, `
-		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at,
-		       republished_by, republished_at
-		FROM outbox_events WHERE event_id = $1`, eventID)
+	err := sqlx.GetContext(ctx, q, &s, `SELECT `+statusColumns+` FROM outbox_events WHERE event_id = $1`, eventID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}
@@ -150,8 +156,7 @@ func Lookup(ctx context.Context, q sqlx.QueryerContext, eventID string) (Status,
 // a payment's callbacks, say, whose event ids no other API shows.
 func ForAggregate(ctx context.Context, q sqlx.QueryerContext, aggregateID string) ([]Status, error) {
 	out := []Status{}
-	if err := sqlx.SelectContext(ctx, q, &out, `
-		SELECT event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+statusColumns+`
 		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, aggregateID); err != nil {
 		return nil, fmt.Errorf("outbox rows of %s: %w", aggregateID, err)
 	}
@@ -198,8 +203,7 @@ func Republish(ctx context.Context, q sqlx.ExtContext, eventID, by string) (Stat
 		    status = 'PENDING', next_attempt_at = now(), sent_at = NULL,
 		    republished_by = $2, republished_at = now()
 		WHERE event_id = $1
-		RETURNING event_id, event_type, status, attempts, last_error, next_attempt_at, created_at, sent_at,
-		          republished_by, republished_at`, eventID, by)
+		RETURNING `+statusColumns, eventID, by)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Status{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}

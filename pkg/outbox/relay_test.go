@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,8 +206,15 @@ func TestBrokerFailureKeepsRowsPendingThenDelivers(t *testing.T) {
 func TestForAggregate(t *testing.T) {
 	db, _, topic := setup(t)
 	ctx := context.Background()
+	msgs := []outbox.Message{paid(t, topic, "O-1", 3), paid(t, topic, "O-2", 3), paid(t, topic, "O-1", 4)}
+	// Each row keeps the trace of its traceparent header, which the
+	// console follows from the row to the spans of its journey.
+	traceOf := map[string]string{}
+	for _, m := range msgs {
+		traceOf[m.EventID] = strings.Split(m.Headers[event.HeaderTraceparent], "-")[1]
+	}
 	err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		return outbox.Add(ctx, tx, paid(t, topic, "O-1", 3), paid(t, topic, "O-2", 3), paid(t, topic, "O-1", 4))
+		return outbox.Add(ctx, tx, msgs...)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +242,12 @@ func TestForAggregate(t *testing.T) {
 		for _, r := range rows {
 			if r.EventType != "OrderPaid" || r.Status != outbox.StatusPending || r.Attempts != 1 || r.NextAttemptAt.IsZero() {
 				t.Errorf("%s: row %+v, want a PENDING OrderPaid after 1 failed attempt", tt.aggregate, r)
+			}
+			if len(r.TraceID) != 32 || r.TraceID != traceOf[r.EventID] {
+				t.Errorf("%s: row %s in trace %q, want its traceparent's %q", tt.aggregate, r.EventID, r.TraceID, traceOf[r.EventID])
+			}
+			if st, err := outbox.Lookup(ctx, db, r.EventID); err != nil || st.TraceID != r.TraceID {
+				t.Errorf("Lookup(%s): trace %q, %v; want %q", r.EventID, st.TraceID, err, r.TraceID)
 			}
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 )
 
 // ControlClient is the Scaler and Lister of a suite started by `make run`:

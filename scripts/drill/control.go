@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 )
 
 // ControlClient is the Controller of a suite started by `make run`: it

@@ -32,6 +32,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
 
 // The services, by the short names the URLs of a Target and a Controller use.
@@ -184,6 +187,21 @@ func LocalURLs() map[string]string {
 		Notification:   "http://127.0.0.1:8085",
 		Reconciliation: "http://127.0.0.1:8086",
 	}
+}
+
+// LocalDatabases are the URLs of the suite's databases on server, by
+// service, named as `make run` and compose name them: the Databases of a
+// Target.
+func LocalDatabases(server string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, svc := range suite.Services() {
+		dsn, err := postgres.WithDatabase(server, svc.DBName)
+		if err != nil {
+			return nil, fmt.Errorf("database URL: %w", err)
+		}
+		out[svc.Name] = dsn
+	}
+	return out, nil
 }
 
 // NewRunID returns a run id no earlier run has used: the time in base 36.

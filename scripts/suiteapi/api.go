@@ -372,9 +372,19 @@ type ReplayResult struct {
 // Replay replays a dead letter in the name of requestedBy, who the audit
 // records (X-Operator, pkg/admin).
 func (c *Client) Replay(ctx context.Context, service string, id int64, requestedBy string) (ReplayResult, error) {
+	return c.ReplayWithKey(ctx, service, id, requestedBy, "")
+}
+
+// ReplayWithKey is Replay with key as its Idempotency-Key ("": a fresh
+// one), so a request sent again — a double click, a retry after a lost
+// answer — gets the first one's answer instead of a second replay.
+func (c *Client) ReplayWithKey(ctx context.Context, service string, id int64, requestedBy, key string) (ReplayResult, error) {
+	header := requestedByHeader(requestedBy)
+	if key != "" {
+		header.Set(IdempotencyKeyHeader, key)
+	}
 	var out ReplayResult
-	_, err := c.Do(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay",
-		requestedByHeader(requestedBy), nil, &out)
+	_, err := c.Do(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(id, 10)+"/replay", header, nil, &out)
 	return out, err
 }
 
@@ -561,6 +571,9 @@ type Finding struct {
 	Actual   string `json:"actual"`
 	Action   string `json:"action"`
 	Outcome  string `json:"outcome"`
+	// RunID and DetectedAt say which run recorded it, and when.
+	RunID      int64     `json:"runId"`
+	DetectedAt time.Time `json:"detectedAt"`
 }
 
 // Run is a reconciliation run as POST /admin/reconciliation/runs (the run

@@ -140,6 +140,24 @@ func TestRequests(t *testing.T) {
 			"PUT", "/admin/failpoints/inventory.apply", `{"action":"error","times":3}`, true, [2]string{}},
 		{"replay names who asks", func(c *suiteapi.Client) error { _, err := c.Replay(ctx, suiteapi.Points, 42, "ops"); return err },
 			"POST", "/admin/dlq/42/replay", "", true, [2]string{"X-Operator", "ops"}},
+		{"an order's traces", func(c *suiteapi.Client) error {
+			_, err := c.Traces(ctx, suiteapi.Points, "4bf92f3577b34da6a3ce929d0e0e4736")
+			return err
+		}, "GET", "/admin/traces?traceId=4bf92f3577b34da6a3ce929d0e0e4736", "", true, [2]string{}},
+		{"recent spans", func(c *suiteapi.Client) error { _, err := c.RecentSpans(ctx, suiteapi.Order, 50); return err },
+			"GET", "/admin/traces?limit=50", "", true, [2]string{}},
+		{"an order's outbox rows", func(c *suiteapi.Client) error { _, err := c.Outbox(ctx, suiteapi.Payment, "O 1"); return err },
+			"GET", "/admin/outbox?aggregateId=O+1", "", true, [2]string{}},
+		{"the outbox backlog", func(c *suiteapi.Client) error { _, err := c.Outbox(ctx, suiteapi.Order, ""); return err },
+			"GET", "/admin/outbox", "", true, [2]string{}},
+		{"lag", func(c *suiteapi.Client) error { _, err := c.Lag(ctx, suiteapi.Inventory); return err },
+			"GET", "/admin/lag", "", true, [2]string{}},
+		{"an order's findings", func(c *suiteapi.Client) error { _, err := c.Findings(ctx, "O-1"); return err },
+			"GET", "/admin/reconciliation/findings?orderId=O-1", "", true, [2]string{}},
+		{"replay with a key", func(c *suiteapi.Client) error {
+			_, err := c.ReplayWithKey(ctx, suiteapi.Inventory, 7, "alice", "k-1")
+			return err
+		}, "POST", "/admin/dlq/7/replay", "", true, [2]string{"Idempotency-Key", "k-1"}},
 		{"start a reconciliation run", func(c *suiteapi.Client) error {
 			_, err := c.StartRun(ctx, "drill", suiteapi.RunRequest{OrderIDs: []string{"O-1"}, MinAge: "0s"})
 			return err

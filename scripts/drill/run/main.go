@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )
@@ -177,15 +176,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		server = env.String("DATABASE_URL", suite.DefaultDatabaseURL)
 	}
 	databases := map[string]string{}
-	for _, svc := range suite.Services() {
-		if server == "" {
-			break
+	if server != "" {
+		var err error
+		if databases, err = drill.LocalDatabases(server); err != nil {
+			return options{}, fmt.Errorf("%w: %w", errUsage, err)
 		}
-		dsn, err := postgres.WithDatabase(server, svc.DBName)
-		if err != nil {
-			return options{}, fmt.Errorf("%w: database URL: %w", errUsage, err)
-		}
-		databases[svc.Name] = dsn
 	}
 	if *timeout <= 0 {
 		return options{}, fmt.Errorf("%w: --timeout must be positive", errUsage)

@@ -203,6 +203,51 @@ func CheckCompose(compose []byte, services []suite.Service, documented map[strin
 	return errs
 }
 
+// CheckComposeConsole checks compose's console (suite.ConsoleName): its
+// image and build, its port published as make run's, its listen address,
+// the services' URLs as the services are given them, every variable
+// documented and no secret written.
+func CheckComposeConsole(compose []byte, services []suite.Service, documented map[string]bool) []error {
+	var f composeFile
+	if err := yaml.Unmarshal(compose, &f); err != nil {
+		return []error{fmt.Errorf("docker-compose.yml: %w", err)}
+	}
+	where := "docker-compose.yml: " + suite.ConsoleName
+	cs, ok := f.Services[suite.ConsoleName]
+	if !ok {
+		return []error{fmt.Errorf("%s: no such service", where)}
+	}
+	var errs []error
+	if want := ImagePrefix + suite.ConsoleName; strings.Split(cs.Image, ":")[0] != want {
+		errs = append(errs, fmt.Errorf("%s: image %q, want %q", where, cs.Image, want))
+	}
+	args := buildArgs(cs.Build)
+	if args["SERVICE"] != suite.ConsoleName || args["PORT"] != strconv.Itoa(suite.ConsolePort) {
+		errs = append(errs, fmt.Errorf("%s: build args SERVICE=%q PORT=%q, want %q and %d", where, args["SERVICE"], args["PORT"], suite.ConsoleName, suite.ConsolePort))
+	}
+	published, err := composePorts(cs.Ports)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	if published[suite.ConsolePort] != suite.ConsolePort {
+		errs = append(errs, fmt.Errorf("%s: port %d is not published as %d:%d (ports: %v)", where, suite.ConsolePort, suite.ConsolePort, suite.ConsolePort, cs.Ports))
+	}
+	if want := ":" + strconv.Itoa(suite.ConsolePort); cs.Environment["HTTP_ADDR"] != want {
+		errs = append(errs, fmt.Errorf("%s: HTTP_ADDR=%q, want %q", where, cs.Environment["HTTP_ADDR"], want))
+	}
+	for _, name := range sortedKeys(cs.Environment) {
+		if !documented[name] {
+			errs = append(errs, fmt.Errorf("%s: %s is not a variable of README.md (Configuration)", where, name))
+		}
+	}
+	for _, s := range services {
+		if got := cs.Environment[s.URLEnv]; got != URLOf(s) {
+			errs = append(errs, fmt.Errorf("%s: %s=%q, want %q", where, s.URLEnv, got, URLOf(s)))
+		}
+	}
+	return append(errs, CheckNoSecretValues(where, cs.Environment, true)...)
+}
+
 // SecretVars are the variables whose values must never be written in the
 // repository (docs/security.md): compose gives them as files of its secrets
 // volume (*_FILE, CheckComposeProject), Kubernetes from a Secret the

@@ -2,6 +2,7 @@ package deployconsistency_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"maps"
 	"net"
@@ -101,6 +102,7 @@ func loadRepo(t *testing.T) repo {
 func (r repo) check(services []suite.Service) []error {
 	var errs []error
 	errs = append(errs, deployconsistency.CheckCompose(r.compose, services, r.documented)...)
+	errs = append(errs, deployconsistency.CheckComposeConsole(r.compose, services, r.documented)...)
 	errs = append(errs, deployconsistency.CheckTopics(r.compose)...)
 	errs = append(errs, deployconsistency.CheckKustomize(r.base, services, r.documented)...)
 	errs = append(errs, deployconsistency.CheckPrometheus(r.prometheus, services)...)
@@ -131,6 +133,16 @@ func (r repo) check(services []suite.Service) []error {
 		local := func(s suite.Service) string { return s.LocalURL() }
 		errs = append(errs, deployconsistency.CheckEnv("runner: "+s.Name, env, s, services, r.documented, s.LocalAddr(), local)...)
 	}
+	console := devrun.LoadConfig(func(string) string { return "" }).Console
+	for _, kv := range devrun.ConsoleEnv(nil, services, console, suite.DefaultDatabaseURL, suite.DefaultKafkaBrokers, devrun.DefaultControlAddr) {
+		name, value, _ := strings.Cut(kv, "=")
+		if !r.documented[name] {
+			errs = append(errs, fmt.Errorf("runner: console: %s is not a variable of README.md (Configuration)", name))
+		}
+		if name == "HTTP_ADDR" && value != suite.LoopbackAddr(suite.ConsolePort) {
+			errs = append(errs, fmt.Errorf("runner: console: HTTP_ADDR=%q, want %q", value, suite.LoopbackAddr(suite.ConsolePort)))
+		}
+	}
 	return errs
 }
 
@@ -151,6 +163,9 @@ func (r repo) checkPorts(services []suite.Service, published map[string]int) []e
 	}
 	for _, s := range services {
 		run[s.FullName()] = s.Port
+	}
+	if c := devrun.LoadConfig(func(string) string { return "" }).Console; c.Port != 0 {
+		run[c.Name] = c.Port
 	}
 	compose := maps.Clone(published)
 	compose["control-api"] = addrPort(devrun.LoadComposeConfig(func(string) string { return "" }).ControlAddr)
@@ -184,6 +199,11 @@ func TestChecksCatchDrift(t *testing.T) {
 		{"compose uses an undocumented variable", "docker-compose.yml", "LOG_LEVEL: info", "LOGLEVEL: info", "LOGLEVEL is not a variable of README.md (Configuration)"},
 		{"compose points at a wrong URL", "docker-compose.yml", "POINTS_URL: http://points-service:8084", "POINTS_URL: http://points-service:8085", "POINTS_URL="},
 		{"compose builds the wrong service", "docker-compose.yml", "SERVICE: notification\n", "SERVICE: notifications\n", `build arg SERVICE="notifications"`},
+		{"compose misses the console", "docker-compose.yml", "  console:\n    restart:", "  konsole:\n    restart:", "console: no such service"},
+		{"compose publishes the console elsewhere", "docker-compose.yml", `"127.0.0.1:8087:8087"`, `"127.0.0.1:8088:8087"`, "console: port 8087 is not published as 8087:8087"},
+		{"the console reads a wrong URL", "docker-compose.yml", "      RECONCILIATION_URL: http://reconciliation-service:8086\n      LOG_LEVEL: info\n    ports:\n      - \"127.0.0.1:8087",
+			"      RECONCILIATION_URL: http://reconciliation:8086\n      LOG_LEVEL: info\n    ports:\n      - \"127.0.0.1:8087", `console: RECONCILIATION_URL="http://reconciliation:8086"`},
+		{"the console without its token", "docker-compose.yml", "      HTTP_ADDR: \":8087\"\n      ADMIN_TOKEN_FILE: /run/secrets/admin_token\n", "      HTTP_ADDR: \":8087\"\n      ADMIN_TOKEN: secret\n", "console: ADMIN_TOKEN is written in the file"},
 		{"compose misses a service", "docker-compose.yml", "  points-service:", "  pointz-service:", "points-service: no such service"},
 		{"compose has an unknown service", "docker-compose.yml", "  points-service:", "  pointz-service:", "pointz-service is not a service of the runner's table"},
 		{"compose creates topics with other partitions", "docker-compose.yml", "order-events.dlq -p 64", "order-events.dlq -p 12", "topics created with -p 12, want 64"},

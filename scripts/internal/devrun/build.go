@@ -17,16 +17,28 @@ import (
 // core). The first failure stops it with the compiler's output in the error.
 func Build(ctx context.Context, dir, binDir string, services []suite.Service, progress io.Writer) error {
 	for _, s := range services {
-		start := time.Now()
-		bin := filepath.Join(binDir, s.FullName())
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, s.Package())
-		cmd.Dir = dir
-		output, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("build %s (go build -o %s %s): %w\n%s",
-				s.FullName(), bin, s.Package(), err, strings.TrimSpace(string(output)))
+		if err := build(ctx, dir, filepath.Join(binDir, s.FullName()), s.Package(), progress); err != nil {
+			return err
 		}
-		fmt.Fprintf(progress, "built %s in %s\n", bin, time.Since(start).Round(time.Millisecond))
 	}
+	return nil
+}
+
+// BuildConsole builds the console into <binDir>/<name>.
+func BuildConsole(ctx context.Context, dir, binDir string, c Console, progress io.Writer) error {
+	return build(ctx, dir, filepath.Join(binDir, c.Name), c.Package, progress)
+}
+
+// build runs `go build -o bin pkg` in dir.
+func build(ctx context.Context, dir, bin, pkg string, progress io.Writer) error {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Dir = dir
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build %s (go build -o %s %s): %w\n%s",
+			filepath.Base(bin), bin, pkg, err, strings.TrimSpace(string(output)))
+	}
+	fmt.Fprintf(progress, "built %s in %s\n", bin, time.Since(start).Round(time.Millisecond))
 	return nil
 }

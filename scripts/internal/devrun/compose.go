@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
-	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 )

@@ -45,7 +45,23 @@ type Config struct {
 	// ControlAddr is where the control API listens (CONTROL_ADDR); empty
 	// runs without it.
 	ControlAddr string
+	// Console is the learner's console, started once the services are
+	// ready; a zero Port runs without it.
+	Console Console
 }
+
+// Console is the learner's console as the runner builds and starts it.
+type Console struct {
+	// Name names its binary and prefixes its lines.
+	Name string
+	// Package is its main package, relative to Dir.
+	Package string
+	// Port is where it listens, on 127.0.0.1.
+	Port int
+}
+
+// LocalURL is the console's base URL on this machine.
+func (c Console) LocalURL() string { return "http://" + suite.LoopbackAddr(c.Port) }
 
 // Defaults of the settings that are not environment variables.
 const (
@@ -75,6 +91,7 @@ func LoadConfig(getenv func(string) string) Config {
 		BinDir:       DefaultBinDir,
 		BrokerAddr:   suite.DefaultKafkaBrokers,
 		Services:     suite.Services(),
+		Console:      Console{Name: suite.ConsoleName, Package: suite.ConsolePackage, Port: suite.ConsolePort},
 		ReadyTimeout: DefaultReadyTimeout,
 		GracePeriod:  DefaultGracePeriod,
 	}
@@ -121,7 +138,15 @@ func (c Config) Validate() error {
 		}
 		names[s.Name], ports[s.Port] = true, true
 	}
-	if err := CheckInstancePorts(c.Services, addrPorts(c.ControlAddr, c.BrokerAddr)...); err != nil {
+	if c.Console.Port != 0 {
+		if c.Console.Name == "" || c.Console.Package == "" || c.Console.Port < 0 || c.Console.Port > 65535 {
+			errs = append(errs, fmt.Errorf("console %+v: name, package and a port are required", c.Console))
+		}
+		if names[c.Console.Name] || ports[c.Console.Port] {
+			errs = append(errs, fmt.Errorf("console: name %s or port %d is a service's", c.Console.Name, c.Console.Port))
+		}
+	}
+	if err := CheckInstancePorts(c.Services, append(addrPorts(c.ControlAddr, c.BrokerAddr), c.Console.Port)...); err != nil {
 		errs = append(errs, fmt.Errorf("ports of scaled-out instances: %w", err))
 	}
 	if c.ReadyTimeout <= 0 || c.GracePeriod <= 0 {

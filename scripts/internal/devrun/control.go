@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
 )
 
@@ -58,32 +59,9 @@ type serviceState struct {
 	done       chan struct{}   // closed once this run has exited
 }
 
-// ServiceView is the control API's answer about one service.
-type ServiceView struct {
-	Name string `json:"name"`
-	// State is "running", "restarting", "exited" or "stopped" (by
-	// POST /services/{name}/stop); "starting" is an extra instance not
-	// ready yet.
-	State string `json:"state"`
-	// Run counts the starts of the service: 1 for the runner's own.
-	Run int `json:"run"`
-	// Env is the environment added to this run by a restart request.
-	Env map[string]string `json:"env,omitempty"`
-	// ExitCode is the exit status once the process has ended (-1: killed
-	// by a signal).
-	ExitCode *int `json:"exitCode,omitempty"`
-	// FailPoint says the exit was an armed fail point's (status 137).
-	FailPoint bool `json:"failPoint,omitempty"`
-	// Exit describes the end of the process.
-	Exit string `json:"exit,omitempty"`
-	// Service, Instance, URL and PID say which process this is: instance
-	// 1 is the service's own, 2 … the extra ones of a scale request
-	// (named "inventory#2", …).
-	Service  string `json:"service,omitempty"`
-	Instance int    `json:"instance,omitempty"`
-	URL      string `json:"url,omitempty"`
-	PID      int    `json:"pid,omitempty"`
-}
+// ServiceView is the control API's answer about one service
+// (controlapi.ServiceView, the type its clients decode).
+type ServiceView = controlapi.ServiceView
 
 // control is the runner's view of its services for the control API: it
 // restarts them with extra environment, reports their exits and decides
@@ -289,13 +267,9 @@ func (st *serviceState) view(name string) ServiceView {
 // envName is what the control API accepts as a variable name.
 var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 
-// RestartRequest is the body of POST /services/{name}/restart.
-type RestartRequest struct {
-	// Env is added to the service's usual environment for this run only,
-	// e.g. {"FAILPOINTS": "relay.before-publish=exit"}; only the names of
-	// RestartVarsAllowed.
-	Env map[string]string `json:"env"`
-}
+// RestartRequest is the body of POST /services/{name}/restart
+// (controlapi.RestartRequest).
+type RestartRequest = controlapi.RestartRequest
 
 // handler serves the control API to this machine's programs only (guard):
 //

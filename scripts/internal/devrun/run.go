@@ -36,6 +36,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	for _, s := range cfg.Services {
 		width = max(width, len(s.Name))
 	}
+	width = max(width, len(cfg.Console.Name))
 	out := supervise.NewSyncWriter(stdout)
 	log := &prefixed{out: out, prefix: fmt.Sprintf("%-*s | ", width, runnerName)}
 
@@ -59,6 +60,9 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	if err := CheckPortsFree(cfg.Services); err != nil {
 		return err
 	}
+	if err := checkConsolePortFree(cfg.Console); err != nil {
+		return err
+	}
 	if err := checkControlAddrFree(cfg.ControlAddr); err != nil {
 		return err
 	}
@@ -66,6 +70,11 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	log.Printf("building %d services into %s/", len(cfg.Services), cfg.BinDir)
 	if err := Build(ctx, cfg.Dir, cfg.BinDir, cfg.Services, log); err != nil {
 		return err
+	}
+	if cfg.Console.Port != 0 {
+		if err := BuildConsole(ctx, cfg.Dir, cfg.BinDir, cfg.Console, log); err != nil {
+			return err
+		}
 	}
 
 	names := make([]string, len(cfg.Services))
@@ -136,7 +145,21 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	if err := WaitReady(ctx, client, ReadyEndpoints(cfg.Services), cfg.ReadyTimeout, sup.Exits(), log); err != nil {
 		return err
 	}
-	Walkthrough(log.out, cfg.Services, brokers)
+	consoleURL := ""
+	if cfg.Console.Port != 0 {
+		// Once the services answer, so its first page has something to show.
+		spec := supervise.Spec{Name: cfg.Console.Name, Path: filepath.Join(binDir, cfg.Console.Name),
+			Env: ConsoleEnv(environ, cfg.Services, cfg.Console, cfg.DatabaseURL, brokers, cfg.ControlAddr), Dir: cfg.Dir}
+		if err := sup.Start(ctx, spec); err != nil {
+			return err
+		}
+		consoleURL = cfg.Console.LocalURL()
+		ready := []Endpoint{{Name: cfg.Console.Name, URL: consoleURL + "/readyz"}}
+		if err := WaitReady(ctx, client, ready, cfg.ReadyTimeout, sup.Exits(), log); err != nil {
+			return err
+		}
+	}
+	Walkthrough(log.out, cfg.Services, brokers, consoleURL)
 
 	ctl := newControl(sup, embedded, cfg, log)
 	ctl.scale = newScaler(ctx, sup, cfg, specs, log)
@@ -234,6 +257,41 @@ func ServiceEnv(environ []string, all []suite.Service, s suite.Service, database
 		}
 	}
 	return env
+}
+
+// ConsoleEnv is the console's environment: DevelopmentEnv, environ, then
+// what the runner decides: its loopback address, the services' URLs, the
+// brokers and database the drills it runs use, and the control API's URL
+// (none when controlAddr is empty).
+func ConsoleEnv(environ []string, all []suite.Service, c Console, databaseURL, brokers, controlAddr string) []string {
+	env := append(DevelopmentEnv(), environ...)
+	env = append(env,
+		"DATABASE_URL="+databaseURL,
+		"KAFKA_BROKERS="+brokers,
+		"HTTP_ADDR="+suite.LoopbackAddr(c.Port),
+	)
+	for _, other := range all {
+		if other.URLEnv != "" {
+			env = append(env, other.URLEnv+"="+other.LocalURL())
+		}
+	}
+	control := ""
+	if controlAddr != "" {
+		control = "http://" + controlAddr
+	}
+	return append(env, "CONTROL_URL="+control)
+}
+
+// checkConsolePortFree fails early when the console's port is taken.
+func checkConsolePortFree(c Console) error {
+	if c.Port == 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", suite.LoopbackAddr(c.Port))
+	if err != nil {
+		return fmt.Errorf("port %d of the console is taken (is another `make run` still running?): %w", c.Port, err)
+	}
+	return l.Close()
 }
 
 // CheckPortsFree fails, naming the port, when another process already

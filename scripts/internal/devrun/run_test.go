@@ -41,6 +41,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	db := os.Getenv("DB_NAME")
+	if db == "" { // the console has no database
+		db = "nodb"
+	}
 	fmt.Printf("db=%s group=%s http=%s\n", db, os.Getenv("CONSUMER_GROUP"), os.Getenv("HTTP_ADDR"))
 	fmt.Fprintf(os.Stderr, "kafka=%s\n", os.Getenv("KAFKA_BROKERS"))
 	fmt.Printf("failpoints=%s\n", os.Getenv("FAILPOINTS"))
@@ -131,13 +134,14 @@ func TestRun(t *testing.T) {
 			cfg := devrun.Config{
 				DatabaseURL: url,
 				DataDir:     t.TempDir(),
-				Dir:         fakeRepo(t, "alpha", "beta"),
+				Dir:         fakeRepo(t, "alpha", "beta", "gamma"),
 				BinDir:      "bin",
 				BrokerAddr:  "127.0.0.1:0",
 				Services: []suite.Service{
 					{Name: "alpha", Port: freePort(t), DBName: alphaDB, ConsumerGroup: "alpha-service", URLEnv: "ALPHA_URL"},
 					{Name: "beta", Port: freePort(t), DBName: betaDB},
 				},
+				Console:      devrun.Console{Name: "gamma", Package: "./services/gamma", Port: freePort(t)},
 				ReadyTimeout: time.Minute,
 				GracePeriod:  10 * time.Second,
 				Environ:      append(os.Environ(), "FAKE_PID_DIR="+pidDir, "FAKE_CRASH="+dbOf[tt.crash]),
@@ -156,6 +160,10 @@ func TestRun(t *testing.T) {
 					"alpha | kafka=127.0.0.1:",
 					"run   | alpha is ready",
 					fmt.Sprintf("beta-service           http://127.0.0.1:%d\n", cfg.Services[1].Port),
+					// The console starts once the services are ready.
+					fmt.Sprintf("gamma | db=nodb group= http=127.0.0.1:%d\n", cfg.Console.Port),
+					"run   | gamma is ready",
+					fmt.Sprintf("console                http://127.0.0.1:%d\n", cfg.Console.Port),
 				} {
 					if !strings.Contains(out.String(), want) {
 						t.Errorf("output lacks %q", want)
@@ -190,7 +198,7 @@ func TestRun(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Run() = %v after cancel, want nil", err)
 				}
-				for _, want := range []string{"alpha | graceful stop", "beta  | graceful stop", "run   | embedded broker closed", "run   | stopped"} {
+				for _, want := range []string{"alpha | graceful stop", "beta  | graceful stop", "gamma | graceful stop", "run   | embedded broker closed", "run   | stopped"} {
 					if !strings.Contains(out.String(), want) {
 						t.Errorf("output lacks %q:\n%s", want, out.String())
 					}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
 )
@@ -52,18 +53,12 @@ func InstanceName(service string, k int) string {
 // InstancePort is the port of instance k of a service listening on base.
 func InstancePort(base, k int) int { return base + InstancePortStep*(k-1) }
 
-// ScaleRequest is the body of POST /services/{name}/scale.
-type ScaleRequest struct {
-	// Instances is how many processes of the service should run, the
-	// service's own included: 1 stops every extra instance.
-	Instances int `json:"instances"`
-}
+// ScaleRequest is the body of POST /services/{name}/scale
+// (controlapi.ScaleRequest).
+type ScaleRequest = controlapi.ScaleRequest
 
-// ScaleView answers a scale request: every instance of the service.
-type ScaleView struct {
-	Service   string        `json:"service"`
-	Instances []ServiceView `json:"instances"`
-}
+// ScaleView answers a scale request (controlapi.ScaleView).
+type ScaleView = controlapi.ScaleView
 
 // instanceRunner is what scaling needs of the supervisor.
 type instanceRunner interface {

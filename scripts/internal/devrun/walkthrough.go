@@ -23,13 +23,17 @@ const (
 
 // Walkthrough writes the services' URLs and, when the order, payment and
 // inventory services are among them, a curl session that takes one order
-// through the chain, then the kcat command that shows its events. brokers is
-// the KAFKA_BROKERS the services were given.
-func Walkthrough(w io.Writer, services []suite.Service, brokers string) {
+// through the chain, then the kcat command that shows its events, and where
+// the console shows the order's journey. brokers is the KAFKA_BROKERS the
+// services were given; consoleURL is empty without a console.
+func Walkthrough(w io.Writer, services []suite.Service, brokers, consoleURL string) {
 	var b strings.Builder
 	b.WriteString("\nThe suite is ready:\n")
 	for _, s := range services {
 		fmt.Fprintf(&b, "  %-22s %s\n", s.FullName(), s.LocalURL())
+	}
+	if consoleURL != "" {
+		fmt.Fprintf(&b, "  %-22s %s\n", suite.ConsoleName, consoleURL)
 	}
 	fmt.Fprintf(&b, "  %-22s %s\n", "kafka", brokers)
 
@@ -46,6 +50,9 @@ func Walkthrough(w io.Writer, services []suite.Service, brokers string) {
 		fmt.Fprintf(&b, "  curl -sS -X POST %s/payments%s -d '%s'\n", payment.LocalURL(), jsonHeader, PaymentBody)
 		fmt.Fprintf(&b, "  curl -sS %s/orders/O-1001/snapshot\n", o)
 		fmt.Fprintf(&b, "  # once the consumers have caught up (a moment), the snapshot reads\n  # %s\n", WantSnapshot)
+		if consoleURL != "" {
+			fmt.Fprintf(&b, "\nIts journey across every service, on one time axis:\n\n  %s/orders/O-1001\n", consoleURL)
+		}
 	}
 	first, _, _ := strings.Cut(brokers, ",")
 	fmt.Fprintf(&b, "\nThe events on the wire:\n\n  kcat -C -b %s -t %s -e\n", first, suite.OrderEventsTopic)

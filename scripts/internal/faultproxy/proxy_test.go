@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/reliable-orders/fulfillment/scripts/internal/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy/faultproxytest"
 )

@@ -32,6 +32,19 @@ const (
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 )
 
+// The learner's console (services/console), which every mode runs next to
+// the six services: it has no database and consumes nothing, it reads the
+// services' APIs (ORDER_URL, …) with their ADMIN_TOKEN.
+const (
+	// ConsoleName names its binary, its compose service and its image
+	// (fulfillment/console).
+	ConsoleName = "console"
+	// ConsolePort is its HTTP port in every mode.
+	ConsolePort = 8087
+	// ConsolePackage is its main package, relative to the repository root.
+	ConsolePackage = "./services/console"
+)
+
 // Service is one service of the suite as every mode runs it.
 type Service struct {
 	// Name is the short name: the directory under services/ ("order").

@@ -1,0 +1,73 @@
+package suiteapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/lag"
+	"github.com/reliable-orders/fulfillment/pkg/tracing"
+)
+
+// The answers below are the kit's own types (pkg/admin, pkg/lag,
+// pkg/tracing), the ones the services' handlers write, not copies.
+
+// Span is a span as a service kept it (GET /admin/traces).
+type Span = tracing.Span
+
+// Traces reads the spans of traceID a service kept in memory, oldest
+// first: the spans it recorded of that trace and has not overwritten yet.
+func (c *Client) Traces(ctx context.Context, service, traceID string) ([]Span, error) {
+	var out admin.TracesView
+	err := c.Call(ctx, service, http.MethodGet, "/admin/traces?"+url.Values{"traceId": {traceID}}.Encode(), nil, &out)
+	return out.Spans, err
+}
+
+// RecentSpans reads the newest limit spans a service kept, of any trace,
+// oldest first: how a batch that applied an event in another trace's
+// transaction is found by its link.
+func (c *Client) RecentSpans(ctx context.Context, service string, limit int) ([]Span, error) {
+	var out admin.TracesView
+	err := c.Call(ctx, service, http.MethodGet, "/admin/traces?limit="+strconv.Itoa(limit), nil, &out)
+	return out.Spans, err
+}
+
+// OutboxBacklog is a producer's outbox backlog (GET /admin/outbox) with,
+// when asked for by aggregate, that aggregate's rows.
+type OutboxBacklog = admin.OutboxBacklog
+
+// Outbox reads a producer's outbox backlog and aggregateID's rows, oldest
+// first ("" reads the backlog alone). The order service's rows are the
+// order's events, the payment's and inventory's its callbacks.
+func (c *Client) Outbox(ctx context.Context, service, aggregateID string) (OutboxBacklog, error) {
+	path := "/admin/outbox"
+	if aggregateID != "" {
+		path += "?" + url.Values{"aggregateId": {aggregateID}}.Encode()
+	}
+	var out OutboxBacklog
+	err := c.Call(ctx, service, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// LagReport is a consumer's lag, oldest unprocessed age and rates
+// (GET /admin/lag).
+type LagReport = lag.Report
+
+// Lag reads a consumer's GET /admin/lag.
+func (c *Client) Lag(ctx context.Context, service string) (LagReport, error) {
+	var out LagReport
+	err := c.Call(ctx, service, http.MethodGet, "/admin/lag", nil, &out)
+	return out, err
+}
+
+// Findings reads everything reconciliation's runs recorded for an order
+// (GET /admin/reconciliation/findings?orderId=), oldest first.
+func (c *Client) Findings(ctx context.Context, orderID string) ([]Finding, error) {
+	var out struct {
+		Findings []Finding `json:"findings"`
+	}
+	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/findings?"+url.Values{"orderId": {orderID}}.Encode(), nil, &out)
+	return out.Findings, err
+}
