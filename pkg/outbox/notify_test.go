@@ -91,10 +91,12 @@ func TestRelayWakes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sink := &recordingSink{seen: map[string]bool{}}
-			leader, _ := startRelay(t, db, url, sink)
-			// The first row leaves on the leader's first pass; once it has,
-			// the leader waits for an hour or a wake.
+			// The first row, committed before the relay starts, leaves on
+			// the leader's first pass (one committed after that pass would
+			// wait the hour); once it has, the leader waits for an hour or
+			// a wake.
 			addPaid(t, db, "O-1")
+			leader, _ := startRelay(t, db, url, sink)
 			poll.Until(t, 30*time.Second, "the first row relayed", func() bool { return sink.has("O-1") })
 			woken := leader
 			if tt.byReplica {
