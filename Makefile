@@ -47,7 +47,7 @@ BENCH_DIR   ?= docs/benchmarks
 FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
-.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env compose-control clean
+.PHONY: help run build test bench fuzz mutate lint vet fmt up down compose-env compose-control clean screenshots
 .PHONY: drills drill-duplicate drill-loss drill-reorder drill-poison drill-replay drill-reconcile drill-backlog dlq publish reconcile
 
 help: ## list the targets
@@ -67,6 +67,12 @@ build: ## build the six service binaries and the console into bin/, and every mo
 	echo "go build -o $(BIN_DIR)/console ./services/console"; \
 	$(GO) build -o $(BIN_DIR)/console ./services/console
 	@$(call each_module,build,$(GO) build ./...) [ $$rc -eq 0 ] || exit 1; done
+
+# The pictures of docs/console.md: a suite of its own (as the tests start
+# one) and Debian's chromium, driven by tests/browser TestConsoleScreenshots.
+screenshots: ## regenerate the console's pictures in docs/console/ (needs chromium and Postgres)
+	@mkdir -p docs/console
+	cd tests && CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -timeout 10m -run '^TestConsoleScreenshots$$' -v ./browser
 
 # Runs every module even after a failure, then fails naming the failed ones.
 test: ## run the tests of every module under the race detector (uses Postgres at DATABASE_URL)

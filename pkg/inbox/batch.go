@@ -103,8 +103,9 @@ func (b *BatchProcessor) Process(ctx context.Context, env event.Envelope) (versi
 		// Batching off: each caller runs its own transaction, concurrently
 		// with the others, exactly as without a batch processor.
 		ctx, span := startApply(ctx, b.p.consumer, ctx)
-		defer span.End()
-		return b.p.Process(ctx, env)
+		outcome, err := b.p.Process(ctx, env)
+		endApply(span, []string{env.EventID}, []versionguard.Outcome{outcome}, err)
+		return outcome, err
 	}
 	req := &batchRequest{ctx: ctx, env: env, done: make(chan batchResult, 1)}
 	select {
@@ -176,10 +177,15 @@ func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
 		events[i] = r.ctx
 	}
 	ctx, span := startApply(ctx, b.p.consumer, events...)
-	defer span.End()
+	ids := make([]string, len(batch))
+	outcomes := make([]versionguard.Outcome, len(batch))
+	var failed error
+	defer func() { endApply(span, ids, outcomes, failed) }()
 	if len(batch) == 1 {
 		r := batch[0]
+		ids[0] = r.env.EventID
 		outcome, err := b.p.Process(ctx, r.env)
+		outcomes[0], failed = outcome, err
 		r.done <- batchResult{outcome, err}
 		return
 	}
@@ -190,16 +196,26 @@ func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
 	for i, r := range batch {
 		envs[i] = r.env
 	}
-	outcomes, err := b.p.inTx(ctx, envs)
+	for i, r := range batch {
+		ids[i] = r.env.EventID
+	}
+	applied, err := b.p.inTx(ctx, envs)
 	if err == nil {
 		for i, r := range batch {
-			r.done <- batchResult{outcome: outcomes[i]}
+			outcomes[i] = applied[i]
+			r.done <- batchResult{outcome: applied[i]}
 		}
 		return
 	}
+	// One at a time, each in its own transaction under this span: the
+	// outcomes are theirs, the first failure the span's.
 	b.fellBack.Inc()
-	for _, r := range batch {
+	for i, r := range batch {
 		outcome, err := b.p.Process(ctx, r.env)
+		outcomes[i] = outcome
+		if err != nil && failed == nil {
+			failed = err
+		}
 		r.done <- batchResult{outcome, err}
 	}
 }

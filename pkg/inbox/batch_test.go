@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -139,6 +141,43 @@ func BenchmarkApply(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// Each transaction's span says what became of each event it carried, and
+// fails with the transaction: what the console shows as applied, a
+// duplicate recognised, or a failed attempt.
+func TestApplySpansSayWhatBecameOfEachEvent(t *testing.T) {
+	for _, maxBatch := range []int{1, 64} {
+		t.Run(fmt.Sprintf("batch of %d", maxBatch), func(t *testing.T) {
+			b, _ := newBatch(t, maxBatch)
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			process := func(e event.Envelope) {
+				ctx, span := tp.Tracer("test").Start(context.Background(), "consume")
+				defer span.End()
+				_, _ = b.Process(ctx, e)
+			}
+			process(env("E-S1", "O-S1", event.OrderPaid, 3))
+			process(env("E-S1", "O-S1", event.OrderPaid, 3))
+			process(env("E-S2", "O-POISON", event.OrderPaid, 3))
+			var got []string
+			for _, s := range rec.Ended() {
+				if s.Name() != "inbox apply" {
+					continue
+				}
+				attrs := map[string]string{}
+				for _, kv := range s.Attributes() {
+					attrs[string(kv.Key)] = kv.Value.Emit()
+				}
+				got = append(got, fmt.Sprintf("%s %s %s", attrs[inbox.AttrEventIDs], attrs[inbox.AttrOutcomes], s.Status().Code))
+			}
+			want := []string{`["E-S1"] ["APPLIED"] Unset`, `["E-S1"] ["DUPLICATE"] Unset`, `["E-S2"] [""] Error`}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("apply spans %q, want %q", got, want)
+			}
 		})
 	}
 }

@@ -4,9 +4,21 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/tracing"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+)
+
+// The attributes of an "inbox apply" span that say what the transaction
+// did with each event: parallel lists, the i-th outcome (APPLIED,
+// DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, …) being the i-th
+// event's. A reader of the trace (the console) tells an effect from a
+// recognised duplicate by them.
+const (
+	AttrEventIDs = "inbox.event_ids"
+	AttrOutcomes = "inbox.outcomes"
 )
 
 // startApply starts the span of one transaction applying events, each
@@ -28,4 +40,21 @@ func startApply(ctx context.Context, consumer string, events ...context.Context)
 	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(first))
 	return tracing.FromContext(first).Start(ctx, "inbox apply", trace.WithLinks(links...),
 		trace.WithAttributes(attribute.String("consumer", consumer), attribute.Int("messaging.batch.message_count", len(events))))
+}
+
+// endApply records on the transaction's span what it did with each event
+// of ids (outcomes, parallel to ids; an event whose transaction failed has
+// an empty outcome), marks the span failed with err, and ends it.
+func endApply(span trace.Span, ids []string, outcomes []versionguard.Outcome, err error) {
+	if span.IsRecording() {
+		out := make([]string, len(outcomes))
+		for i, o := range outcomes {
+			out[i] = string(o)
+		}
+		span.SetAttributes(attribute.StringSlice(AttrEventIDs, ids), attribute.StringSlice(AttrOutcomes, out))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }

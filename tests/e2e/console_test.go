@@ -158,6 +158,38 @@ func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
 			}
 		}
 	}
+
+	// A copy of OrderPaid (the row republished with its eventId): each
+	// consumer receives it again, and its transaction recognises the
+	// duplicate instead of applying it twice.
+	paid := s.OutboxRow("order", "O-C1", "OrderPaid")
+	if code, raw, err := s.API().Raw(t.Context(), "order", http.MethodPost, "/admin/outbox/"+paid.EventID+"/republish",
+		http.Header{"X-Operator": {"e2e"}}, nil); err != nil || code != http.StatusOK {
+		t.Fatalf("republish OrderPaid: %d %s %v", code, raw, err)
+	}
+	count := func(service, step string) int {
+		n := 0
+		for _, e := range tl.Entries {
+			if e.Service == service && e.Step == step && e.EventType == "OrderPaid" {
+				n++
+			}
+		}
+		return n
+	}
+	s.WaitUntil(30*time.Second, "every consumer's duplicate in the timeline", func() bool {
+		tl = readTimeline(t, client, console, s.AdminToken, "O-C1")
+		for _, c := range []string{"inventory", "points", "notification"} {
+			if count(c, "duplicate ignored") != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range []string{"inventory", "points", "notification"} {
+		if n := count(c, "applied"); n != 1 {
+			t.Errorf("%s applied OrderPaid %d times in the timeline, want 1", c, n)
+		}
+	}
 	if t.Failed() {
 		for i, e := range tl.Entries {
 			t.Logf("%2d %s %-13s %-18s %-18s %s %s", i, e.At.Format("15:04:05.000000"), e.Service, e.Step, e.EventType, e.Detail, e.TraceID)

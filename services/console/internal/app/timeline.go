@@ -8,6 +8,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,7 +19,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -70,6 +73,18 @@ const (
 	// StepApplied is a consumer's transaction applying it: the dedup row,
 	// the version guard and the effect.
 	StepApplied = "applied"
+	// StepDuplicate is a consumer's transaction finding the event's dedup
+	// row already there: a copy recognised, no effect.
+	StepDuplicate = "duplicate ignored"
+	// StepStale is the version guard ignoring an event older than the
+	// order's state at the consumer.
+	StepStale = "stale ignored"
+	// StepParked is the version guard parking an event whose predecessor
+	// has not arrived.
+	StepParked = "parked"
+	// StepApplyFailed is a consumer's transaction that failed: it is
+	// retried, or the message dead-lettered.
+	StepApplyFailed = "apply failed"
 	// StepDeadLettered is a message a consumer gave up on.
 	StepDeadLettered = "dead-lettered"
 	// StepFinding is a mismatch a reconciliation run found, and the
@@ -79,7 +94,8 @@ const (
 
 // stepRank orders steps that share an instant.
 var stepRank = map[string]int{StepRequest: 0, StepOperator: 0, StepCommitted: 1, StepSent: 2, StepCallbackSent: 2,
-	StepCallbackReceived: 3, StepReceived: 4, StepApplied: 5, StepDeadLettered: 6, StepFinding: 7}
+	StepCallbackReceived: 3, StepReceived: 4, StepApplied: 5, StepDuplicate: 5, StepStale: 5, StepParked: 5, StepApplyFailed: 5,
+	StepDeadLettered: 6, StepFinding: 7}
 
 // Clock names one of the three clocks of an asynchronous chain: each step
 // of a journey runs on one of them, and none waits for the next.
@@ -124,6 +140,10 @@ type Entry struct {
 	EventType  string  `json:"eventType,omitempty"`
 	// Detail is the span's name, or what a finding says.
 	Detail string `json:"detail,omitempty"`
+	// Outcome is what a consumer's transaction did with the event
+	// (APPLIED, DUPLICATE, IGNORED_STALE_EVENT, WAITING_FOR_GAP, …), as its
+	// span says; empty for other steps.
+	Outcome string `json:"outcome,omitempty"`
 	// Error is why the step failed; empty when it did not.
 	Error string `json:"error,omitempty"`
 	// Source says where the step was read: a span ("trace"), an outbox
@@ -546,7 +566,11 @@ func assemble(orderID string, r *reads, now time.Time) Timeline {
 	}
 	spanned := map[string]bool{} // "step eventId service" seen in a span
 	for _, s := range r.spans {
-		e, ok := classify(s, carried)
+		if s.Name == spanApply {
+			tl.Entries = append(tl.Entries, applies(s, carried)...)
+			continue
+		}
+		e, ok := classify(s)
 		if !ok {
 			continue
 		}
@@ -608,15 +632,11 @@ func sendStep(producer string) string {
 	return StepCallbackSent
 }
 
-// classify says which step of the journey a span is, if any: requests
-// that change something, outbox writes and sends, messages received and
-// the transactions that applied them. Reads are not steps.
-func classify(s spanFrom, carried map[string]spanFrom) (Entry, bool) {
-	e := Entry{Service: s.from, At: s.Start, DurationMs: s.DurationMs, TraceID: s.TraceID, SpanID: s.SpanID,
-		EventID: s.Attributes["event.id"], EventType: s.Attributes["event.type"], Detail: s.Name, Source: SourceTrace}
-	if s.Status == "Error" {
-		e.Error = cmp.Or(s.StatusText, "failed")
-	}
+// classify says which step of the journey a span other than a
+// transaction's is, if any: requests that change something, outbox writes
+// and sends, messages received. Reads are not steps.
+func classify(s spanFrom) (Entry, bool) {
+	e := spanEntry(s)
 	switch {
 	case s.Name == spanWrite:
 		e.Step, e.Clock = StepCommitted, ClockOutbox
@@ -627,17 +647,6 @@ func classify(s spanFrom, carried map[string]spanFrom) (Entry, bool) {
 		}
 	case strings.HasPrefix(s.Name, spanConsume):
 		e.Step, e.Clock = StepReceived, ClockConsumer
-	case s.Name == spanApply:
-		e.Step, e.Clock = StepApplied, ClockConsumer
-		for _, l := range s.Links {
-			if m, ok := carried[l.SpanID]; ok && m.from == s.from {
-				e.EventID, e.EventType = m.Attributes["event.id"], m.Attributes["event.type"]
-				break
-			}
-		}
-		if s.linked {
-			e.Detail += " (a batch in trace " + s.TraceID + ")"
-		}
 	case s.Kind == "server":
 		method, route, _ := strings.Cut(s.Name, " ")
 		switch {
@@ -654,6 +663,67 @@ func classify(s spanFrom, carried map[string]spanFrom) (Entry, bool) {
 		return Entry{}, false
 	}
 	return e, true
+}
+
+// spanEntry is the entry of span s, before its step is known.
+func spanEntry(s spanFrom) Entry {
+	e := Entry{Service: s.from, At: s.Start, DurationMs: s.DurationMs, TraceID: s.TraceID, SpanID: s.SpanID,
+		EventID: s.Attributes["event.id"], EventType: s.Attributes["event.type"], Detail: s.Name, Source: SourceTrace}
+	if s.Status == "Error" {
+		e.Error = cmp.Or(s.StatusText, "failed")
+	}
+	return e
+}
+
+// applies are the steps of a consumer's transaction (span s): one for each
+// of the order's events it carried (the message spans it links), named by
+// what the transaction did with that event.
+func applies(s spanFrom, carried map[string]spanFrom) []Entry {
+	ids, outcomes := jsonList(s.Attributes[inbox.AttrEventIDs]), jsonList(s.Attributes[inbox.AttrOutcomes])
+	var out []Entry
+	for _, l := range s.Links {
+		m, ok := carried[l.SpanID]
+		if !ok || m.from != s.from {
+			continue
+		}
+		e := spanEntry(s)
+		e.Clock, e.EventID, e.EventType = ClockConsumer, m.Attributes["event.id"], m.Attributes["event.type"]
+		if i := slices.Index(ids, e.EventID); i >= 0 && i < len(outcomes) {
+			e.Outcome = outcomes[i]
+		}
+		e.Step = applyStep(e.Outcome, e.Error != "")
+		if s.linked {
+			e.Detail += " (a batch in trace " + s.TraceID + ")"
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// applyStep names what a transaction did with an event.
+func applyStep(outcome string, failed bool) string {
+	switch {
+	case failed:
+		return StepApplyFailed
+	case outcome == string(inbox.Duplicate):
+		return StepDuplicate
+	case outcome == string(versionguard.IgnoredStale):
+		return StepStale
+	case outcome == string(versionguard.WaitingForGap):
+		return StepParked
+	}
+	// APPLIED, APPLIED_LATE_FACT, or a service that does not say.
+	return StepApplied
+}
+
+// jsonList reads a string list attribute as a span keeps it (["a","b"]);
+// anything else is no list.
+func jsonList(v string) []string {
+	var out []string
+	if json.Unmarshal([]byte(v), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 // dedupOutcome says a dedup record in words.

@@ -135,6 +135,12 @@ func paidSuite() *fakeSuite {
 				span("i1", "o6", payTrace, "consume order-events", "consumer", 7, ev("E-paid", "OrderPaid")),
 				inventoryApply,
 			},
+			suiteapi.Notification: {
+				span("n1", "o6", payTrace, "consume order-events", "consumer", 10, ev("E-paid", "OrderPaid")),
+				{TraceID: payTrace, SpanID: "n2", ParentSpanID: "n1", Name: "inbox apply", Kind: "internal", Start: t0.Add(11 * time.Millisecond),
+					End: t0.Add(12 * time.Millisecond), Status: "Unset", Links: []tracing.Link{{TraceID: payTrace, SpanID: "n1"}},
+					Attributes: map[string]string{"inbox.event_ids": `["E-other","E-paid"]`, "inbox.outcomes": `["APPLIED","DUPLICATE"]`}},
+			},
 			suiteapi.Points: {
 				span("t1", "o6", payTrace, "consume order-events", "consumer", 8, ev("E-paid", "OrderPaid")),
 				{TraceID: payTrace, SpanID: "t2", ParentSpanID: "t1", Name: "inbox apply", Kind: "internal", Start: t0.Add(9 * time.Millisecond),
@@ -178,7 +184,9 @@ func TestTimelineOfAPaidOrder(t *testing.T) {
 		"inventory received OrderPaid trace",
 		"payment received OrderPaid trace",
 		"points received OrderPaid trace",
-		"points applied OrderPaid trace",
+		"points apply failed OrderPaid trace",
+		"notification received OrderPaid trace",
+		"notification duplicate ignored OrderPaid trace",
 		"inventory applied OrderPaid trace", // found by its link, in another trace
 		"notification dead-lettered OrderPaid dlq",
 		"reconciliation reconciliation finding reconciliation",
@@ -188,8 +196,10 @@ func TestTimelineOfAPaidOrder(t *testing.T) {
 	}
 	for _, e := range tl.Entries {
 		switch {
-		case e.Service == "points" && e.Step == app.StepApplied && e.Error != "points.apply: injected":
+		case e.Service == "points" && e.Step == app.StepApplyFailed && e.Error != "points.apply: injected":
 			t.Errorf("the failed apply's error is %q", e.Error)
+		case e.Service == "notification" && e.Step == app.StepDuplicate && e.Outcome != "DUPLICATE":
+			t.Errorf("the duplicate's outcome is %q", e.Outcome)
 		case e.Service == "inventory" && e.Step == app.StepApplied && !strings.Contains(e.Detail, batchTrace):
 			t.Errorf("the linked apply says %q, want its trace named", e.Detail)
 		case e.Step == app.StepRequest && e.Clock != app.ClockRequest, e.Step == app.StepSent && e.Clock != app.ClockOutbox,
@@ -201,7 +211,7 @@ func TestTimelineOfAPaidOrder(t *testing.T) {
 		t.Fatalf("traces %+v, want the payment's", tl.Traces)
 	}
 	tr := tl.Traces[0]
-	if tr.Root != "payment: POST /payments" || !slices.Equal(tr.Services, []string{"payment", "order", "inventory", "points"}) {
+	if tr.Root != "payment: POST /payments" || !slices.Equal(tr.Services, []string{"payment", "order", "inventory", "points", "notification"}) {
 		t.Errorf("trace root %q, services %v", tr.Root, tr.Services)
 	}
 	depth := map[string]int{}

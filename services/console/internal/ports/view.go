@@ -31,8 +31,12 @@ var funcs = template.FuncMap{
 	"deref":      func(b *bool) bool { return b != nil && *b },
 	"consumers":  func() []string { return app.Consumers },
 	"isConsumer": func(s string) bool { return slices.Contains(app.Consumers, s) },
-	"statuses":   func() []string { return []string{app.StatusDead, app.StatusReplayed, "ALL"} },
-	"outcome":    replayOutcome,
+	"caseName": func(s string) string {
+		_, name, _ := strings.Cut(s, "/")
+		return name
+	},
+	"statuses": func() []string { return []string{app.StatusDead, app.StatusReplayed, "ALL"} },
+	"outcome":  replayOutcome,
 	"num": func(f float64) string {
 		if f == float64(int64(f)) {
 			return fmt.Sprintf("%d", int64(f))
