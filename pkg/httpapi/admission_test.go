@@ -125,7 +125,7 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 	blocked := make(chan *http.Response, limit)
 	for range limit {
 		go func() {
-			resp, err := http.Get(sat.url + "/slow")
+			resp, err := http.Get(sat.url + "/slow") //nolint:bodyclose // closed by the receiver of blocked
 			if err != nil {
 				t.Error(err)
 			}
@@ -236,7 +236,7 @@ func TestInitiatingTakesHalfTheSlots(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the receiver of answers
 			if err != nil {
 				t.Error(err)
 			}
