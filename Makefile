@@ -154,7 +154,21 @@ mutate: ## mutation-test the rules' packages (gremlins), print scores and surviv
 	@cd tools && GOWORK=off $(GO) build -o ../$(BIN_DIR)/gremlins github.com/go-gremlins/gremlins/cmd/gremlins && GOWORK=off $(GO) build -o ../$(BIN_DIR)/mutate ./mutate
 	@GREMLINS=$(BIN_DIR)/gremlins ./$(BIN_DIR)/mutate
 
-lint: fmt vet ## gofmt must be clean and go vet must pass in every module
+# `make lint` is golangci-lint with the committed .golangci.yml (its
+# linters and why: docs/decisions.md, Linting), pinned like gremlins as a
+# tool of the tools/ module and built from it, so a clean clone needs only
+# the module proxy. It runs inside every module (golangci-lint, like go
+# test, stops at a nested module's go.mod), all of them even after a
+# failure, then fails naming the failed ones. Its gofmt and goimports
+# formatters and its govet cover `make fmt` and `make vet`.
+GOLANGCI_LINT := $(CURDIR)/$(BIN_DIR)/golangci-lint
+
+lint: ## golangci-lint (.golangci.yml: vet, staticcheck, revive, gofmt, goimports, ...) in every module
+	@cd tools && GOWORK=off $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@failed=""; $(call each_module,lint,$(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) [ $$rc -eq 0 ] || failed="$$failed $$m"; done; \
+	echo; \
+	if [ -n "$$failed" ]; then echo "make lint: FAILED in:$$failed"; exit 1; fi; \
+	echo "make lint: every module passed"
 
 fmt: ## fail when a file is not gofmt-formatted
 	@out=$$(gofmt -l $(MODULES)); \

@@ -9,16 +9,16 @@ import (
 )
 
 // Jittered is the delay before attempt n+1 after n failures: exponential
-// from initial, capped at max, with ±50 % jitter so that many rows or
+// from initial, capped at maxDelay, with ±50 % jitter so that many rows or
 // messages failing together do not retry in lock step. It is stateless, so
 // the relay can compute it from a row's attempt count alone; a stateful
 // backoff object (cenkalti/backoff's) would have to live per row.
-func Jittered(failures int, initial, max time.Duration) time.Duration {
+func Jittered(failures int, initial, maxDelay time.Duration) time.Duration {
 	d := initial
-	for i := 1; i < failures && d < max; i++ {
+	for i := 1; i < failures && d < maxDelay; i++ {
 		d *= 2
 	}
-	d = min(d, max)
+	d = min(d, maxDelay)
 	jitter := 0.5 + rand.Float64() // [0.5, 1.5)
 	return time.Duration(float64(d) * jitter)
 }

@@ -84,7 +84,9 @@ func TestFailingDLQPublishKeepsOneRowCountingAttempts(t *testing.T) {
 	go func() { done <- router.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("router: %v", err)
+		}
 	}()
 
 	env := orderPaid(t, "O-NEVER")

@@ -93,7 +93,9 @@ func TestRouterRetriesThenDeadLetters(t *testing.T) {
 	go func() { done <- router.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("router: %v", err)
+		}
 	}()
 
 	recovers, never := orderPaid(t, "O-RECOVERS"), orderPaid(t, "O-NEVER")

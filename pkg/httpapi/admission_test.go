@@ -135,7 +135,7 @@ func TestAdmissionShedsAtOnceAndServesOperators(t *testing.T) {
 	blocked := make(chan *http.Response, limit)
 	for range limit {
 		go func() {
-			resp, err := http.Get(sat.url + "/slow")
+			resp, err := http.Get(sat.url + "/slow") //nolint:bodyclose // closed by the receiver of blocked
 			if err != nil {
 				t.Error(err)
 			}
@@ -244,7 +244,7 @@ func TestFreedSlotGoesToWorkBegunFirst(t *testing.T) {
 				answers <- 0
 				return
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the receiver of answers
 			if err != nil {
 				t.Error(err)
 				answers <- 0

@@ -63,7 +63,7 @@ func TestErrorsBecomeJSONAnswers(t *testing.T) {
 		{"malformed JSON", "POST", "/things", `{"name":`, "", 400, httpapi.CodeInvalidRequest},
 		{"missing field", "POST", "/things", `{}`, "", 400, httpapi.CodeInvalidRequest},
 		{"wrong type", "POST", "/things", `{"name":1}`, "", 400, httpapi.CodeInvalidRequest},
-		{"unknown field", "POST", "/things", `{"name":"x","nmae":"y"}`, "", 400, httpapi.CodeInvalidRequest},
+		{"unknown field", "POST", "/things", `{"name":"x","nmae":"y"}`, "", 400, httpapi.CodeInvalidRequest}, //nolint:misspell // the misspelt field is the unknown field under test
 		{"trailing object", "POST", "/things", `{"name":"x"}{"name":"y"}`, "", 400, httpapi.CodeInvalidRequest},
 		{"trailing bytes", "POST", "/things", `{"name":"x"} junk`, "", 400, httpapi.CodeInvalidRequest},
 		{"trailing whitespace is fine", "POST", "/things", "{\"name\":\"x\"}\n\t ", "", 200, "SUCCESS"},

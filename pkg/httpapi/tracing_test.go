@@ -30,7 +30,7 @@ func tracedServer(tp trace.TracerProvider) *httpapi.Server {
 	srv.Echo.GET("/things/:id", func(c echo.Context) error {
 		return c.String(http.StatusOK, observability.TraceID(c.Request().Context()))
 	})
-	srv.Echo.GET("/fail", func(c echo.Context) error { return io.ErrUnexpectedEOF })
+	srv.Echo.GET("/fail", func(echo.Context) error { return io.ErrUnexpectedEOF })
 	return srv
 }
 

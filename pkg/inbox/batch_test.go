@@ -41,7 +41,9 @@ func newBatch(t testing.TB, maxBatch int) (*inbox.BatchProcessor, *sqlx.DB) {
 	go func() { done <- b.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("batch processor: %v", err)
+		}
 	})
 	return b, db
 }

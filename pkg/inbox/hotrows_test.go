@@ -47,8 +47,11 @@ func TestBeforeCommitRunsLastAndOnceMoreLockingWhenContended(t *testing.T) {
 					return "PAID", inbox.BeforeCommit(ctx, tx, func(ctx context.Context, tx *sqlx.Tx) error {
 						// Last: the guard has recorded the new version already.
 						state, version, err := versionguard.State(ctx, tx, "test-consumer", env.AggregateID)
-						if err != nil || state != "PAID" || version != env.AggregateVersion {
-							return fmt.Errorf("before commit: version %s v%d (%v), want PAID v%d", state, version, err, env.AggregateVersion)
+						if err != nil {
+							return fmt.Errorf("before commit: %w", err)
+						}
+						if state != "PAID" || version != env.AggregateVersion {
+							return fmt.Errorf("before commit: version %s v%d, want PAID v%d", state, version, env.AggregateVersion)
 						}
 						if len(runs) <= tt.contended {
 							return inbox.ErrContended

@@ -140,7 +140,7 @@ func plan(r *rand.Rand, events map[string][]event.Envelope, orderIDs []string) [
 				}
 				seen[env.EventID] = true
 			}
-			ds = append(first, rest...)
+			ds = slices.Concat(first, rest)
 		}
 		at := make([]float64, len(ds))
 		for j := range at {
@@ -252,7 +252,9 @@ func checkInterleavings(t *testing.T, seed uint64, replay string, maxBatch, orde
 	go func() { stopped <- bp.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-stopped
+		if err := <-stopped; err != nil {
+			t.Errorf("batch processor: %v", err)
+		}
 	}()
 
 	// A delivery that fails (a deadlock between two batches, say) is

@@ -360,7 +360,7 @@ func (s *subscription) run(ctx context.Context) {
 			break
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
-			s.logger.Error("Fetch failed", err, watermill.LogFields{"kafka_partition": p})
+			s.logger.Error("Fetch failed", err, watermill.LogFields{"kafka_topic": topic, "kafka_partition": p})
 		})
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) > 0 {

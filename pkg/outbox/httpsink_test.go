@@ -83,7 +83,7 @@ func TestHTTPSinkKeepsEachAggregatesOrder(t *testing.T) {
 func TestHTTPSinkSignsTimestampAndBody(t *testing.T) {
 	secret := []byte("the-callback-secret-of-32-bytes-or-more")
 	got := make(chan error, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
 			err = event.VerifyCallback([][]byte{secret}, body, r.Header.Get(event.SignatureTimestampHeader),

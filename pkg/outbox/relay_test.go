@@ -114,8 +114,12 @@ func TestRolledBackTransactionLeavesNoRow(t *testing.T) {
 		t.Fatalf("InTx = %v", err)
 	}
 	var rows, orders int
-	db.Get(&rows, `SELECT count(*) FROM outbox_events`)
-	db.Get(&orders, `SELECT count(*) FROM orders_t`)
+	if err := db.Get(&rows, `SELECT count(*) FROM outbox_events`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&orders, `SELECT count(*) FROM orders_t`); err != nil {
+		t.Fatal(err)
+	}
 	if rows != 0 || orders != 0 {
 		t.Fatalf("after rollback: %d outbox rows, %d orders; want 0, 0", rows, orders)
 	}

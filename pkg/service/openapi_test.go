@@ -52,7 +52,7 @@ func TestServesItsOpenAPIDocument(t *testing.T) {
 func TestRunRefusesAnUndescribedRoute(t *testing.T) {
 	for name, change := range map[string]func(*service.Service){
 		"route undescribed": func(svc *service.Service) {
-			svc.HTTP.Echo.GET("/hidden", func(c echo.Context) error { return nil })
+			svc.HTTP.Echo.GET("/hidden", func(echo.Context) error { return nil })
 		},
 		"operation unserved": func(svc *service.Service) {
 			svc.Describe(apispec.Operation{Method: http.MethodGet, Path: "/promised"})

@@ -79,13 +79,13 @@ func (r *Recent) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	for _, kv := range s.Resource().Attributes() {
 		if kv.Key == "service.name" {
-			v.Service = kv.Value.Emit()
+			v.Service = kv.Value.String()
 		}
 	}
 	if attrs := s.Attributes(); len(attrs) > 0 {
 		v.Attributes = make(map[string]string, len(attrs))
 		for _, kv := range attrs {
-			v.Attributes[string(kv.Key)] = kv.Value.Emit()
+			v.Attributes[string(kv.Key)] = kv.Value.String()
 		}
 	}
 	for _, l := range s.Links() {

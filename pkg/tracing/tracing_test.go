@@ -60,7 +60,11 @@ func TestRecentKeepsTheNewestSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Shutdown(ctx)
+	defer func() {
+		if err := tr.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
 	tracer := tracing.Tracer(tr.Provider())
 	rootCtx, root := tracer.Start(ctx, "root")
 	_, linked := tracer.Start(ctx, "other")

@@ -345,17 +345,23 @@ func TestControlClient(t *testing.T) {
 			mu.Lock()
 			scaled = append(scaled, string(body))
 			mu.Unlock()
-			w.Write([]byte(`{"service":"inventory","instances":[]}`))
+			if _, err := w.Write([]byte(`{"service":"inventory","instances":[]}`)); err != nil {
+				t.Error(err)
+			}
 		case r.Method == "POST":
 			w.WriteHeader(http.StatusBadRequest)
-			w.Write([]byte(`{"error":"payment: not a consumer service"}`))
+			if _, err := w.Write([]byte(`{"error":"payment: not a consumer service"}`)); err != nil {
+				t.Error(err)
+			}
 		case r.URL.Path == "/services":
-			json.NewEncoder(w).Encode(map[string]any{"services": []map[string]any{
+			if err := json.NewEncoder(w).Encode(map[string]any{"services": []map[string]any{
 				{"name": "inventory", "service": "inventory", "state": "running", "url": "http://127.0.0.1:8083", "pid": 10},
 				{"name": "inventory#2", "service": "inventory", "state": "running", "url": "http://127.0.0.1:8183", "pid": 11},
 				{"name": "inventory#3", "service": "inventory", "state": "starting", "url": "http://127.0.0.1:8283", "pid": 12},
 				{"name": "points", "service": "points", "state": "running", "url": "http://127.0.0.1:8084", "pid": 13},
-			}})
+			}}); err != nil {
+				t.Error(err)
+			}
 		}
 	}))
 	defer srv.Close()

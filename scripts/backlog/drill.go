@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config, t Target, out Output) (*Report, error)
 
 	rep := &Report{}
 	if tl != nil {
-		rep = buildReport(cfg, t, tl)
+		rep = buildReport(cfg, tl)
 	}
 	if drainErr == nil || errors.Is(drainErr, context.Canceled) {
 		p.say("verifying the run in the consumers' databases")

@@ -46,7 +46,7 @@ func BuildReport(cfg Config, samples []Sample, m Moments) *Report {
 	tl := &timeline{samples: samples, publishEnd: at(m.PublishEnd), scaleRequested: at(m.ScaleRequested),
 		scaleReady: at(m.ScaleReady), rebalanced: at(m.Rebalanced), drained: at(m.Drained)}
 	tl.publish.Published = cfg.Count
-	return buildReport(cfg, Target{}, tl)
+	return buildReport(cfg, tl)
 }
 
 // Settled is drill.settled for a configuration.

@@ -109,7 +109,7 @@ type ConnectionReport struct {
 // buildReport computes the figures from the timeline and adds the checks
 // that need no database: published, drained, scaled out, one owner per
 // partition.
-func buildReport(cfg Config, t Target, tl *timeline) *Report {
+func buildReport(cfg Config, tl *timeline) *Report {
 	r := &Report{
 		RunID: cfg.RunID, StartedAt: tl.start.UTC(), Count: cfg.Count, Mix: cfg.Mix, SKUs: cfg.SKUs,
 		Services: cfg.Services, Instances: cfg.Instances,

@@ -283,7 +283,7 @@ func TestControlClient(t *testing.T) {
 		}
 		_, _ = w.Write([]byte(`{"name":"order","state":"exited","exitCode":137,"failPoint":true}`))
 	})
-	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"services":[]}`)) })
+	mux.HandleFunc("GET /services", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"services":[]}`)) })
 	var calls []string
 	mux.HandleFunc("POST /services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
 		calls = append(calls, "stop "+r.PathValue("name"))
@@ -298,11 +298,11 @@ func TestControlClient(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&armed)
 		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"hits":0}}`))
 	})
-	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, _ *http.Request) {
 		calls = append(calls, "clear")
 		_, _ = w.Write([]byte(`{"embedded":true,"state":"running"}`))
 	})
-	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"type":"lost-ack","hits":3}}`))
 	})
 	srv := httptest.NewServer(mux)
@@ -346,7 +346,7 @@ func TestControlClient(t *testing.T) {
 // A control API on external brokers answers the broker routes 409, which
 // the client reports as ErrNoBrokerControl.
 func TestControlClientExternalBroker(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusConflict)
 		_, _ = w.Write([]byte(`{"embedded":false,"error":"the suite uses the brokers of KAFKA_BROKERS"}`))
 	}))

@@ -94,8 +94,8 @@ func publishCopies(s *session, copies, quantity int, amount string, send func(pu
 			return err
 		}
 		defer cl.Close()
-		copy := *rec
-		return cl.ProduceSync(s.ctx, &copy).FirstErr()
+		own := *rec
+		return cl.ProduceSync(s.ctx, &own).FirstErr()
 	})
 	if err != nil {
 		return "", fmt.Errorf("publish: %w", err)

@@ -472,8 +472,12 @@ func reconcileLostEffect(s *session) (string, error) {
 	if err := s.restoreBackup(Inventory, orderID, ids); err != nil {
 		return "", err
 	}
-	if ok, open, err := s.convergedNow(orderID); err != nil || ok {
-		return "", fmt.Errorf("after the restore reconciliation sees the order converged (%v, %s, %v)", ok, open, err)
+	ok, open, err := s.convergedNow(orderID)
+	if err != nil {
+		return "", fmt.Errorf("after the restore: %w", err)
+	}
+	if ok {
+		return "", fmt.Errorf("after the restore reconciliation sees the order converged (%s)", open)
 	}
 	// Hold the order service's relay, so the second run sees the same
 	// facts as the first.

@@ -53,8 +53,10 @@ func poisonInsufficientStock(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, paid.EventID); err != nil || n != 1 {
-		return "", fmt.Errorf("inventory holds %d dedup rows for %s, want 1 (the rejection recorded once): %v", n, paid.EventID, err)
+	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, paid.EventID); err != nil {
+		return "", fmt.Errorf("inventory's dedup rows for %s: %w", paid.EventID, err)
+	} else if n != 1 {
+		return "", fmt.Errorf("inventory holds %d dedup rows for %s, want 1 (the rejection recorded once)", n, paid.EventID)
 	}
 	st, err := s.api.Stock(s.ctx, sku)
 	if err != nil {

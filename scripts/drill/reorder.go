@@ -166,8 +166,10 @@ func reorderLateCreated(s *session) (string, error) {
 		return "", fmt.Errorf("late events moved the state: %s, stock %d/%d; want DEDUCTED, 1, 1, %d deducted",
 			eff, st.Available, st.Deducted, quantity)
 	}
-	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, stale.EventID); err != nil || n != 1 {
-		return "", fmt.Errorf("the stale PAID v3 has %d dedup rows in inventory, want 1 (recorded as IGNORED_STALE_EVENT): %v", n, err)
+	if n, err := s.api.ProcessedEventCount(s.ctx, Inventory, stale.EventID); err != nil {
+		return "", fmt.Errorf("the stale PAID v3's dedup rows in inventory: %w", err)
+	} else if n != 1 {
+		return "", fmt.Errorf("the stale PAID v3 has %d dedup rows in inventory, want 1 (recorded as IGNORED_STALE_EVENT)", n)
 	}
 	return fmt.Sprintf("v1 and a stale v3 read by each consumer, no effect: inventory DEDUCTED, stock %d/%d, ledger 1, notifications 1",
 		st.Available, st.Deducted), nil

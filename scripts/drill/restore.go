@@ -211,12 +211,16 @@ func reconcileRestoreFromBackup(s *session) (string, error) {
 	if err := s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) }); err != nil {
 		return "", err
 	}
-	if o, err := s.api.Order(s.ctx, fenced); err != nil || o.Status != "PAID" || o.Version != 3 {
-		return "", fmt.Errorf("after the restore %s is %s v%d (%v); want PAID v3, as backed up", fenced, o.Status, o.Version, err)
+	if o, err := s.api.Order(s.ctx, fenced); err != nil {
+		return "", fmt.Errorf("after the restore, %s: %w", fenced, err)
+	} else if o.Status != "PAID" || o.Version != 3 {
+		return "", fmt.Errorf("after the restore %s is %s v%d; want PAID v3, as backed up", fenced, o.Status, o.Version)
 	}
 	var missing *StatusError
-	if _, err := s.api.Order(s.ctx, orphan); !errors.As(err, &missing) || missing.Status != 404 {
-		return "", fmt.Errorf("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)
+	if _, err := s.api.Order(s.ctx, orphan); err == nil {
+		return "", fmt.Errorf("after the restore the order service has %s; want 404, the order is not in the backup", orphan)
+	} else if !errors.As(err, &missing) || missing.Status != 404 {
+		return "", fmt.Errorf("after the restore the order service answers %w for %s; want 404, the order is not in the backup", err, orphan)
 	}
 
 	// Before traffic: a run over the case's orders. The procedure's run is

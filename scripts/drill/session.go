@@ -50,16 +50,16 @@ func (s *session) sku(suffix string) string {
 // StatusError is an HTTP answer other than the one a drill needs.
 type StatusError = suiteapi.StatusError
 
-// waitFired waits until a service's fail point has fired at least min
-// times since it was armed: a drill whose fault never happened proves
+// waitFired waits until a service's fail point has fired at least
+// atLeast times since it was armed: a drill whose fault never happened proves
 // nothing. A point that ends its process ("exit") cannot be read after;
 // its exit status (137) is the proof instead.
-func (s *session) waitFired(service, name string, min int) error {
+func (s *session) waitFired(service, name string, atLeast int) error {
 	hits := 0
-	if _, err := s.waitUntil(fmt.Sprintf("%s fail point %s to fire %d times", service, name, min), func() (bool, error) {
+	if _, err := s.waitUntil(fmt.Sprintf("%s fail point %s to fire %d times", service, name, atLeast), func() (bool, error) {
 		var err error
 		hits, err = s.api.FailPointHits(s.ctx, service, name)
-		return hits >= min, err
+		return hits >= atLeast, err
 	}); err != nil {
 		return fmt.Errorf("%w (fired %d times)", err, hits)
 	}

@@ -543,15 +543,15 @@ func (c *Client) FailPointHits(ctx context.Context, service, name string) (int, 
 }
 
 // FailPointFired is an error unless a service's fail point fired at least
-// min times since it was last armed: whoever arms a fault proves that it
+// atLeast times since it was last armed: whoever arms a fault proves that it
 // happened, so a test cannot pass without its fault.
-func (c *Client) FailPointFired(ctx context.Context, service, name string, min int) error {
+func (c *Client) FailPointFired(ctx context.Context, service, name string, atLeast int) error {
 	hits, err := c.FailPointHits(ctx, service, name)
 	if err != nil {
 		return err
 	}
-	if hits < min {
-		return fmt.Errorf("%s fail point %s fired %d times, want at least %d: the fault never happened", service, name, hits, min)
+	if hits < atLeast {
+		return fmt.Errorf("%s fail point %s fired %d times, want at least %d: the fault never happened", service, name, hits, atLeast)
 	}
 	return nil
 }

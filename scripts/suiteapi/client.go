@@ -335,7 +335,7 @@ func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, what string
 			return time.Since(start), ctx.Err()
 		case <-deadline.C:
 			if err != nil {
-				return time.Since(start), fmt.Errorf("%s: not within %s (last: %v)", what, timeout, err)
+				return time.Since(start), fmt.Errorf("%s: not within %s (last: %w)", what, timeout, err)
 			}
 			return time.Since(start), fmt.Errorf("%s: not within %s", what, timeout)
 		case <-tick.C:

@@ -165,7 +165,7 @@ func BenchmarkConvergenceDeadline(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var detect, drained, clear time.Duration
+	var detect, drained, cleared time.Duration
 	b.ResetTimer()
 	for round := range b.N {
 		s.Stop("inventory")
@@ -191,7 +191,7 @@ func BenchmarkConvergenceDeadline(b *testing.B) {
 				rec.Get(&done, `SELECT count(*) FROM convergence_watch WHERE order_id LIKE $1 AND converged_at IS NOT NULL`, prefix) == nil &&
 				done == set.ConvergenceOrders
 		})
-		clear = time.Since(back)
+		cleared = time.Since(back)
 	}
 	b.StopTimer()
 	b.ReportMetric(0, "ns/op")
@@ -199,8 +199,8 @@ func BenchmarkConvergenceDeadline(b *testing.B) {
 	b.ReportMetric(st.P99*1000, "conv-p99-ms")
 	b.ReportMetric(detect.Seconds(), "detect-s")
 	b.ReportMetric(drained.Seconds(), "drained-s")
-	b.ReportMetric(clear.Seconds(), "clear-s")
+	b.ReportMetric(cleared.Seconds(), "clear-s")
 	b.Logf("%d orders at %d/s: change → last effect p50 %.0f ms, p99 %.0f ms; %d orders paid with inventory away: reported past the deadline %v after the first; once inventory came back, every effect applied after %v and orders_unconverged back to 0 after %v",
 		st.N, set.ConvergenceRate, st.P50*1000, st.P99*1000, set.ConvergenceOrders, detect.Round(time.Millisecond),
-		drained.Round(time.Millisecond), clear.Round(time.Millisecond))
+		drained.Round(time.Millisecond), cleared.Round(time.Millisecond))
 }

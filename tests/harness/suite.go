@@ -127,7 +127,7 @@ func binaries() (string, error) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build the services: %v\n%s", err, out)
+			buildErr = fmt.Errorf("build the services: %w\n%s", err, out)
 		}
 	})
 	return buildDir, buildErr

@@ -179,26 +179,26 @@ func (s *Suite) ArmFailPoint(service, name, action string, times int) {
 }
 
 // FailPointFired fails the test unless a service's fail point fired at
-// least min times since it was armed (GET /admin/failpoints). A point that
+// least atLeast times since it was armed (GET /admin/failpoints). A point that
 // ends its process cannot be read after; its exit status 137 is the proof.
-func (s *Suite) FailPointFired(service, name string, min int) {
+func (s *Suite) FailPointFired(service, name string, atLeast int) {
 	s.t.Helper()
-	s.must(s.api.FailPointFired(ctx(), service, name, min))
+	s.must(s.api.FailPointFired(ctx(), service, name, atLeast))
 }
 
 // WaitFailPointFired waits until a service's fail point has fired at least
-// min times, for a fault whose moment the test does not control (a held
+// atLeast times, for a fault whose moment the test does not control (a held
 // relay meeting its row).
-func (s *Suite) WaitFailPointFired(service, name string, min int, timeout time.Duration) {
+func (s *Suite) WaitFailPointFired(service, name string, atLeast int, timeout time.Duration) {
 	s.t.Helper()
 	hits := 0
 	if _, ok := waitFor(timeout, func() bool {
 		var err error
 		hits, err = s.api.FailPointHits(ctx(), service, name)
 		s.must(err)
-		return hits >= min
+		return hits >= atLeast
 	}); !ok {
-		s.t.Fatalf("%s fail point %s fired %d times within %v, want at least %d: the fault never happened", service, name, hits, timeout, min)
+		s.t.Fatalf("%s fail point %s fired %d times within %v, want at least %d: the fault never happened", service, name, hits, timeout, atLeast)
 	}
 }
 

@@ -427,12 +427,12 @@ func (s *Service) FailPoint(name string) failpoint.Point {
 }
 
 // FailPointFired fails the test unless fail point name fired at least
-// min times since it was last armed: a test that arms a fault proves it
-// happened.
-func (s *Service) FailPointFired(name string, min int) {
+// atLeast times since it was last armed: a test that arms a fault proves
+// it happened.
+func (s *Service) FailPointFired(name string, atLeast int) {
 	s.t.Helper()
-	if p := s.FailPoint(name); p.Hits < min {
-		s.t.Fatalf("fail point %s fired %d times, want at least %d: the fault never happened", name, p.Hits, min)
+	if p := s.FailPoint(name); p.Hits < atLeast {
+		s.t.Fatalf("fail point %s fired %d times, want at least %d: the fault never happened", name, p.Hits, atLeast)
 	}
 }
 

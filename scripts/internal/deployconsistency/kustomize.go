@@ -25,8 +25,8 @@ type object struct {
 	Data       map[string]string `yaml:"data"`       // ConfigMap, Secret
 	StringData map[string]string `yaml:"stringData"` // Secret
 	Spec       struct {
-		Ports       []servicePort `yaml:"ports"`    // Service
-		Template    yamlPodTemplate   `yaml:"template"` // Deployment
+		Ports       []servicePort   `yaml:"ports"`    // Service
+		Template    yamlPodTemplate `yaml:"template"` // Deployment
 		JobTemplate struct {
 			Spec struct {
 				Template yamlPodTemplate `yaml:"template"`

@@ -187,8 +187,11 @@ func providerDirs(grafana fs.FS, mounts map[string]string) ([]string, []error) {
 // of uids, and that there is one.
 func checkDashboards(grafana fs.FS, dir string, uids map[string]bool) []error {
 	files, err := fs.Glob(grafana, path.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		return []error{fmt.Errorf("deploy/grafana/%s: no dashboard JSON (%v)", dir, err)}
+	if err != nil {
+		return []error{fmt.Errorf("deploy/grafana/%s: %w", dir, err)}
+	}
+	if len(files) == 0 {
+		return []error{fmt.Errorf("deploy/grafana/%s: no dashboard JSON", dir)}
 	}
 	var errs []error
 	for _, name := range files {

@@ -182,7 +182,7 @@ func (bc *brokerControl) clear() BrokerView {
 // register adds the broker routes; without an embedded broker (bc nil) each
 // answers 409 with ErrExternalBroker, except GET /broker.
 func (bc *brokerControl) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, _ *http.Request) {
 		if bc == nil {
 			writeJSON(w, http.StatusOK, BrokerView{Embedded: false, Error: ErrExternalBroker.Error()})
 			return

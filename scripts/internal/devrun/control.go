@@ -167,13 +167,11 @@ func (c *control) waitReady(ctx context.Context, name, url string, done <-chan s
 	defer deadline.Stop()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	last := "not polled yet"
 	for {
 		err := probe(ctx, c.client, url)
 		if err == nil {
 			return nil
 		}
-		last = err.Error()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -183,7 +181,7 @@ func (c *control) waitReady(ctx context.Context, name, url string, done <-chan s
 			c.mu.Unlock()
 			return &NotReadyError{Service: name, Reason: exit.String()}
 		case <-deadline.C:
-			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %s", c.readyTimeout, last)}
+			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.readyTimeout, err)}
 		case <-tick.C:
 		}
 	}
@@ -284,7 +282,7 @@ func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /services/{name}/stop", c.handleStop)
 	c.broker.register(mux)
-	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /services", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"services": c.views()})
 	})
 	mux.HandleFunc("GET /services/{name}", func(w http.ResponseWriter, r *http.Request) {

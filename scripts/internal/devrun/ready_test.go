@@ -19,7 +19,7 @@ import (
 // readyAfter answers 503 n times, then 200.
 func readyAfter(t *testing.T, n int32) string {
 	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) <= n {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

@@ -101,7 +101,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func readPid(t *testing.T, path string) (int, bool) {
+func readPid(path string) (int, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
@@ -176,7 +176,7 @@ func TestRun(t *testing.T) {
 				}
 			}
 			if tt.kill != "" {
-				pid, ok := readPid(t, filepath.Join(pidDir, dbOf[tt.kill]))
+				pid, ok := readPid(filepath.Join(pidDir, dbOf[tt.kill]))
 				if !ok {
 					t.Fatal("no pid file")
 				}

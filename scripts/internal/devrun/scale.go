@@ -295,11 +295,11 @@ func (sc *scaler) startLocked(s suite.Service, k int) (*instance, error) {
 	if port > 65535 {
 		return nil, fmt.Errorf("%s: %w: %d is not a port", name, ErrPortTaken, port)
 	}
-	if l, err := net.Listen("tcp", suite.LoopbackAddr(port)); err != nil {
+	l, err := net.Listen("tcp", suite.LoopbackAddr(port))
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w: another process listens on %d: %w", name, ErrPortTaken, port, err)
-	} else {
-		l.Close()
 	}
+	l.Close()
 	spec, ok := sc.specs[s.Name]
 	if !ok {
 		return nil, fmt.Errorf("%w: no process spec for %q", ErrUnknownService, s.Name)
@@ -318,7 +318,6 @@ func (sc *scaler) waitReady(ctx context.Context, in *instance) error {
 	defer deadline.Stop()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	last := "not polled yet"
 	for {
 		err := probe(ctx, sc.client, url)
 		if err == nil {
@@ -327,7 +326,6 @@ func (sc *scaler) waitReady(ctx context.Context, in *instance) error {
 			sc.mu.Unlock()
 			return nil
 		}
-		last = err.Error()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -337,7 +335,7 @@ func (sc *scaler) waitReady(ctx context.Context, in *instance) error {
 			sc.mu.Unlock()
 			return &NotReadyError{Service: in.name(), Reason: exit.String()}
 		case <-deadline.C:
-			return &NotReadyError{Service: in.name(), Reason: fmt.Sprintf("not ready after %s: %s", sc.readyTimeout, last)}
+			return &NotReadyError{Service: in.name(), Reason: fmt.Sprintf("not ready after %s: %v", sc.readyTimeout, err)}
 		case <-tick.C:
 		}
 	}

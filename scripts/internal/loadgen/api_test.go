@@ -145,7 +145,7 @@ func TestPublishViaAPICountsFailedOrders(t *testing.T) {
 }
 
 func TestPublishStopsAfterMaxErrors(t *testing.T) {
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer down.Close()

@@ -154,7 +154,7 @@ func (t *paidTemplate) record(rec *kgo.Record, headers []kgo.RecordHeader, arena
 	traceparent := arena[parentAt:len(arena):len(arena)]
 
 	rec.Key, rec.Value = orderID, value
-	rec.Headers = append(headers,
+	rec.Headers = append(headers, //nolint:gocritic // appendAssign: headers is the caller's room for the record's headers
 		kgo.RecordHeader{Key: event.HeaderEventID, Value: eventID},
 		kgo.RecordHeader{Key: event.HeaderEventType, Value: t.eventType},
 		kgo.RecordHeader{Key: event.HeaderEventVersion, Value: t.eventVersion},

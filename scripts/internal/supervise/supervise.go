@@ -372,7 +372,7 @@ func (s *Supervisor) watch(ctx context.Context, p *process, cmd *exec.Cmd, stdou
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		err, p.killed = s.terminate(cmd, waited)
+		p.killed, err = s.terminate(cmd, waited)
 	}
 	// Wait has returned, so the output copying has finished.
 	stdout.flush()
@@ -389,17 +389,18 @@ func (s *Supervisor) watch(ctx context.Context, p *process, cmd *exec.Cmd, stdou
 }
 
 // terminate sends SIGTERM to the child's process group and SIGKILL when the
-// grace period passes first. It reports whether it had to kill.
-func (s *Supervisor) terminate(cmd *exec.Cmd, waited <-chan error) (error, bool) {
+// grace period passes first. It reports whether it had to kill, and the
+// child's exit as Wait reports it.
+func (s *Supervisor) terminate(cmd *exec.Cmd, waited <-chan error) (killed bool, err error) {
 	_ = signalGroup(cmd.Process, syscall.SIGTERM) // fails only when already gone
 	timer := time.NewTimer(s.cfg.GracePeriod)
 	defer timer.Stop()
 	select {
 	case err := <-waited:
-		return err, false
+		return false, err
 	case <-timer.C:
 		_ = signalGroup(cmd.Process, syscall.SIGKILL)
-		return <-waited, true
+		return true, <-waited
 	}
 }
 

@@ -337,7 +337,11 @@ func TestColourPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sup.Stop()
+	defer func() {
+		if err := sup.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if err := sup.Start(context.Background(), sh("c", `echo hi`)); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +444,11 @@ func TestStopChild(t *testing.T) {
 func TestRemove(t *testing.T) {
 	out := &buffer{}
 	sup := newSupervisor(t, out, 10*time.Second)
-	defer sup.Stop()
+	defer func() {
+		if err := sup.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	ctx := context.Background()
 	for _, name := range []string{"alpha", "beta"} {
 		if err := sup.Start(ctx, sh(name, polite)); err != nil {

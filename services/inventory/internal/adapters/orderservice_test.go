@@ -24,7 +24,7 @@ func TestOrderServiceSignsStockCallbacks(t *testing.T) {
 		err        error
 	}
 	got := make(chan delivery, 1)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
 			err = event.VerifyCallback([][]byte{[]byte(secret)}, body, r.Header.Get(event.SignatureTimestampHeader),

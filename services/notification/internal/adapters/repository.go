@@ -20,7 +20,7 @@ type Repository struct {
 	db *sqlx.DB
 }
 
-// New returns a repository over db.
+// NewRepository returns a repository over db.
 func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
 
 type notificationRow struct {

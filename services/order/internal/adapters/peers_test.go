@@ -113,7 +113,7 @@ func TestPeersView(t *testing.T) {
 func TestPeersViewTimesOut(t *testing.T) {
 	t.Parallel()
 	hang := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-hang:
 		case <-r.Context().Done():

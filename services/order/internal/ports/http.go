@@ -533,7 +533,8 @@ func traceID(traceparent string) (string, bool) {
 		return "", false
 	}
 	id := parts[1]
-	if strings.Trim(id, "0") == "" || strings.IndexFunc(id, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) >= 0 {
+	notLowerHex := func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) }
+	if strings.Trim(id, "0") == "" || strings.ContainsFunc(id, notLowerHex) {
 		return "", false
 	}
 	return id, true

@@ -39,7 +39,7 @@ func (memOrders) Order(_ context.Context, id string) (payment.Order, error) {
 
 // RequestRefund records an operator's refund of O-PAID as the order
 // service answers it.
-func (memOrders) RequestRefund(_ context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
+func (memOrders) RequestRefund(_ context.Context, _ string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
 	return adapters.OrderAnswer{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
 }
 

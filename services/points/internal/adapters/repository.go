@@ -22,7 +22,7 @@ type Repository struct {
 	consumer string
 }
 
-// New returns a repository over db. The points state of an order is the
+// NewRepository returns a repository over db. The points state of an order is the
 // version guard's state for consumer, so it is read from there.
 func NewRepository(db *sqlx.DB, consumer string) *Repository {
 	return &Repository{db: db, consumer: consumer}

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"

@@ -193,16 +193,6 @@ func (s *services) readsOf(kind string) int {
 	return s.reads[kind]
 }
 
-// set replaces an order's facts.
-func (s *services) set(f rec.Facts) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.facts[f.Order.ID]; !ok {
-		s.order = append(s.order, f.Order.ID)
-	}
-	s.facts[f.Order.ID] = f
-}
-
 func (s *services) taken() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

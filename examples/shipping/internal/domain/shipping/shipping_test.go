@@ -15,7 +15,7 @@ var ruleBroken = &event.RuleError{}
 // matches reports whether err is want, or any rule error when want is
 // ruleBroken.
 func matches(err, want error) bool {
-	if want == ruleBroken {
+	if errors.Is(want, ruleBroken) {
 		var rerr *event.RuleError
 		return errors.As(err, &rerr)
 	}

@@ -96,8 +96,8 @@ func TestNewAcceptsLimits(t *testing.T) {
 	if _, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0.01")}}); err != nil {
 		t.Fatalf("cheapest item: %v", err)
 	}
-	max := []order.Item{{SKU: strings.Repeat("S", event.MaxIDLength), Quantity: event.MaxQuantity, UnitPrice: dec("9999999999.99")}}
-	if _, err := order.New(strings.Repeat("O", event.MaxIDLength), strings.Repeat("C", event.MaxIDLength), "CNY", max); err != nil {
+	largest := []order.Item{{SKU: strings.Repeat("S", event.MaxIDLength), Quantity: event.MaxQuantity, UnitPrice: dec("9999999999.99")}}
+	if _, err := order.New(strings.Repeat("O", event.MaxIDLength), strings.Repeat("C", event.MaxIDLength), "CNY", largest); err != nil {
 		t.Fatalf("largest values: %v", err)
 	}
 }

@@ -48,10 +48,10 @@ func TestRandomRefundsNeverDrawMoreThanWasPaid(t *testing.T) {
 					}
 				}
 				want := payment.StatusPartiallyRefunded
-				switch {
-				case made == 0:
+				switch made {
+				case 0:
 					want = payment.StatusSucceeded
-				case made == paidCents:
+				case paidCents:
 					want = payment.StatusRefunded
 				}
 				if !p.Refunded.Equal(decimal.New(made, -2)) || p.Refunded.GreaterThan(p.Amount) || p.Status != want {

@@ -1,6 +1,6 @@
 package reconciliation
 
-// OrphanEffect: a service holds effects (a payment, a stock record, ledger
+// OrphanEffect means a service holds effects (a payment, a stock record, ledger
 // entries, notifications) for an order the order service does not know.
 // Effects follow their order, so either the order service lost the order
 // (its database restored from a backup taken before the order), or the

@@ -196,7 +196,7 @@ func breakages() []breakage {
 				f.Points.Entries = append(f.Points.Entries[:i:i], f.Points.Entries[i+1:]...)
 			}},
 		{"points for an order never paid", rec.ExtraEffect, rec.ServicePoints, unpaidOrder,
-			func(t *rapid.T, f *rec.Facts) {
+			func(_ *rapid.T, f *rec.Facts) {
 				f.Points.Entries = []rec.PointsEntry{{EventID: "E-x", Type: "EARN", Points: 1, Amount: f.Order.Amount}}
 			}},
 		{"the payment's refunded amount changed", rec.AmountMismatch, rec.ServicePayment, paidOrder,
@@ -236,7 +236,7 @@ func breakages() []breakage {
 				f.Inventory.Restocked = append(append([]rec.Line(nil), f.Inventory.Restocked...), rec.Line{SKU: sku, Quantity: 1})
 			}},
 		{"stock deducted for an order never paid", rec.ExtraEffect, rec.ServiceInventory, unpaidOrder,
-			func(t *rapid.T, f *rec.Facts) {
+			func(_ *rapid.T, f *rec.Facts) {
 				f.Inventory = rec.Inventory{Status: rec.InventoryDeducted, Items: []rec.Line{f.Order.Items[0].Line}}
 			}},
 		{"an extra notification", rec.ExtraEffect, rec.ServiceNotification, always,

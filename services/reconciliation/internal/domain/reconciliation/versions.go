@@ -2,7 +2,7 @@ package reconciliation
 
 import "fmt"
 
-// OrderVersionRegressed: a consumer has applied a later version of the
+// OrderVersionRegressed means a consumer has applied a later version of the
 // order than the order service holds. The order service's record lost
 // changes (its database restored from an earlier backup, or commits
 // lost), so the events it emits next reuse versions the consumer has
