@@ -244,7 +244,7 @@ func TestFreedSlotGoesToWorkBegunFirst(t *testing.T) {
 				answers <- 0
 				return
 			}
-			resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the receiver of answers
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Error(err)
 				answers <- 0

@@ -172,7 +172,7 @@ func TestApplySpansSayWhatBecameOfEachEvent(t *testing.T) {
 				}
 				attrs := map[string]string{}
 				for _, kv := range s.Attributes() {
-					attrs[string(kv.Key)] = kv.Value.Emit()
+					attrs[string(kv.Key)] = kv.Value.String()
 				}
 				got = append(got, fmt.Sprintf("%s %s %s", attrs[inbox.AttrEventIDs], attrs[inbox.AttrOutcomes], s.Status().Code))
 			}

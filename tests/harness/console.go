@@ -32,7 +32,7 @@ func consoleBinary() (string, error) {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "console"), "./services/console")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			consoleErr = fmt.Errorf("build the console: %v\n%s", err, out)
+			consoleErr = fmt.Errorf("build the console: %w\n%s", err, out)
 		}
 	})
 	return filepath.Join(dir, "console"), consoleErr

@@ -312,7 +312,7 @@ func (c *suite) failPoint(hits int) {
 
 // Every copy of a payment is read before the effect is counted: one
 // effect, one dedup row, one APPLIED and a DUPLICATE for each other copy.
-func testDuplicate(t *testing.T, c *suite) {
+func testDuplicate(_ *testing.T, c *suite) {
 	o := c.order("O-dup")
 	before := c.outcomes()
 	paid := c.paid(o)
@@ -327,7 +327,7 @@ func testDuplicate(t *testing.T, c *suite) {
 
 // A refund that overtakes its payment waits (WAITING_FOR_GAP, nothing
 // applied) and is applied right after the payment, once.
-func testRefundBeforePayment(t *testing.T, c *suite) {
+func testRefundBeforePayment(_ *testing.T, c *suite) {
 	o := c.order("O-reorder")
 	before := c.outcomes()
 	refund, paid := c.refunded(o), c.paid(o)
@@ -463,7 +463,7 @@ func testReplay(t *testing.T, c *suite) {
 
 // A dead letter of a payment whose version has since been applied under
 // another event id is stale when replayed: ignored, nothing applied twice.
-func testReplayStale(t *testing.T, c *suite) {
+func testReplayStale(_ *testing.T, c *suite) {
 	o := c.order("O-replay-stale")
 	c.s.SetFailPoint(c.f.FailPoint, failpoint.ActionError, maxAttempts)
 	paid := c.paid(o)

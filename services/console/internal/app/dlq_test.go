@@ -21,7 +21,7 @@ type fakeDLQ struct {
 	replays []string
 }
 
-func (f *fakeDLQ) DeadLetters(_ context.Context, svc, aggregateID, status string) ([]suiteapi.DeadLetter, error) {
+func (f *fakeDLQ) DeadLetters(_ context.Context, svc, _, status string) ([]suiteapi.DeadLetter, error) {
 	if svc == f.down {
 		return nil, errDown
 	}

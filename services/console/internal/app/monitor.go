@@ -122,7 +122,8 @@ func (m *Monitor) sample(ctx context.Context) {
 func (m *Monitor) add(svc string, s Sample) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	list := append(m.series[svc], s)
+	list := m.series[svc]
+	list = append(list, s)
 	if over := len(list) - m.cfg.History; over > 0 {
 		list = append([]Sample(nil), list[over:]...)
 	}

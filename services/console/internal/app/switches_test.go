@@ -28,7 +28,7 @@ func (f *fakeFailPoints) FailPoints(_ context.Context, svc string) ([]suiteapi.F
 	return []failpoint.Point{{Name: svc + ".apply", Action: "off"}}, nil
 }
 
-func (f *fakeFailPoints) ArmFailPoint(_ context.Context, svc, name, action string, times int) error {
+func (f *fakeFailPoints) ArmFailPoint(_ context.Context, svc, name, action string, _ int) error {
 	f.armed = append(f.armed, svc+" "+name+" "+action)
 	return nil
 }
@@ -54,7 +54,7 @@ func (f *fakeRunner) Stop(_ context.Context, svc string) (controlapi.ServiceView
 	return controlapi.ServiceView{Name: svc, State: "stopped"}, nil
 }
 
-func (f *fakeRunner) Scale(_ context.Context, svc string, n int) (controlapi.ScaleView, error) {
+func (f *fakeRunner) Scale(_ context.Context, svc string, _ int) (controlapi.ScaleView, error) {
 	f.calls = append(f.calls, "scale "+svc)
 	return controlapi.ScaleView{Service: svc}, nil
 }

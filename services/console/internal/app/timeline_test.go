@@ -37,7 +37,7 @@ func (f *fakeSuite) check(service string) error {
 	return nil
 }
 
-func (f *fakeSuite) Order(_ context.Context, id string) (suiteapi.OrderView, error) {
+func (f *fakeSuite) Order(_ context.Context, _ string) (suiteapi.OrderView, error) {
 	if err := f.check(suiteapi.Order); err != nil {
 		return suiteapi.OrderView{}, err
 	}
