@@ -79,8 +79,9 @@ func TestConfigValidate(t *testing.T) {
 // TestTheDeadlineDecidesWhatIsStuck: with the clock held still, a message
 // pending in the order's or the payment's outbox for exactly the
 // convergence deadline is not stuck yet (a run records no finding and
-// republishes nothing, a check calls the order converged); a microsecond
-// later it is (a run republishes it once, a check names it).
+// republishes nothing; a check names it in flight, not converged); a
+// microsecond later it is (a run republishes it once, a check names it
+// stuck).
 func TestTheDeadlineDecidesWhatIsStuck(t *testing.T) {
 	const deadline = 30 * time.Second
 	for _, service := range []string{rec.ServiceOrder, rec.ServicePayment} {
@@ -100,8 +101,8 @@ func TestTheDeadlineDecidesWhatIsStuck(t *testing.T) {
 			ctx := context.Background()
 
 			check, err := r.Check(ctx, "O-1")
-			if err != nil || !check.Converged || len(check.Mismatches) != 0 {
-				t.Fatalf("check at the deadline: %+v, %v; want converged", check, err)
+			if err != nil || check.Converged || len(check.Mismatches) != 1 || check.Mismatches[0].Kind != rec.InFlight || check.Mismatches[0].Service != service {
+				t.Fatalf("check at the deadline: %+v, %v; want the %s outbox in flight, not converged", check, err, service)
 			}
 			run, err := r.Run(ctx, "test", rec.Scope{OrderIDs: []string{"O-1"}})
 			if err != nil || len(run.Findings) != 0 || run.Actions != 0 || len(svc.taken()) != 0 {

@@ -649,7 +649,8 @@ type Check struct {
 var ErrOrderNotFound = errors.New("order not found")
 
 // Check compares one order's facts now, without recording or acting: what
-// the order snapshot shows as converged.
+// the order snapshot shows as converged. Unlike a run, it counts messages
+// still in an outbox within the deadline as not converged (IN_FLIGHT).
 func (r *Reconciler) Check(ctx context.Context, orderID string) (Check, error) {
 	if err := event.ValidateID("orderId", orderID); err != nil {
 		return Check{}, err
@@ -677,6 +678,7 @@ func (r *Reconciler) Check(ctx context.Context, orderID string) (Check, error) {
 			mismatches = regressed
 		}
 	}
+	mismatches = append(mismatches, rec.InFlightNow(facts[0], r.now().Add(-r.cfg.Deadline))...)
 	recorded, err := r.audit.FindingCount(ctx, orderID)
 	if err != nil {
 		return Check{}, err

@@ -687,6 +687,22 @@ func TestCheck(t *testing.T) {
 	if err != nil || lost.Converged || len(lost.Mismatches) != 1 || lost.Mismatches[0].Service != rec.ServiceInventory {
 		t.Fatalf("O-lost: %+v %v", lost, err)
 	}
+	// Paid at the payment service a moment ago, its callback still in the
+	// outbox: nothing to compensate, but not converged either.
+	paying := rec.Facts{
+		Order: rec.Order{ID: "O-paying", Found: true, Status: rec.StatusPendingPayment, Version: 1, Amount: dec("10"), Currency: "CNY",
+			UpdatedAt: time.Now(), Events: []rec.OutboxRow{sent("E-paying-1", "OrderCreated", 1)}},
+		Payment: rec.Payment{Found: true, PaymentID: "P-paying", Amount: dec("10"), Currency: "CNY", Status: rec.PaymentSucceeded,
+			Outbox: []rec.OutboxRow{{EventID: "C-paying", EventType: "PAYMENT_SUCCEEDED", AggregateVersion: 1, Status: "PENDING", CreatedAt: time.Now()}}},
+		Inventory: rec.Inventory{Status: rec.InventoryNone},
+	}
+	svc = newServices(converged, paidButLost("O-lost"), paying)
+	r, _, _ = newReconciler(t, svc, time.Minute)
+	inFlight, err := r.Check(context.Background(), "O-paying")
+	if err != nil || inFlight.Converged || len(inFlight.Mismatches) != 1 ||
+		inFlight.Mismatches[0].Kind != rec.InFlight || inFlight.Mismatches[0].Service != rec.ServicePayment {
+		t.Fatalf("O-paying (callback in the outbox): %+v %v; want not converged, one IN_FLIGHT at payment", inFlight, err)
+	}
 	if len(svc.taken()) != 0 {
 		t.Fatalf("a check took compensations: %v", svc.taken())
 	}

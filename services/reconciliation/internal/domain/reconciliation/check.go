@@ -37,6 +37,11 @@ const (
 	// money back: the compensation (docs/decisions.md, A shortage is
 	// compensated) did not happen within the deadline.
 	BusinessRejection Kind = "BUSINESS_REJECTION"
+	// InFlight: a message of the order still waits in an outbox, within
+	// the convergence deadline. Not a fault, so a run never records it;
+	// but an effect is on its way, so a check of the order now does not
+	// call it converged.
+	InFlight Kind = "IN_FLIGHT"
 )
 
 // ActionType is how a finding is compensated.
@@ -121,6 +126,37 @@ func Compare(f Facts, stuckBefore time.Time) []Finding {
 	c.points()
 	c.notifications()
 	return c.findings
+}
+
+// InFlightNow returns what of the order is still on its way: one finding
+// per outbox holding rows sent to no one yet and created at or after
+// stuckBefore (older ones are StuckInOutbox findings of Compare). Compare
+// leaves them out, because a run acting on them would compensate what the
+// relay is about to deliver; a check of the order now adds them, because a
+// callback in the payment service's outbox (the order not yet paid, or its
+// refund not yet recorded) is an effect nobody has seen yet, and the order
+// is not converged until it lands.
+func InFlightNow(f Facts, stuckBefore time.Time) []Finding {
+	if !f.Order.Found {
+		return nil
+	}
+	var out []Finding
+	for _, box := range []struct {
+		service string
+		rows    []OutboxRow
+	}{{ServiceOrder, f.Order.Events}, {ServicePayment, f.Payment.Outbox}} {
+		var seen []string
+		for _, r := range box.rows {
+			if r.Status == "PENDING" && !r.CreatedAt.Before(stuckBefore) {
+				seen = append(seen, fmt.Sprintf("%s v%d", r.EventType, r.AggregateVersion))
+			}
+		}
+		if len(seen) > 0 {
+			out = append(out, Finding{OrderID: f.Order.ID, Kind: InFlight, Service: box.service,
+				Expected: "every message sent", Actual: fmt.Sprintf("%d pending within the deadline (%s)", len(seen), strings.Join(seen, ", "))})
+		}
+	}
+	return out
 }
 
 type comparison struct {
