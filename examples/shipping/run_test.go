@@ -42,7 +42,7 @@ func (adapter) Want(o consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "shipping-service", FailPoint: app.FailPoint}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "shipping-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
 // shipment returns the order's shipment; ok is false while it has none.

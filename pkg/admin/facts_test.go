@@ -11,7 +11,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -21,8 +20,8 @@ func TestFactsReader(t *testing.T) {
 	ctx := context.Background()
 	g := versionguard.New("c", versionguard.Transitions{event.OrderPaid: {versionguard.InitialState}},
 		func(context.Context, *sqlx.Tx, event.Envelope, string) (string, error) { return "PAID", nil })
-	if err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		_, err := g.Handle(ctx, tx, event.Envelope{EventID: "E-1", EventType: event.OrderPaid, AggregateID: "O-1", AggregateVersion: 3})
+	if err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+		_, err := g.Handle(ctx, uow, event.Envelope{EventID: "E-1", EventType: event.OrderPaid, AggregateID: "O-1", AggregateVersion: 3})
 		return err
 	}); err != nil {
 		t.Fatal(err)

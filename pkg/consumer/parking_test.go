@@ -20,7 +20,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -132,8 +131,8 @@ func TestGapSweeperDeadLettersExpiredParkedEvents(t *testing.T) {
 	handle := func(env event.Envelope) versionguard.Outcome {
 		t.Helper()
 		var out versionguard.Outcome
-		if err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
-			out, err = guard.Handle(ctx, tx, env)
+		if err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+			out, err = guard.Handle(ctx, uow, env)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -259,8 +258,8 @@ func TestRunConsumerSweepsParkedEvents(t *testing.T) {
 
 	guard := versionguard.New("runner-gap", versionguard.Transitions{event.OrderRefunded: {"PAID"}},
 		(&ledger{applied: map[string]int{}}).apply)
-	if err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		_, err := guard.Handle(ctx, tx, orderRefunded(t, "O-GAP"))
+	if err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+		_, err := guard.Handle(ctx, uow, orderRefunded(t, "O-GAP"))
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -115,9 +115,10 @@ func (p *Processor) Process(ctx context.Context, env event.Envelope) (versiongua
 }
 
 // applyBatch claims envs, runs the claimed ones through the version guard
-// and records the outcomes that are not APPLIED, inside tx, with a constant
+// and records the outcomes that are not APPLIED, in uow, with a constant
 // number of statements besides the side effects.
-func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]versionguard.Outcome, error) {
+func (p *Processor) applyBatch(ctx context.Context, uow *versionguard.UnitOfWork, envs []event.Envelope) ([]versionguard.Outcome, error) {
+	tx := uow.Tx()
 	fresh, err := p.claim(ctx, tx, envs)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func (p *Processor) applyBatch(ctx context.Context, tx *sqlx.Tx, envs []event.En
 	if len(claimed) == 0 {
 		return outcomes, nil
 	}
-	decided, err := p.guard.HandleBatch(ctx, tx, claimed)
+	decided, err := p.guard.HandleBatch(ctx, uow, claimed)
 	if err != nil {
 		return nil, err
 	}

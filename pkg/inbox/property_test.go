@@ -15,7 +15,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -66,14 +65,14 @@ var lifecycleNext = map[event.Type]string{
 // ledgerGuard applies a batch set-based, with one statement, as the
 // services' consumers do.
 func ledgerGuard() *versionguard.Guard {
-	return versionguard.NewBatch("ledger", lifecycleTransitions, func(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+	return versionguard.NewBatch("ledger", lifecycleTransitions, func(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 		aggs, ids, entries, versions := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
 		states := make([]string, len(batch))
 		for i, p := range batch {
 			aggs[i], ids[i], entries[i], versions[i] = p.Env.AggregateID, p.Env.EventID, string(p.Env.EventType), p.Env.AggregateVersion
 			states[i] = lifecycleNext[p.Env.EventType]
 		}
-		_, err := tx.ExecContext(ctx, `
+		_, err := uow.Tx().ExecContext(ctx, `
 			INSERT INTO ledger (aggregate_id, event_id, entry, version)
 			SELECT a, e, t, v FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(a, e, t, v, n) ORDER BY n`,
 			pq.Array(aggs), pq.Array(ids), pq.Array(entries), pq.Array(versions))

@@ -56,10 +56,13 @@ type Events struct {
 	// Transitions is the consumer's state machine: for each event type it
 	// handles, the states it applies it from.
 	Transitions versionguard.Transitions
-	// Apply applies one event, in the transaction of its dedup row.
+	// Apply applies one event, in the transaction of its dedup row, which
+	// it is handed alone.
 	Apply versionguard.ApplyFunc
 	// ApplyBatch applies the events of distinct orders at once, in the
-	// transaction of their dedup rows.
+	// unit of work of their dedup rows, which it is handed: its
+	// transaction for the adapters, and the work to run just before the
+	// commit or after it.
 	ApplyBatch versionguard.BatchApplyFunc
 	// LateFacts, when set, applies the per-fact effect of an event older
 	// than the consumer's version instead of ignoring it (a refund told

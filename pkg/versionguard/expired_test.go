@@ -25,8 +25,8 @@ func TestTakeExpired(t *testing.T) {
 	handle := func(id string, typ event.Type, agg string, version int64) {
 		t.Helper()
 		env := event.Envelope{EventID: id, EventType: typ, AggregateID: agg, AggregateVersion: version}
-		if err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
-			_, err := g.Handle(ctx, tx, env)
+		if err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+			_, err := g.Handle(ctx, uow, env)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -21,8 +20,8 @@ func TestStates(t *testing.T) {
 		t.Helper()
 		g := versionguard.New(consumer, chain, apply)
 		for _, env := range envs {
-			if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-				_, err := g.Handle(context.Background(), tx, env)
+			if err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
+				_, err := g.Handle(context.Background(), uow, env)
 				return err
 			}); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,11 @@
 // soon as the predecessor it needs has been applied. An old event whose type
 // carries a fact of its own (LateFacts) is APPLIED_LATE_FACT: its per-fact
 // effect is applied and the state stays where it is.
+//
+// The guard works in a consumer's unit of work (UnitOfWork): the one
+// transaction of the event's dedup row, the guard's rows and the
+// consumer's side effects, which it hands on to the consumer's apply
+// function.
 package versionguard
 
 import (
@@ -92,7 +97,9 @@ func StatesOf[S ~string](ss []S) []string {
 }
 
 // ApplyFunc performs the side effect of env inside tx, given the consumer's
-// current state for the aggregate, and returns the new state.
+// current state for the aggregate, and returns the new state. It is the
+// form of an apply that needs the transaction alone; its ctx carries the
+// unit of work (UnitOfWorkFrom) for what must run after the commit.
 type ApplyFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error)
 
 // Pending is an event the guard has decided to apply, with the consumer's
@@ -102,16 +109,17 @@ type Pending struct {
 	State string
 }
 
-// BatchApplyFunc performs the side effects of batch inside tx and returns
+// BatchApplyFunc performs the side effects of batch in uow and returns
 // the new state of each, in order. The events of one call belong to
 // distinct aggregates, so a consumer can write them set-based (one
 // statement per table, whatever the batch's size) and need not apply them
-// one after the other.
-type BatchApplyFunc func(ctx context.Context, tx *sqlx.Tx, batch []Pending) ([]string, error)
+// one after the other. The consumer's adapters write in uow.Tx(); work
+// that must come last goes to uow.BeforeCommit.
+type BatchApplyFunc func(ctx context.Context, uow *UnitOfWork, batch []Pending) ([]string, error)
 
-// FactFunc performs the per-fact effect of env inside tx without changing
+// FactFunc performs the per-fact effect of env in uow without changing
 // the consumer's state for its aggregate.
-type FactFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error
+type FactFunc func(ctx context.Context, uow *UnitOfWork, env event.Envelope) error
 
 // LateFacts are the event types that carry a fact of their own (a refund,
 // a returned payment) where a consumer's effect is one per fact (a message
@@ -138,10 +146,11 @@ type Guard struct {
 
 // New returns a guard for consumer that applies one event at a time.
 func New(consumer string, transitions Transitions, apply ApplyFunc) *Guard {
-	return NewBatch(consumer, transitions, func(ctx context.Context, tx *sqlx.Tx, batch []Pending) ([]string, error) {
+	return NewBatch(consumer, transitions, func(ctx context.Context, uow *UnitOfWork, batch []Pending) ([]string, error) {
+		ctx = context.WithValue(ctx, unitOfWorkKey{}, uow)
 		states := make([]string, len(batch))
 		for i, p := range batch {
-			next, err := apply(ctx, tx, p.Env, p.State)
+			next, err := apply(ctx, uow.Tx(), p.Env, p.State)
 			if err != nil {
 				return nil, err
 			}
@@ -169,11 +178,11 @@ func (g *Guard) Transitions() Transitions { return g.transitions }
 
 // stale handles an event at or below the consumer's version: a late fact
 // is applied, anything else ignored.
-func (g *Guard) stale(ctx context.Context, tx *sqlx.Tx, env event.Envelope) (Outcome, error) {
+func (g *Guard) stale(ctx context.Context, uow *UnitOfWork, env event.Envelope) (Outcome, error) {
 	if !g.late.applies(env.EventType) {
 		return IgnoredStale, nil
 	}
-	if err := g.late.Apply(ctx, tx, env); err != nil {
+	if err := g.late.Apply(ctx, uow, env); err != nil {
 		return "", err
 	}
 	return AppliedLateFact, nil
@@ -184,25 +193,26 @@ type aggregateRow struct {
 	State   string `db:"state"`
 }
 
-// Handle applies, ignores or parks env inside tx. The aggregate's row is
+// Handle applies, ignores or parks env in uow. The aggregate's row is
 // locked for the rest of the transaction, so two events of one aggregate are
 // never decided concurrently even across consumer instances.
-func (g *Guard) Handle(ctx context.Context, tx *sqlx.Tx, env event.Envelope) (Outcome, error) {
-	outcomes, err := g.HandleBatch(ctx, tx, []event.Envelope{env})
+func (g *Guard) Handle(ctx context.Context, uow *UnitOfWork, env event.Envelope) (Outcome, error) {
+	outcomes, err := g.HandleBatch(ctx, uow, []event.Envelope{env})
 	if err != nil {
 		return "", err
 	}
 	return outcomes[0], nil
 }
 
-// HandleBatch decides and applies envs in order inside tx, with a constant
+// HandleBatch decides and applies envs in order in uow, with a constant
 // number of statements besides the side effects: one to lock (in aggregate
 // order, so concurrent batches cannot deadlock on them) and read every
 // aggregate's row, one to look for parked events, one to write the new
 // versions back. The side effects of the events of distinct aggregates go
 // to apply in one call, so a set-based apply keeps the whole batch at a
 // constant number of statements.
-func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envelope) ([]Outcome, error) {
+func (g *Guard) HandleBatch(ctx context.Context, uow *UnitOfWork, envs []event.Envelope) ([]Outcome, error) {
+	tx := uow.Tx()
 	ids := make([]string, 0, len(envs))
 	for _, env := range envs {
 		ids = append(ids, env.AggregateID)
@@ -254,7 +264,7 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		row := cur[env.AggregateID]
 		switch g.transitions.Decide(Position(row), env) {
 		case IgnoredStale:
-			out, err := g.stale(ctx, tx, env)
+			out, err := g.stale(ctx, uow, env)
 			if err != nil {
 				return nil, err
 			}
@@ -273,13 +283,13 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 			at = append(at, i)
 			continue
 		}
-		next, err := g.applyOne(ctx, tx, env, row.State)
+		next, err := g.applyOne(ctx, uow, env, row.State)
 		if err != nil {
 			return nil, err
 		}
 		row = aggregateRow{Version: env.AggregateVersion, State: next}
 		if parked[env.AggregateID] {
-			if row, err = g.drainParked(ctx, tx, env.AggregateID, row); err != nil {
+			if row, err = g.drainParked(ctx, uow, env.AggregateID, row); err != nil {
 				return nil, err
 			}
 		}
@@ -288,7 +298,7 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 		outcomes[i] = Applied
 	}
 	if len(together) > 0 {
-		states, err := g.apply(ctx, tx, together)
+		states, err := g.apply(ctx, uow, together)
 		if err != nil {
 			return nil, err
 		}
@@ -330,8 +340,8 @@ func (g *Guard) HandleBatch(ctx context.Context, tx *sqlx.Tx, envs []event.Envel
 	return outcomes, nil
 }
 
-func (g *Guard) applyOne(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error) {
-	states, err := g.apply(ctx, tx, []Pending{{Env: env, State: state}})
+func (g *Guard) applyOne(ctx context.Context, uow *UnitOfWork, env event.Envelope, state string) (string, error) {
+	states, err := g.apply(ctx, uow, []Pending{{Env: env, State: state}})
 	if err != nil {
 		return "", err
 	}
@@ -359,7 +369,8 @@ func (g *Guard) park(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error
 
 // drainParked applies the aggregate's parked events that have become
 // applicable, in version order, and drops the ones that became stale.
-func (g *Guard) drainParked(ctx context.Context, tx *sqlx.Tx, aggregateID string, cur aggregateRow) (aggregateRow, error) {
+func (g *Guard) drainParked(ctx context.Context, uow *UnitOfWork, aggregateID string, cur aggregateRow) (aggregateRow, error) {
+	tx := uow.Tx()
 	var parked []struct {
 		EventID string `db:"event_id"`
 		Payload []byte `db:"payload"`
@@ -377,11 +388,11 @@ func (g *Guard) drainParked(ctx context.Context, tx *sqlx.Tx, aggregateID string
 		}
 		switch g.transitions.Decide(Position(cur), env) {
 		case IgnoredStale:
-			if _, err := g.stale(ctx, tx, env); err != nil {
+			if _, err := g.stale(ctx, uow, env); err != nil {
 				return cur, err
 			}
 		case Applied:
-			next, err := g.applyOne(ctx, tx, env, cur.State)
+			next, err := g.applyOne(ctx, uow, env, cur.State)
 			if err != nil {
 				return cur, err
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -73,9 +72,9 @@ func TestGuard(t *testing.T) {
 			for i, s := range tt.steps {
 				env := event.Envelope{EventID: "E-" + string(rune('a'+i)), EventType: s.typ, AggregateID: "O-1", AggregateVersion: s.version}
 				var got versionguard.Outcome
-				err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+				err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
 					var err error
-					got, err = g.Handle(context.Background(), tx, env)
+					got, err = g.Handle(context.Background(), uow, env)
 					return err
 				})
 				if err != nil {
@@ -108,8 +107,8 @@ func TestGuardRollsBackWithTheSideEffect(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
 	boom := errors.New("side effect failed")
 	g := versionguard.New("c", chain, func(context.Context, *sqlx.Tx, event.Envelope, string) (string, error) { return "", boom })
-	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		_, err := g.Handle(context.Background(), tx, event.Envelope{EventID: "E-1", EventType: event.OrderCreated, AggregateID: "O-1", AggregateVersion: 1})
+	err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
+		_, err := g.Handle(context.Background(), uow, event.Envelope{EventID: "E-1", EventType: event.OrderCreated, AggregateID: "O-1", AggregateVersion: 1})
 		return err
 	})
 	if !errors.Is(err, boom) {
@@ -131,7 +130,7 @@ func TestHandleBatchAppliesDistinctAggregatesTogether(t *testing.T) {
 		return event.Envelope{EventID: agg + "-" + string(typ), EventType: typ, AggregateID: agg, AggregateVersion: v}
 	}
 	var calls [][]string
-	g := versionguard.NewBatch("c", chain, func(_ context.Context, _ *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+	g := versionguard.NewBatch("c", chain, func(_ context.Context, _ *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 		var ids []string
 		states := make([]string, len(batch))
 		for i, p := range batch {
@@ -149,9 +148,9 @@ func TestHandleBatchAppliesDistinctAggregatesTogether(t *testing.T) {
 		env("D", event.OrderCheckedOut, 2), // parked: D has no CREATED yet
 	}
 	var outcomes []versionguard.Outcome
-	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+	err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
 		var err error
-		outcomes, err = g.HandleBatch(context.Background(), tx, batch)
+		outcomes, err = g.HandleBatch(context.Background(), uow, batch)
 		return err
 	})
 	if err != nil {
@@ -177,11 +176,11 @@ func TestHandleBatchAppliesDistinctAggregatesTogether(t *testing.T) {
 // events is a bug, and the batch fails instead of recording wrong versions.
 func TestHandleBatchRejectsAShortAnswer(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
-	g := versionguard.NewBatch("c", chain, func(context.Context, *sqlx.Tx, []versionguard.Pending) ([]string, error) {
+	g := versionguard.NewBatch("c", chain, func(context.Context, *versionguard.UnitOfWork, []versionguard.Pending) ([]string, error) {
 		return nil, nil
 	})
-	err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		_, err := g.HandleBatch(context.Background(), tx, []event.Envelope{
+	err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
+		_, err := g.HandleBatch(context.Background(), uow, []event.Envelope{
 			{EventID: "e1", EventType: event.OrderCreated, AggregateID: "A", AggregateVersion: 1},
 			{EventID: "e2", EventType: event.OrderCreated, AggregateID: "B", AggregateVersion: 1},
 		})
@@ -231,16 +230,16 @@ func TestLateFactsAreAppliedNotIgnored(t *testing.T) {
 			})
 			if tt.late {
 				g.WithLateFacts(versionguard.LateFacts{Types: []event.Type{event.OrderRefunded},
-					Apply: func(_ context.Context, _ *sqlx.Tx, env event.Envelope) error {
+					Apply: func(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope) error {
 						facts = append(facts, env.AggregateVersion)
 						return nil
 					}})
 			}
 			for i, env := range tt.events {
 				var got versionguard.Outcome
-				if err := postgres.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+				if err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
 					var err error
-					got, err = g.Handle(context.Background(), tx, env)
+					got, err = g.Handle(context.Background(), uow, env)
 					return err
 				}); err != nil {
 					t.Fatal(err)

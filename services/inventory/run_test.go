@@ -44,7 +44,7 @@ func (adapter) Want(o consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "inventory-service", FailPoint: app.FailPoint}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "inventory-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
 func setStock(s *servicetest.Service, sku string, available int) {

@@ -45,7 +45,7 @@ func (adapter) Want(_ consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "notification-service", FailPoint: app.FailPoint}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "notification-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
 func list(s *servicetest.Service, orderID string) ports.ListResponse {

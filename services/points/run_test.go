@@ -40,7 +40,7 @@ func (adapter) Want(_ consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "points-service", FailPoint: app.FailPoint}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "points-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
 func ledger(s *servicetest.Service, orderID string) ports.OrderResponse {

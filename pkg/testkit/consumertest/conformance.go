@@ -27,6 +27,12 @@ type Features struct {
 	// ("inventory.apply"); armed with "error", an attempt fails as a
 	// database outage would: retryably.
 	FailPoint string
+	// App is the directory of the consumer's application package, the one
+	// its apply function is in, relative to the test's ("internal/app"):
+	// it must import no database package, since the apply is handed a
+	// unit of work (versionguard.UnitOfWork) that its adapters reach the
+	// transaction through.
+	App string
 	// IgnoresRefunds is set for a consumer without a transition for
 	// OrderRefunded: the scenarios that need one (a refund before its
 	// payment, parking) are skipped, and the version guard's runs on a
@@ -42,6 +48,9 @@ func (f Features) Validate() error {
 	}
 	if f.FailPoint == "" {
 		errs = append(errs, errors.New("features: FailPoint is required (the fail point the apply function fires)"))
+	}
+	if f.App == "" {
+		errs = append(errs, errors.New("features: App is required (the directory of the application package)"))
 	}
 	return errors.Join(errs...)
 }
@@ -146,6 +155,7 @@ func scenarios() []scenario {
 		{name: "a dead letter replayed after the fix is applied once", run: testReplay},
 		{name: "a replayed dead letter the order has moved past is ignored", run: testReplayStale},
 		{name: "a parked event past the deadline is dead-lettered and its replay applied once", skip: needsRefunds, run: testParking},
+		{name: "its application package imports no database package", run: testAppImports},
 	}
 }
 
@@ -153,7 +163,8 @@ func scenarios() []scenario {
 // pkg/service: what the kit promises every consumer (deduplication, the
 // version guard and its parking, the DLQ, retries, replay), proven
 // against the real service on an embedded broker and a database of its
-// own, through its API. Each scenario asserts the consumer's exact effect
+// own, through its API; and that its application package leaves the
+// database to its adapters. Each scenario asserts the consumer's exact effect
 // (adapter.Effect against adapter.Want), its dedup rows, dead letters and
 // outcome counters, after every message it sent was consumed
 // (servicetest.Service.Drained).

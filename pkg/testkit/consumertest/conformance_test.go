@@ -1,6 +1,9 @@
 package consumertest_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,11 +17,12 @@ func TestFeaturesValidate(t *testing.T) {
 		f       consumertest.Features
 		wantErr []string
 	}{
-		{"complete", consumertest.Features{Consumer: "c", FailPoint: "c.apply"}, nil},
-		{"ignoring refunds", consumertest.Features{Consumer: "c", FailPoint: "c.apply", IgnoresRefunds: true}, nil},
-		{"no consumer", consumertest.Features{FailPoint: "c.apply"}, []string{"Consumer"}},
-		{"no fail point", consumertest.Features{Consumer: "c"}, []string{"FailPoint"}},
-		{"nothing", consumertest.Features{}, []string{"Consumer", "FailPoint"}},
+		{"complete", consumertest.Features{Consumer: "c", FailPoint: "c.apply", App: "internal/app"}, nil},
+		{"ignoring refunds", consumertest.Features{Consumer: "c", FailPoint: "c.apply", App: "internal/app", IgnoresRefunds: true}, nil},
+		{"no consumer", consumertest.Features{FailPoint: "c.apply", App: "internal/app"}, []string{"Consumer"}},
+		{"no fail point", consumertest.Features{Consumer: "c", App: "internal/app"}, []string{"FailPoint"}},
+		{"no application package", consumertest.Features{Consumer: "c", FailPoint: "c.apply"}, []string{"App"}},
+		{"nothing", consumertest.Features{}, []string{"Consumer", "FailPoint", "App"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,5 +63,45 @@ func TestBuildersMakeValidEvents(t *testing.T) {
 	}
 	if got := consumertest.Items(); got == nil || len(got) != 0 {
 		t.Errorf("Items() = %#v, want an empty list, not null", got)
+	}
+}
+
+// DatabaseImports finds every import of a database package in a
+// package's files, its tests aside.
+func TestDatabaseImports(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		want    []string
+		wantErr bool
+	}{
+		{"none", map[string]string{"app.go": "package app\n\nimport (\n\t\"context\"\n\n\t\"github.com/reliable-orders/fulfillment/pkg/versionguard\"\n)\n"}, nil, false},
+		{"sqlx and database/sql", map[string]string{
+			"app.go":   "package app\n\nimport \"github.com/jmoiron/sqlx\"\n",
+			"store.go": "package app\n\nimport (\n\tsql \"database/sql\"\n\t\"github.com/jackc/pgx/v5\"\n)\n",
+		}, []string{"app.go: github.com/jmoiron/sqlx", "store.go: database/sql", "store.go: github.com/jackc/pgx/v5"}, false},
+		{"a look-alike path is no database package", map[string]string{"app.go": "package app\n\nimport \"github.com/lib/pqueue\"\n"}, nil, false},
+		{"tests aside", map[string]string{
+			"app.go":      "package app\n",
+			"app_test.go": "package app_test\n\nimport \"github.com/jmoiron/sqlx\"\n",
+		}, nil, false},
+		{"no Go file", map[string]string{"README.md": "# app\n"}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, src := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := consumertest.DatabaseImports(dir)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("DatabaseImports = %v, %v; want an error %v", got, err, tt.wantErr)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("DatabaseImports = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package adapters keeps the shipments in Postgres. The consumer's methods
-// run inside the transaction the inbox opened, so a shipment, its history
-// row, the dedup row and the version guard commit together or not at all.
+// write in the transaction of the unit of work the kit opened, so a
+// shipment, its history row, the dedup row and the version guard commit
+// together or not at all.
 package adapters
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/domain/shipping"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
 // Repository reads and writes the shipping tables.
@@ -44,11 +46,11 @@ func (row shipmentRow) shipment() (shipping.Shipment, error) {
 	return s, nil
 }
 
-// Shipments returns the orders' shipments inside tx, by order id; an order
+// Shipments returns the orders' shipments in uow, by order id; an order
 // without one is NONE.
-func (r *Repository) Shipments(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]shipping.Shipment, error) {
+func (r *Repository) Shipments(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]shipping.Shipment, error) {
 	var rows []shipmentRow
-	if err := tx.SelectContext(ctx, &rows,
+	if err := uow.Tx().SelectContext(ctx, &rows,
 		`SELECT order_id, status, ordered, items FROM shipments WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("load %d shipments: %w", len(orderIDs), err)
 	}
@@ -66,13 +68,14 @@ func (r *Repository) Shipments(ctx context.Context, tx *sqlx.Tx, orderIDs []stri
 	return out, nil
 }
 
-// Save writes changes inside tx with two statements whatever their number:
+// Save writes changes in uow with two statements whatever their number:
 // every shipment (one change per order, as the version guard hands them)
 // and every change's history row.
-func (r *Repository) Save(ctx context.Context, tx *sqlx.Tx, changes []shipping.Change) error {
+func (r *Repository) Save(ctx context.Context, uow *versionguard.UnitOfWork, changes []shipping.Change) error {
 	if len(changes) == 0 {
 		return nil
 	}
+	tx := uow.Tx()
 	var orders, events, types, statuses, ordered, items []string
 	for _, c := range changes {
 		o, err := json.Marshal(c.Shipment.Ordered)

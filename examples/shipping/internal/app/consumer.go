@@ -1,15 +1,15 @@
 // Package app applies order events to shipments: OrderPaid creates the
 // order's shipment, OrderRefunded takes the returned goods off it. It runs
-// inside the inbox transaction, behind the version guard, so each event
-// changes a shipment once and in order.
+// in the unit of work the kit hands it (versionguard.UnitOfWork: one
+// transaction with the events' dedup rows), behind the version guard, so
+// each event changes a shipment once and in order. It names no database
+// package: its adapters reach the transaction through the unit of work.
 package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/domain/shipping"
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
@@ -22,11 +22,11 @@ import (
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "shipping.apply"
 
-// Store is the storage the consumer needs, all inside the inbox transaction
-// and each one statement whatever the number of orders.
+// Store is the storage the consumer needs, all in the unit of work the kit
+// hands Apply and each one statement whatever the number of orders.
 type Store interface {
-	Shipments(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]shipping.Shipment, error)
-	Save(ctx context.Context, tx *sqlx.Tx, changes []shipping.Change) error
+	Shipments(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]shipping.Shipment, error)
+	Save(ctx context.Context, uow *versionguard.UnitOfWork, changes []shipping.Change) error
 }
 
 // Consumer is the shipping consumer's apply function and transition table.
@@ -50,10 +50,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 }
 
 // Apply changes the shipments of a batch of events of distinct orders
-// inside tx: it reads them with one statement, decides each event in the
+// in uow: it reads them with one statement, decides each event in the
 // domain and writes every change with one statement per table, and returns
 // each order's new shipping state.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 	ids := make([]string, len(batch))
 	for i, p := range batch {
 		if err := c.fp.Inject(FailPoint); err != nil {
@@ -61,7 +61,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		}
 		ids[i] = p.Env.AggregateID
 	}
-	shipments, err := c.store.Shipments(ctx, tx, ids)
+	shipments, err := c.store.Shipments(ctx, uow, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		changes[i] = shipping.Change{EventID: p.Env.EventID, EventType: p.Env.EventType, Shipment: next}
 		states[i] = string(next.Status)
 	}
-	if err := c.store.Save(ctx, tx, changes); err != nil {
+	if err := c.store.Save(ctx, uow, changes); err != nil {
 		return nil, err
 	}
 	return states, nil

@@ -45,14 +45,14 @@ func newFixture(t *testing.T) fixture {
 	return fixture{db: db, repo: repo, guard: versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)}
 }
 
-// handle runs envs through the guard in one transaction, as the kit's
+// handle runs envs through the guard in one unit of work, as the kit's
 // batch processor does with the events of many partitions.
 func (f fixture) handle(t *testing.T, envs ...event.Envelope) ([]versionguard.Outcome, error) {
 	t.Helper()
 	var out []versionguard.Outcome
-	err := postgres.InTx(context.Background(), f.db, func(tx *sqlx.Tx) error {
+	err := versionguard.InUnitOfWork(context.Background(), f.db, func(uow *versionguard.UnitOfWork) error {
 		var err error
-		out, err = f.guard.HandleBatch(context.Background(), tx, envs)
+		out, err = f.guard.HandleBatch(context.Background(), uow, envs)
 		return err
 	})
 	return out, err

@@ -1,7 +1,7 @@
 // Package adapters keeps the inventory service's stock, orders and stock
-// movements in Postgres. The consumer's methods run inside the transaction
-// the inbox opened, so stock, movements, the dedup row and the version
-// guard commit together or not at all.
+// movements in Postgres. The consumer's methods write in the transaction
+// of the unit of work the kit opened, so stock, movements, the dedup row
+// and the version guard commit together or not at all.
 package adapters
 
 import (
@@ -19,6 +19,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
 
@@ -54,11 +55,11 @@ type stockRow struct {
 	Deducted  int    `db:"deducted"`
 }
 
-// LoadOrders returns the orders inside tx, by id; an order never seen is
+// LoadOrders returns the orders in uow, by id; an order never seen is
 // NONE.
-func (r *Repository) LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error) {
+func (r *Repository) LoadOrders(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]inventory.Order, error) {
 	var rows []orderRow
-	if err := tx.SelectContext(ctx, &rows,
+	if err := uow.Tx().SelectContext(ctx, &rows,
 		`SELECT order_id, status, reason, items, restocked, updated_at FROM inventory_orders WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("load inventory orders: %w", err)
 	}
@@ -136,20 +137,20 @@ func (row orderRow) order() (inventory.Order, error) {
 	return o, nil
 }
 
-// ReadStock returns what each of skus has available as tx last saw it,
+// ReadStock returns what each of skus has available as uow last saw it,
 // without locking the rows: what the stock covers is decided on this and
 // checked again when MoveStock moves the rows. A SKU without a row is absent
 // from the map.
-func (r *Repository) ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
-	return readStock(ctx, tx, `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1)`, skus)
+func (r *Repository) ReadStock(ctx context.Context, uow *versionguard.UnitOfWork, skus []string) (map[string]int, error) {
+	return readStock(ctx, uow.Tx(), `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1)`, skus)
 }
 
-// LockStock locks the stock rows of skus until tx ends and returns what
+// LockStock locks the stock rows of skus until uow ends and returns what
 // each has available; a SKU without a row is absent from the map. Rows are
 // locked in SKU order, the same order every transaction uses, so
 // concurrent orders over the same hot SKUs queue instead of deadlocking.
-func (r *Repository) LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
-	return readStock(ctx, tx, `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1) ORDER BY sku FOR UPDATE`, skus)
+func (r *Repository) LockStock(ctx context.Context, uow *versionguard.UnitOfWork, skus []string) (map[string]int, error) {
+	return readStock(ctx, uow.Tx(), `SELECT sku, available, deducted FROM stock WHERE sku = ANY($1) ORDER BY sku FOR UPDATE`, skus)
 }
 
 func readStock(ctx context.Context, tx *sqlx.Tx, query string, skus []string) (map[string]int, error) {
@@ -164,25 +165,25 @@ func readStock(ctx context.Context, tx *sqlx.Tx, query string, skus []string) (m
 	return out, nil
 }
 
-// SaveAll writes changes inside tx with two statements whatever their
+// SaveAll writes changes in uow with two statements whatever their
 // number: every movement gets its row, every order its record (the last
 // change of an order wins). The stock rows are MoveStock's.
-func (r *Repository) SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error {
-	if err := saveMovements(ctx, tx, changes); err != nil {
+func (r *Repository) SaveAll(ctx context.Context, uow *versionguard.UnitOfWork, changes []inventory.EventChange) error {
+	if err := saveMovements(ctx, uow.Tx(), changes); err != nil {
 		return err
 	}
-	return saveOrders(ctx, tx, changes)
+	return saveOrders(ctx, uow.Tx(), changes)
 }
 
 // AddCallbacks writes each callback to the order service into the outbox
-// in tx; the relay delivers them once tx commits.
-func (r *Repository) AddCallbacks(ctx context.Context, tx *sqlx.Tx, callbacks []event.Callback) error {
+// in uow; the relay delivers them once uow commits.
+func (r *Repository) AddCallbacks(ctx context.Context, uow *versionguard.UnitOfWork, callbacks []event.Callback) error {
 	for _, cb := range callbacks {
 		msg, err := outbox.CallbackMessage(cb, 0)
 		if err != nil {
 			return err
 		}
-		if err := outbox.Add(ctx, tx, msg); err != nil {
+		if err := outbox.Add(ctx, uow.Tx(), msg); err != nil {
 			return err
 		}
 	}
@@ -195,13 +196,13 @@ func (r *Repository) AddCallbacks(ctx context.Context, tx *sqlx.Tx, callbacks []
 // covers its sum. It returns false if one did not (the stock was taken
 // since it was read, or its row is gone): some rows may have moved, and
 // the caller must roll the transaction back.
-func (r *Repository) MoveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) (bool, error) {
+func (r *Repository) MoveStock(ctx context.Context, uow *versionguard.UnitOfWork, changes []inventory.EventChange) (bool, error) {
 	skus, deltas := stockDeltas(changes)
 	if len(skus) == 0 {
 		return true, nil
 	}
 	var moved []string
-	if err := tx.SelectContext(ctx, &moved, `
+	if err := uow.Tx().SelectContext(ctx, &moved, `
 		WITH locked AS (SELECT sku, available FROM stock WHERE sku = ANY($1) ORDER BY sku FOR UPDATE)
 		UPDATE stock AS s
 		SET available = s.available + m.delta, deducted = s.deducted - m.delta, updated_at = now()

@@ -1,7 +1,10 @@
 // Package app applies order events to inventory: OrderPaid deducts the
 // order's stock (or rejects the order when stock is short), OrderRefunded
-// restocks what was deducted. It runs inside the inbox transaction, behind
-// the version guard, so each event moves stock once and in order.
+// restocks what was deducted. It runs in the unit of work the kit hands it
+// (versionguard.UnitOfWork: one transaction with the events' dedup rows),
+// behind the version guard, so each event moves stock once and in order.
+// It names no database package: its adapters reach the transaction
+// through the unit of work.
 package app
 
 import (
@@ -11,12 +14,9 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
@@ -25,19 +25,19 @@ import (
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "inventory.apply"
 
-// Store is the storage the consumer needs, all inside the inbox transaction
-// and each one statement whatever the number of orders.
+// Store is the storage the consumer needs, all in the unit of work the kit
+// hands Apply and each one statement whatever the number of orders.
 type Store interface {
-	LoadOrders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]inventory.Order, error)
-	ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
-	LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error)
-	SaveAll(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) error
+	LoadOrders(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]inventory.Order, error)
+	ReadStock(ctx context.Context, uow *versionguard.UnitOfWork, skus []string) (map[string]int, error)
+	LockStock(ctx context.Context, uow *versionguard.UnitOfWork, skus []string) (map[string]int, error)
+	SaveAll(ctx context.Context, uow *versionguard.UnitOfWork, changes []inventory.EventChange) error
 	// AddCallbacks writes callbacks to the order service into the
-	// transaction's outbox, so they are sent once it commits.
-	AddCallbacks(ctx context.Context, tx *sqlx.Tx, callbacks []event.Callback) error
+	// unit of work's outbox, so they are sent once it commits.
+	AddCallbacks(ctx context.Context, uow *versionguard.UnitOfWork, callbacks []event.Callback) error
 	// MoveStock moves the stock by the changes' deltas if it still covers
 	// them, and returns false otherwise.
-	MoveStock(ctx context.Context, tx *sqlx.Tx, changes []inventory.EventChange) (bool, error)
+	MoveStock(ctx context.Context, uow *versionguard.UnitOfWork, changes []inventory.EventChange) (bool, error)
 }
 
 // Consumer is the inventory consumer's apply function and transition table.
@@ -61,7 +61,7 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 }
 
 // Apply performs the effects of a batch of events of distinct orders on
-// stock inside tx and returns each order's new inventory state. It reads
+// stock in uow and returns each order's new inventory state. It reads
 // the orders and their SKUs' stock once, decides each event in turn against
 // the stock the earlier ones left, and writes all the changes at once, one
 // statement per table: per-SKU deltas are summed, so a hot SKU is updated
@@ -71,14 +71,14 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 // The stock rows are what every batch of every instance shares, so they
 // are locked as late as possible: the decision uses the stock as read, and
 // the stock moves in the transaction's last statement before the commit
-// (inbox.BeforeCommit), only if every SKU still covers its deductions.
+// (uow.BeforeCommit), only if every SKU still covers its deductions.
 // Batches then queue on the hot rows for that statement and the commit
 // only, which is what lets instances added to a drain add throughput. If
 // another batch took the stock meanwhile (or an earlier apply in the same
-// transaction, whose move is queued too), the inbox runs the transaction
-// again, and Apply then decides with the rows locked and moves them at
-// once.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+// transaction, whose move is queued too), the kit runs the unit of work
+// again (uow.Locking), and Apply then decides with the rows locked and
+// moves them at once.
+func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 	ids := make([]string, len(batch))
 	lines := make([][]inventory.Line, len(batch))
 	paid := make([]event.OrderPaidData, len(batch))
@@ -98,7 +98,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 			skus = append(skus, it.SKU)
 		}
 	}
-	orders, err := c.store.LoadOrders(ctx, tx, ids)
+	orders, err := c.store.LoadOrders(ctx, uow, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -108,12 +108,12 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		}
 	}
 	slices.Sort(skus)
-	locking := inbox.Locking(ctx)
+	locking := uow.Locking()
 	read := c.store.ReadStock
 	if locking {
 		read = c.store.LockStock
 	}
-	available, err := read(ctx, tx, slices.Compact(skus))
+	available, err := read(ctx, uow, slices.Compact(skus))
 	if err != nil {
 		return nil, err
 	}
@@ -121,23 +121,23 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	if err != nil {
 		return nil, err
 	}
-	if err := c.store.SaveAll(ctx, tx, changes); err != nil {
+	if err := c.store.SaveAll(ctx, uow, changes); err != nil {
 		return nil, err
 	}
-	if err := c.store.AddCallbacks(ctx, tx, shortages(changes, paid)); err != nil {
+	if err := c.store.AddCallbacks(ctx, uow, shortages(changes, paid)); err != nil {
 		return nil, err
 	}
 	states := make([]string, len(changes))
 	for i, ch := range changes {
 		states[i] = string(ch.Change.Order.Status)
 	}
-	move := func(ctx context.Context, tx *sqlx.Tx) error {
-		moved, err := c.store.MoveStock(ctx, tx, changes)
+	move := func(ctx context.Context) error {
+		moved, err := c.store.MoveStock(ctx, uow, changes)
 		if err != nil {
 			return err
 		}
 		if !moved {
-			return fmt.Errorf("inventory: stock changed since it was read: %w", inbox.ErrContended)
+			return fmt.Errorf("inventory: stock changed since it was read: %w", versionguard.ErrContended)
 		}
 		for _, ch := range changes {
 			if len(ch.Change.Shortages) > 0 {
@@ -151,9 +151,10 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		// The rows are locked already, and a later apply in the same
 		// transaction (a parked event drained after this one) must see
 		// this one's move when it reads them.
-		return states, move(ctx, tx)
+		return states, move(ctx)
 	}
-	return states, inbox.BeforeCommit(ctx, tx, move)
+	uow.BeforeCommit(move)
+	return states, nil
 }
 
 // shortages are the callbacks that tell the order service of the paid

@@ -472,8 +472,8 @@ type takingStore struct {
 	take func()
 }
 
-func (s takingStore) ReadStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int, error) {
-	available, err := s.Repository.ReadStock(ctx, tx, skus)
+func (s takingStore) ReadStock(ctx context.Context, uow *versionguard.UnitOfWork, skus []string) (map[string]int, error) {
+	available, err := s.Repository.ReadStock(ctx, uow, skus)
 	s.take()
 	return available, err
 }

@@ -1,7 +1,7 @@
 // Package adapters keeps the notifications the default sender recorded in
-// Postgres. Record runs inside the transaction the inbox opened, so a
-// notification, the dedup row and the version guard commit together or not
-// at all.
+// Postgres. Record writes in the transaction of the unit of work the kit
+// opened, so a notification, the dedup row and the version guard commit
+// together or not at all.
 package adapters
 
 import (
@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
 )
 
@@ -33,8 +34,8 @@ type notificationRow struct {
 	CreatedAt  time.Time `db:"created_at"`
 }
 
-// Record stores ns inside tx, in one statement.
-func (r *Repository) Record(ctx context.Context, tx *sqlx.Tx, ns []notification.Notification) error {
+// Record stores ns in uow, in one statement.
+func (r *Repository) Record(ctx context.Context, uow *versionguard.UnitOfWork, ns []notification.Notification) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -44,7 +45,7 @@ func (r *Repository) Record(ctx context.Context, tx *sqlx.Tx, ns []notification.
 			cols[i] = append(cols[i], v)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `
+	if _, err := uow.Tx().ExecContext(ctx, `
 		INSERT INTO notifications (order_id, customer_id, event_id, kind, channel, body)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])`,
 		pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]), pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5])); err != nil {

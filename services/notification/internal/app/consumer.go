@@ -1,8 +1,10 @@
 // Package app turns order events into customer notifications: one for
 // each OrderPaid, OrderRefunded, OrderRefundRejected and
-// OrderPaymentReturned. It runs inside the
-// inbox transaction, behind the version guard, so each event is told once
-// and in order.
+// OrderPaymentReturned. It runs in the unit of work the kit hands it
+// (versionguard.UnitOfWork: one transaction with the events' dedup rows),
+// behind the version guard, so each event is told once and in order. It
+// names no database package: its sender reaches the transaction through
+// the unit of work.
 package app
 
 import (
@@ -10,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -57,10 +57,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 }
 
 // Apply sends the notifications of a batch of events of distinct orders
-// inside tx, in one call of the sender, and returns each order's new
+// in uow, in one call of the sender, and returns each order's new
 // notification state, which lives in the version guard (the Pending's
 // state).
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 	ns := make([]notification.Notification, len(batch))
 	states := make([]string, len(batch))
 	for i, p := range batch {
@@ -77,7 +77,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		}
 		ns[i], states[i] = ch.Notification, string(ch.State)
 	}
-	if err := c.senders(tx).Send(ctx, ns); err != nil {
+	if err := c.senders(uow).Send(ctx, ns); err != nil {
 		return nil, err
 	}
 	return states, nil
@@ -95,7 +95,7 @@ func (c *Consumer) LateFacts() versionguard.LateFacts {
 		}
 	}
 	slices.Sort(types)
-	return versionguard.LateFacts{Types: types, Apply: func(ctx context.Context, tx *sqlx.Tx, env event.Envelope) error {
+	return versionguard.LateFacts{Types: types, Apply: func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope) error {
 		facts, err := factsOf(env)
 		if err != nil {
 			return err
@@ -104,7 +104,7 @@ func (c *Consumer) LateFacts() versionguard.LateFacts {
 		if err != nil {
 			return err
 		}
-		return c.senders(tx).Send(ctx, []notification.Notification{n})
+		return c.senders(uow).Send(ctx, []notification.Notification{n})
 	}}
 }
 

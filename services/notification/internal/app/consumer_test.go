@@ -217,7 +217,7 @@ func (failingSender) Send(context.Context, []notification.Notification) error { 
 func TestFailedSendRollsBackEverything(t *testing.T) {
 	f := newFixture(t)
 	env := newEvent(t, event.OrderPaid, "O-1", 3)
-	failing := f.processor(func(*sqlx.Tx) app.Sender { return failingSender{} })
+	failing := f.processor(func(*versionguard.UnitOfWork) app.Sender { return failingSender{} })
 
 	if _, err := failing.Process(context.Background(), env); !errors.Is(err, errProviderDown) {
 		t.Fatalf("process: %v, want the sender's error", err)
@@ -392,7 +392,7 @@ type failingRecorder struct{}
 
 var errTableDown = errors.New("notifications table unwritable")
 
-func (failingRecorder) Record(context.Context, *sqlx.Tx, []notification.Notification) error {
+func (failingRecorder) Record(context.Context, *versionguard.UnitOfWork, []notification.Notification) error {
 	return errTableDown
 }
 

@@ -1,6 +1,7 @@
 // Package adapters keeps the points ledger in Postgres. The consumer's
-// methods run inside the transaction the inbox opened, so a ledger entry,
-// the dedup row and the version guard commit together or not at all.
+// methods write in the transaction of the unit of work the kit opened, so
+// a ledger entry, the dedup row and the version guard commit together or
+// not at all.
 package adapters
 
 import (
@@ -38,17 +39,17 @@ type entryRow struct {
 	CreatedAt  time.Time       `db:"created_at"`
 }
 
-// Orders returns what each order's ledger entries add up to, inside tx:
-// its points, the amount it earned them for and the amounts its reversals
-// gave back; an order without entries has zeros.
-func (r *Repository) Orders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]points.Order, error) {
+// Orders returns what each order's ledger entries add up to, in uow: its
+// points, the amount it earned them for and the amounts its reversals gave
+// back; an order without entries has zeros.
+func (r *Repository) Orders(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]points.Order, error) {
 	var rows []struct {
 		OrderID  string          `db:"order_id"`
 		Points   int64           `db:"points"`
 		Paid     decimal.Decimal `db:"paid"`
 		Refunded decimal.Decimal `db:"refunded"`
 	}
-	if err := tx.SelectContext(ctx, &rows, `
+	if err := uow.Tx().SelectContext(ctx, &rows, `
 		SELECT order_id, sum(points) AS points,
 		       coalesce(sum(amount) FILTER (WHERE entry_type = 'EARN'), 0) AS paid,
 		       coalesce(sum(amount) FILTER (WHERE entry_type = 'REVERSAL'), 0) AS refunded
@@ -62,8 +63,8 @@ func (r *Repository) Orders(ctx context.Context, tx *sqlx.Tx, orderIDs []string)
 	return out, nil
 }
 
-// Add writes entries inside tx, in one statement.
-func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error {
+// Add writes entries in uow, in one statement.
+func (r *Repository) Add(ctx context.Context, uow *versionguard.UnitOfWork, entries []points.LedgerEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -77,7 +78,7 @@ func (r *Repository) Add(ctx context.Context, tx *sqlx.Tx, entries []points.Ledg
 		pts = append(pts, e.Points)
 		amounts = append(amounts, e.Amount.String())
 	}
-	if _, err := tx.ExecContext(ctx, `
+	if _, err := uow.Tx().ExecContext(ctx, `
 		INSERT INTO points_ledger (order_id, customer_id, event_id, entry_type, points, amount)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::numeric[])`,
 		pq.Array(orders), pq.Array(customers), pq.Array(events), pq.Array(types), pq.Array(pts), pq.Array(amounts)); err != nil {

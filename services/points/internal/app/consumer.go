@@ -1,7 +1,10 @@
 // Package app applies order events to the points ledger: OrderPaid
 // earns points, each OrderRefunded writes one reversal that brings the
-// order to what it is still worth, never below zero. It runs inside the inbox transaction, behind
-// the version guard, so each event writes at most one entry, in order.
+// order to what it is still worth, never below zero. It runs in the unit
+// of work the kit hands it (versionguard.UnitOfWork: one transaction with
+// the events' dedup rows), behind the version guard, so each event writes
+// at most one entry, in order. It names no database package: its adapters
+// reach the transaction through the unit of work.
 package app
 
 import (
@@ -9,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -23,11 +24,11 @@ import (
 // drills can make the consumer fail a number of times with a retryable error.
 const FailPoint = "points.apply"
 
-// Store is the storage the consumer needs, all inside the inbox transaction
-// and each one statement whatever the number of orders.
+// Store is the storage the consumer needs, all in the unit of work the kit
+// hands Apply and each one statement whatever the number of orders.
 type Store interface {
-	Orders(ctx context.Context, tx *sqlx.Tx, orderIDs []string) (map[string]points.Order, error)
-	Add(ctx context.Context, tx *sqlx.Tx, entries []points.LedgerEntry) error
+	Orders(ctx context.Context, uow *versionguard.UnitOfWork, orderIDs []string) (map[string]points.Order, error)
+	Add(ctx context.Context, uow *versionguard.UnitOfWork, entries []points.LedgerEntry) error
 }
 
 // Consumer is the points consumer's apply function and transition table.
@@ -51,10 +52,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 }
 
 // Apply writes the ledger entries of a batch of events of distinct orders
-// inside tx, in one statement, and returns each order's new points state.
+// in uow, in one statement, and returns each order's new points state.
 // The points state lives in the version guard (the Pending's state); the
 // ledger is the only table.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.Pending) ([]string, error) {
+func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
 	var refunded []string
 	for _, p := range batch {
 		if err := c.fp.Inject(FailPoint); err != nil {
@@ -67,7 +68,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 	var ledgers map[string]points.Order
 	if len(refunded) > 0 {
 		var err error
-		if ledgers, err = c.store.Orders(ctx, tx, refunded); err != nil {
+		if ledgers, err = c.store.Orders(ctx, uow, refunded); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +90,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, batch []versionguard.
 		entries = append(entries, points.LedgerEntry{Entry: ch.Entry, OrderID: order.ID, CustomerID: customer, EventID: p.Env.EventID})
 		states[i] = string(ch.State)
 	}
-	if err := c.store.Add(ctx, tx, entries); err != nil {
+	if err := c.store.Add(ctx, uow, entries); err != nil {
 		return nil, err
 	}
 	return states, nil
