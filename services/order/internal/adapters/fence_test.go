@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -42,7 +42,7 @@ func TestFenceVersion(t *testing.T) {
 	if _, err := repo.FenceVersion(ctx(t), "O-missing", 5); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("fence of an unknown order: %v, want ErrNotFound", err)
 	}
-	var rule *event.RuleError
+	var rule *rules.RuleError
 	if _, err := repo.FenceVersion(ctx(t), "O-1", 0); !errors.As(err, &rule) {
 		t.Fatalf("fence at 0: %v, want a rule error", err)
 	}

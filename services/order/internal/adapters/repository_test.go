@@ -7,6 +7,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -220,7 +221,7 @@ func TestClosureErrorChangesNothing(t *testing.T) {
 }
 
 func paymentCallback(id string) order.Callback {
-	return order.Callback{ID: id, Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80.50"), Currency: "CNY"}
+	return order.Callback{ID: id, Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80.50"), Currency: "CNY"}
 }
 
 func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
@@ -271,7 +272,7 @@ func TestRejectedCallbackIsNotRecorded(t *testing.T) {
 	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
-	refunded := order.Callback{ID: "E-ref-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+	refunded := order.Callback{ID: "E-ref-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-never-asked", Amount: dec("1"), Currency: "CNY"}
 	o, err := repo.ApplyCallback(ctx(t), refunded)
 	var terr *order.TransitionError
@@ -343,7 +344,7 @@ func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	o, err := repo.ApplyCallback(ctx(t), order.Callback{ID: "E-ref-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1",
+	o, err := repo.ApplyCallback(ctx(t), order.Callback{ID: "E-ref-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1",
 		PaymentID: "P-1", RefundID: "R-1", Amount: dec("40"), Currency: "CNY"})
 	if err != nil || o.Status != order.StatusPartiallyRefunded {
 		t.Fatalf("refund succeeded: %v %+v", err, o)

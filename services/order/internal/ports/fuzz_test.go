@@ -13,8 +13,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
@@ -139,7 +139,7 @@ func fuzzServer(tb testing.TB) http.Handler {
 	if _, err := paid.Checkout(); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := paid.ApplyCallback(order.Callback{ID: "E-pay", Type: event.CallbackPaymentSucceeded, OrderID: "O-PAID",
+	if _, err := paid.ApplyCallback(order.Callback{ID: "E-pay", Type: rules.CallbackPaymentSucceeded, OrderID: "O-PAID",
 		PaymentID: "P-1", Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}); err != nil {
 		tb.Fatal(err)
 	}

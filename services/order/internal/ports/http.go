@@ -23,6 +23,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -92,9 +93,9 @@ const StockCallbackPath = "/inventory/callback"
 
 // callbackTypes are the callbacks each sender may send: a payment service
 // cannot report a shortage, nor the inventory service a payment.
-var callbackTypes = map[string][]event.CallbackType{
-	CallbackPath:      {event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected},
-	StockCallbackPath: {event.CallbackStockRejected},
+var callbackTypes = map[string][]rules.CallbackType{
+	CallbackPath:      {rules.CallbackPaymentSucceeded, rules.CallbackRefundSucceeded, rules.CallbackRefundRejected},
+	StockCallbackPath: {rules.CallbackStockRejected},
 }
 
 // Register adds the routes to srv and the operator routes to admin (the
@@ -328,7 +329,7 @@ func (h *Handler) fenceVersion(c echo.Context) error {
 		return err
 	}
 	if body.AtLeast == nil {
-		return event.Invalid("atLeast", "is required: the version the order must reach")
+		return rules.Invalid("atLeast", "is required: the version the order must reach")
 	}
 	o, err := h.orders.FenceVersion(c.Request().Context(), c.Param("id"), *body.AtLeast)
 	if err != nil {
@@ -362,7 +363,7 @@ func (h *Handler) cancel(c echo.Context) error {
 	// The text as sent, before trimming: TrimSpace would drop a control
 	// character at either end (a trailing newline, U+0085) the rule
 	// refuses anywhere.
-	if err := event.ValidateReason("reason", req.Reason); err != nil {
+	if err := rules.ValidateReason("reason", req.Reason); err != nil {
 		return err
 	}
 	reason := strings.TrimSpace(req.Reason)
@@ -406,7 +407,7 @@ func (h *Handler) callback(c echo.Context) error {
 		return err
 	}
 	if !slices.Contains(callbackTypes[c.Path()], cb.Type) {
-		return event.Invalid("type", "%s is not a callback %s accepts", cb.Type, c.Path())
+		return rules.Invalid("type", "%s is not a callback %s accepts", cb.Type, c.Path())
 	}
 	o, err := h.orders.ApplyCallback(c.Request().Context(), cb)
 	code, msg, err := outcome(err)
@@ -430,7 +431,7 @@ func (h *Handler) callback(c echo.Context) error {
 // returnOf returns the order's return of the payment cb reports, if the
 // order could not take it.
 func returnOf(o *order.Order, cb order.Callback) *order.Refund {
-	if cb.Type != event.CallbackPaymentSucceeded {
+	if cb.Type != rules.CallbackPaymentSucceeded {
 		return nil
 	}
 	for i := range o.Refunds {

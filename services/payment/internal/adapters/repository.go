@@ -21,6 +21,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -123,7 +124,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := NewCallback(event.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
@@ -249,10 +250,10 @@ func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest)
 
 	paymentID := sql.NullString{String: p.ID, Valid: !noPayment}
 	out := RefundOutcome{Status: RefundSucceeded}
-	cbType := event.CallbackRefundSucceeded
+	cbType := rules.CallbackRefundSucceeded
 	if rejection != nil {
 		out = RefundOutcome{Status: RefundRejected, Reason: rejection.Reason}
-		cbType = event.CallbackRefundRejected
+		cbType = rules.CallbackRefundRejected
 	}
 	// The payment's row lock serializes two requests of one refund id, but
 	// not when there is no payment: the second insert then waits for the

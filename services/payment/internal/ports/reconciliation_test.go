@@ -26,6 +26,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
@@ -323,7 +324,7 @@ func (f *adminFixture) refundState(t *testing.T, orderID string) refundState {
 		Payload []byte `db:"payload"`
 	}
 	if err := f.db.Select(&rows, `SELECT aggregate_version, payload FROM outbox_events WHERE aggregate_id = $1 AND event_type <> $2 ORDER BY id`,
-		orderID, string(event.CallbackPaymentSucceeded)); err != nil {
+		orderID, string(rules.CallbackPaymentSucceeded)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
@@ -518,7 +519,7 @@ func TestRepublishCallback(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		t.Fatal(err)
 	}
-	if code != 200 || s.EventID != eventID || s.EventType != string(event.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
+	if code != 200 || s.EventID != eventID || s.EventType != string(rules.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
 		s.Attempts != 1 || s.SentAt != nil || strings.Contains(raw, "sentAt") {
 		t.Fatalf("republish: %d %s", code, raw)
 	}
