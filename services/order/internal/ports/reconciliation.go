@@ -11,7 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -69,7 +69,7 @@ type PageCursor struct {
 	AfterID      string `json:"afterId"`
 }
 
-func reconciliationView(rec adapters.OrderRecord) ReconciliationView {
+func reconciliationView(rec app.Record) ReconciliationView {
 	o := rec.Order
 	v := &ReconciledOrder{
 		Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount), Currency: o.Currency,
@@ -133,7 +133,7 @@ func (h *Handler) changed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	recs, err := h.orders.ChangedOrders(c.Request().Context(), p)
+	recs, err := h.orders.Changed(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
@@ -150,8 +150,8 @@ func (h *Handler) changed(c echo.Context) error {
 
 // changedPage reads the page GET /admin/reconciliation/orders asks for;
 // a malformed parameter is an *rules.RuleError naming it.
-func changedPage(c echo.Context) (adapters.ChangedPage, error) {
-	p := adapters.ChangedPage{Limit: DefaultPageLimit}
+func changedPage(c echo.Context) (app.ChangedPage, error) {
+	p := app.ChangedPage{Limit: DefaultPageLimit}
 	var err error
 	if p.After, err = queryTime(c, "changedAfter"); err != nil {
 		return p, err
