@@ -56,7 +56,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	proc := processor(db, app.NewConsumer(repo, fp, logger))
+	proc := processor(db, app.NewConsumer(app.NewRefunds(repo), fp, logger))
 	return &fixture{db: db, repo: repo, fp: fp, proc: proc, paymentID: p.ID}
 }
 
@@ -135,7 +135,7 @@ func TestFullRefund(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != adapters.RefundSucceeded ||
+	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != payment.RefundSucceeded ||
 		rows[0].PaymentID == nil || *rows[0].PaymentID != f.paymentID || !decimal.RequireFromString(rows[0].Amount).Equal(decimal.NewFromInt(80)) || rows[0].Reason != nil {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -162,7 +162,7 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.01"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].Reason == nil ||
+	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].Reason == nil ||
 		*rows[0].Reason != payment.ReasonRefundExceedsPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -185,7 +185,7 @@ func TestRefundWithoutPaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-2", 4, "R-2", "P-elsewhere", "10.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-2")
-	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].PaymentID != nil ||
+	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].PaymentID != nil ||
 		rows[0].Reason == nil || *rows[0].Reason != payment.ReasonNoPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -236,7 +236,7 @@ func TestSecondRefundAfterRejection(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-3", f.paymentID, "1.00"), versionguard.IgnoredStale)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 2 || rows[0].Status != adapters.RefundRejected || rows[1].Status != adapters.RefundSucceeded {
+	if len(rows) != 2 || rows[0].Status != payment.RefundRejected || rows[1].Status != payment.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded {
@@ -297,7 +297,7 @@ func TestRejectedPaymentIsReturnedInFull(t *testing.T) {
 	f.process(t, env, inbox.Duplicate)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != adapters.RefundSucceeded {
+	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != payment.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded || !p.Refunded.Equal(decimal.NewFromInt(80)) {

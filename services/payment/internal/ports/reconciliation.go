@@ -15,13 +15,14 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
 	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
-	RefundPayment(ctx context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error)
+	RefundPayment(ctx context.Context, req payment.RefundRequest) (app.RefundOutcome, error)
 }
 
 // ReconciliationView is the payment service's view of one order for the
@@ -183,7 +184,7 @@ func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 		if err != nil {
 			return err
 		}
-		out, err := refunds.RefundPayment(ctx, adapters.RefundRequest{
+		out, err := refunds.RefundPayment(ctx, payment.RefundRequest{
 			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason, RequestedBy: operator,
 		})
 		if err != nil {

@@ -65,12 +65,12 @@ func setupAdmin(t *testing.T) *adminFixture {
 	g := srv.Admin()
 	admin.RegisterOutbox(g, db)
 	ports.RegisterReconciliation(g, repo, admin.NewFactsReader(db, consumerName))
-	ports.RegisterRefunds(g, repo, orders)
+	ports.RegisterRefunds(g, app.NewRefunds(repo), orders)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &adminFixture{
 		fixture: &fixture{db: db, orders: orders, url: ts.URL},
-		proc:    processor(db, app.NewConsumer(repo, fp, logger)),
+		proc:    processor(db, app.NewConsumer(app.NewRefunds(repo), fp, logger)),
 		dead:    dlq.NewStore(db),
 	}
 }
