@@ -11,6 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/ports"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
@@ -217,7 +218,7 @@ func TestHTTPValidation(t *testing.T) {
 		{"known order", "/shipments/O-known", http.StatusOK, `"status":"TO_SHIP"`},
 		{"unknown order", "/shipments/O-unknown", http.StatusNotFound, `"businessCode":"SHIPMENT_NOT_FOUND"`},
 		{"id with a space", "/shipments/O%20bad", http.StatusBadRequest, `"businessCode":"INVALID_REQUEST"`},
-		{"id beyond the length rule", "/shipments/" + strings.Repeat("x", event.MaxIDLength+1), http.StatusBadRequest, `"businessCode":"INVALID_REQUEST"`},
+		{"id beyond the length rule", "/shipments/" + strings.Repeat("x", rules.MaxIDLength+1), http.StatusBadRequest, `"businessCode":"INVALID_REQUEST"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

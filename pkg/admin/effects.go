@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // EffectsPage asks a service for a page of the orders it holds effects for
@@ -38,25 +38,25 @@ type EffectsFunc func(ctx context.Context, page EffectsPage) ([]string, error)
 // the same in every service: before (RFC 3339, required: an effect
 // written a moment ago may belong to an order in flight), after (an order
 // id, optional) and limit (1 to MaxOrderIDs, default MaxOrderIDs). A broken
-// rule is an *event.RuleError naming the parameter, which pkg/httpapi
+// rule is an *rules.RuleError naming the parameter, which pkg/httpapi
 // answers with 400 INVALID_REQUEST.
 func BindEffectsPage(c echo.Context) (EffectsPage, error) {
 	page := EffectsPage{After: c.QueryParam("after"), Limit: MaxOrderIDs}
 	if page.After != "" {
-		if err := event.ValidateID("after", page.After); err != nil {
+		if err := rules.ValidateID("after", page.After); err != nil {
 			return EffectsPage{}, err
 		}
 	}
 	before := c.QueryParam("before")
 	t, err := time.Parse(time.RFC3339Nano, before)
 	if err != nil {
-		return EffectsPage{}, event.Invalid("before", "must be a time like 2026-12-01T10:00:00Z, got %q", before)
+		return EffectsPage{}, rules.Invalid("before", "must be a time like 2026-12-01T10:00:00Z, got %q", before)
 	}
 	page.Before = t
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxOrderIDs {
-			return EffectsPage{}, event.Invalid("limit", "must be a whole number from 1 to %d, got %q", MaxOrderIDs, s)
+			return EffectsPage{}, rules.Invalid("limit", "must be a whole number from 1 to %d, got %q", MaxOrderIDs, s)
 		}
 		page.Limit = n
 	}

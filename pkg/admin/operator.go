@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // OperatorHeader names who asks for an operator action (a refund, a
@@ -28,7 +28,7 @@ func Operator(c echo.Context) (string, error) {
 		return "", &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: CodeOperatorRequired,
 			Message: OperatorHeader + " is required: name who asks for this action; the audit records it"}
 	}
-	if err := event.ValidateReason(OperatorHeader, op); err != nil {
+	if err := rules.ValidateReason(OperatorHeader, op); err != nil {
 		return "", err
 	}
 	return op, nil

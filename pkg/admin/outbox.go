@@ -6,8 +6,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // OutboxBacklog answers GET /admin/outbox: how many outbox rows wait for
@@ -57,7 +57,7 @@ func RegisterOutbox(g *echo.Group, db sqlx.ExtContext) {
 	})
 	g.POST("/outbox/:eventId/republish", func(c echo.Context) error {
 		id := c.Param("eventId")
-		if err := event.ValidateID("eventId", id); err != nil {
+		if err := rules.ValidateID("eventId", id); err != nil {
 			return err
 		}
 		operator, err := Operator(c)

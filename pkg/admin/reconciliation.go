@@ -9,9 +9,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -29,7 +29,7 @@ type OrderIDsRequest struct {
 // BindOrderIDs decodes and checks the body of POST
 // /admin/reconciliation/orders, the same in every service: 1 to
 // MaxOrderIDs ids, each an id by the contract's rule. A broken rule is an
-// *event.RuleError naming the field (orderIds, orderIds[i]), which
+// *rules.RuleError naming the field (orderIds, orderIds[i]), which
 // pkg/httpapi answers with 400 INVALID_REQUEST; malformed JSON is a 400
 // too.
 func BindOrderIDs(c echo.Context) ([]string, error) {
@@ -38,10 +38,10 @@ func BindOrderIDs(c echo.Context) ([]string, error) {
 		return nil, err
 	}
 	if n := len(req.OrderIDs); n < 1 || n > MaxOrderIDs {
-		return nil, event.Invalid("orderIds", "must hold 1 to %d order ids, got %d", MaxOrderIDs, n)
+		return nil, rules.Invalid("orderIds", "must hold 1 to %d order ids, got %d", MaxOrderIDs, n)
 	}
 	for i, id := range req.OrderIDs {
-		if err := event.ValidateID(fmt.Sprintf("orderIds[%d]", i), id); err != nil {
+		if err := rules.ValidateID(fmt.Sprintf("orderIds[%d]", i), id); err != nil {
 			return nil, err
 		}
 	}

@@ -1,11 +1,7 @@
 package event_test
 
 import (
-	"encoding/json"
-	"strconv"
 	"testing"
-
-	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
@@ -55,54 +51,5 @@ func BenchmarkParse(b *testing.B) {
 				})
 			}
 		})
-	}
-}
-
-// BenchmarkValueRules measures one call of a value rule function as the
-// points consumer makes it per event (ValidatePositiveAmount) and as the
-// order service makes them per request: the generic validator over the
-// definition (reference, what the functions ran before) against the
-// compiled checker (compiled).
-func BenchmarkValueRules(b *testing.B) {
-	paid := decimal.RequireFromString("80.00")
-	rules := []struct {
-		name      string
-		compiled  func() error
-		reference func() error
-	}{
-		{
-			"ValidatePositiveAmount",
-			func() error { return event.ValidatePositiveAmount("paidAmount", paid) },
-			func() error {
-				return event.CheckRuleReference("paidAmount", event.RulePositiveAmount, paid.String(), paid.String())
-			},
-		},
-		{
-			"ValidateID",
-			func() error { return event.ValidateID("orderId", "O-1001") },
-			func() error {
-				return event.CheckRuleReference("orderId", event.RuleID, "O-1001", strconv.Quote("O-1001"))
-			},
-		},
-		{
-			"ValidateQuantity",
-			func() error { return event.ValidateQuantity("quantity", 2) },
-			func() error { return event.CheckRuleReference("quantity", event.RuleQuantity, json.Number("2"), "2") },
-		},
-	}
-	for _, r := range rules {
-		for _, impl := range []struct {
-			name  string
-			check func() error
-		}{{"reference", r.reference}, {"compiled", r.compiled}} {
-			b.Run(impl.name+"/"+r.name, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := impl.check(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // The schemas under testdata/compat are the published contract of each
@@ -92,10 +93,7 @@ func compatibility(t *testing.T, published, current []byte) []string {
 // ("rules.json#/$defs/id"): a field's shape is its own plus its rule's.
 func ruleDefs(t *testing.T) map[string]*schemaNode {
 	t.Helper()
-	raw, err := event.Schemas.ReadFile("schemas/rules.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rules.Schema()
 	var doc struct {
 		Defs map[string]*schemaNode `json:"$defs"`
 	}

@@ -5,17 +5,48 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"strconv"
 	"sync"
+
+	"github.com/reliable-orders/fulfillment/pkg/internal/jsoncheck"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // checkers is the event schemas compiled once, like compiled: the schemas
 // are embedded, so the table is read-only after its first use.
 var checkers = sync.OnceValues(compileCheckers)
 
-// maxPooledNodes bounds the node slice a document keeps for reuse, so one
-// huge message does not pin its memory in the pool.
-const maxPooledNodes = 4096
+func compileCheckers() (jsoncheck.Set, error) { return compileCheckersFrom(Schemas) }
+
+// compileCheckersFrom compiles the schemas under schemas/ in fsys with the
+// value rules they reference (rules.json, pkg/rules).
+func compileCheckersFrom(fsys fs.FS) (jsoncheck.Set, error) {
+	files, err := schemaFiles(fsys)
+	if err != nil {
+		return jsoncheck.Set{}, err
+	}
+	return jsoncheck.Compile(files)
+}
+
+// schemaFiles reads the schemas under schemas/ in fsys, by file name, and
+// adds rules.json, which they reference.
+func schemaFiles(fsys fs.FS) (map[string][]byte, error) {
+	names, err := fs.Glob(fsys, "schemas/*.json")
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{rules.File: rules.Schema()}
+	for _, name := range names {
+		raw, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		files[path.Base(name)] = raw
+	}
+	return files, nil
+}
 
 // parse is Validate, and with fill Parse, over one scan of raw. It answers
 // as validateReference and parseReference do, in the same order: a syntax
@@ -37,79 +68,67 @@ func parse(raw []byte, fill bool) (Envelope, error) {
 		}
 		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
 	}
-	d := documents.Get().(*document)
-	defer func() {
-		clear(d.nodes)
-		d.raw, d.nodes = nil, d.nodes[:0]
-		if cap(d.nodes) <= maxPooledNodes {
-			documents.Put(d)
-		}
-	}()
-	if err := d.scan(raw); err != nil {
+	d := jsoncheck.NewDocument()
+	defer d.Release()
+	if err := d.Scan(raw); err != nil {
 		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
 	}
-	t, version, err := d.head()
+	t, version, err := head(d)
 	if err != nil {
 		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
 	}
-	ch, ok := set.events[SchemaName(t, version)]
+	ch, ok := set.Roots[SchemaName(t, version)]
 	if !ok {
 		return Envelope{}, &InvalidError{Reason: ReasonUnknownVersion,
 			Err: fmt.Errorf("%w: %q v%d", ErrUnknownVersion, t, version)}
 	}
-	if err := ch.check(d, 0); err != nil {
+	if err := ch.Check(d, 0); err != nil {
 		return Envelope{}, &InvalidError{Reason: ReasonSchemaViolation, Err: err}
 	}
-	if key, field, found := set.caseVariant(d, 0); found {
+	if key, field, found := caseVariant(set, d, 0); found {
 		return Envelope{}, &InvalidError{Reason: ReasonSchemaViolation,
 			Err: fmt.Errorf("key %q differs from the contract's field %q only in case", key, field)}
 	}
 	if !fill {
 		return Envelope{}, nil
 	}
-	env, err := d.envelope()
+	env, err := envelope(d)
 	if err != nil {
 		return Envelope{}, &InvalidError{Reason: ReasonInvalidJSON, Err: err}
 	}
 	return env, nil
 }
 
-// typeError is what json.Unmarshal says of a value it cannot read into a
-// field.
-func typeError(n *node, field string) error {
-	return fmt.Errorf("json: cannot unmarshal %s into field %s", kindName(n.kind), field)
-}
-
 // head reads eventType and eventVersion as json.Unmarshal reads them into
 // a struct: keys match case-insensitively, every match is decoded in
 // order and the last wins, null leaves the field alone, and a value of
 // another type fails.
-func (d *document) head() (Type, int, error) {
-	root := &d.nodes[0]
-	switch root.kind {
-	case kindNull:
+func head(d *jsoncheck.Document) (Type, int, error) {
+	root := &d.Nodes[0]
+	switch root.Kind {
+	case jsoncheck.KindNull:
 		return "", 0, nil
-	case kindObject:
+	case jsoncheck.KindObject:
 	default:
-		return "", 0, fmt.Errorf("json: cannot unmarshal %s into an event", kindName(root.kind))
+		return "", 0, fmt.Errorf("json: cannot unmarshal %s into an event", jsoncheck.KindName(root.Kind))
 	}
 	var (
 		t       Type
 		version int
 		first   error
 	)
-	for j := 1; j < root.next; j = d.nodes[j].next {
-		n := &d.nodes[j]
+	for j := 1; j < root.Next; j = d.Nodes[j].Next {
+		n := &d.Nodes[j]
 		switch {
-		case bytes.EqualFold(n.key, []byte("eventType")):
-			s, err := d.stringField(n, "eventType")
+		case bytes.EqualFold(n.Key, []byte("eventType")):
+			s, err := d.StringField(n, "eventType")
 			if err != nil {
 				first = firstError(first, err)
 			} else if s != nil {
 				t = Type(*s)
 			}
-		case bytes.EqualFold(n.key, []byte("eventVersion")):
-			v, err := d.intField(n, "eventVersion", strconv.IntSize)
+		case bytes.EqualFold(n.Key, []byte("eventVersion")):
+			v, err := d.IntField(n, "eventVersion", strconv.IntSize)
 			if err != nil {
 				first = firstError(first, err)
 			} else if v != nil {
@@ -129,75 +148,44 @@ func firstError(first, err error) error {
 	return err
 }
 
-// stringField reads n into a string field: nil for null.
-func (d *document) stringField(n *node, field string) (*string, error) {
-	switch n.kind {
-	case kindNull:
-		return nil, nil
-	case kindString:
-		b, err := d.str(n)
-		if err != nil {
-			return nil, err
-		}
-		s := string(b)
-		return &s, nil
-	}
-	return nil, typeError(n, field)
-}
-
-// intField reads n into an integer field of bits bits: nil for null.
-func (d *document) intField(n *node, field string, bits int) (*int64, error) {
-	switch n.kind {
-	case kindNull:
-		return nil, nil
-	case kindNumber:
-		v, err := strconv.ParseInt(string(d.bytes(n)), 10, bits)
-		if err != nil {
-			return nil, fmt.Errorf("json: cannot unmarshal number %s into field %s", d.bytes(n), field)
-		}
-		return &v, nil
-	}
-	return nil, typeError(n, field)
-}
-
 // envelope decodes the root object into an Envelope as json.Unmarshal
 // does, from the nodes the schema was checked over.
-func (d *document) envelope() (Envelope, error) {
+func envelope(d *jsoncheck.Document) (Envelope, error) {
 	var (
 		env   Envelope
 		first error
 	)
-	str := func(n *node, field string, dst *string) {
-		s, err := d.stringField(n, field)
+	str := func(n *jsoncheck.Node, field string, dst *string) {
+		s, err := d.StringField(n, field)
 		if err != nil {
 			first = firstError(first, err)
 		} else if s != nil {
 			*dst = *s
 		}
 	}
-	root := &d.nodes[0]
-	for j := 1; j < root.next; j = d.nodes[j].next {
-		n := &d.nodes[j]
-		switch envelopeField(n.key) {
+	root := &d.Nodes[0]
+	for j := 1; j < root.Next; j = d.Nodes[j].Next {
+		n := &d.Nodes[j]
+		switch envelopeField(n.Key) {
 		case "eventId":
 			str(n, "eventId", &env.EventID)
 		case "eventType":
 			str(n, "eventType", (*string)(&env.EventType))
 		case "eventVersion":
-			v, err := d.intField(n, "eventVersion", strconv.IntSize)
+			v, err := d.IntField(n, "eventVersion", strconv.IntSize)
 			if err != nil {
 				first = firstError(first, err)
 			} else if v != nil {
 				env.EventVersion = int(*v)
 			}
 		case "occurredAt":
-			if err := env.OccurredAt.UnmarshalJSON(d.bytes(n)); err != nil {
+			if err := env.OccurredAt.UnmarshalJSON(d.Bytes(n)); err != nil {
 				first = firstError(first, err)
 			}
 		case "aggregateId":
 			str(n, "aggregateId", &env.AggregateID)
 		case "aggregateVersion":
-			v, err := d.intField(n, "aggregateVersion", 64)
+			v, err := d.IntField(n, "aggregateVersion", 64)
 			if err != nil {
 				first = firstError(first, err)
 			} else if v != nil {
@@ -208,7 +196,7 @@ func (d *document) envelope() (Envelope, error) {
 		case "producer":
 			str(n, "producer", &env.Producer)
 		case "data":
-			env.Data = bytes.Clone(d.bytes(n))
+			env.Data = bytes.Clone(d.Bytes(n))
 		}
 	}
 	if first != nil {
@@ -243,38 +231,38 @@ func envelopeField(key []byte) string {
 // caseVariant is schemaSet.caseVariant over a scanned document: it visits
 // the values an object keeps (the last of a repeated name), as the
 // reference does over the decoded map.
-func (s checkerSet) caseVariant(d *document, i int) (key, field string, found bool) {
-	n := &d.nodes[i]
-	switch n.kind {
-	case kindArray:
-		for j := i + 1; j < n.next; j = d.nodes[j].next {
-			if key, field, found = s.caseVariant(d, j); found {
+func caseVariant(s jsoncheck.Set, d *jsoncheck.Document, i int) (key, field string, found bool) {
+	n := &d.Nodes[i]
+	switch n.Kind {
+	case jsoncheck.KindArray:
+		for j := i + 1; j < n.Next; j = d.Nodes[j].Next {
+			if key, field, found = caseVariant(s, d, j); found {
 				return key, field, true
 			}
 		}
-	case kindObject:
+	case jsoncheck.KindObject:
 		var buf [16]int
-		ms := d.members(buf[:0], i)
+		ms := d.Members(buf[:0], i)
 		var last map[string]int
 		if len(ms) > len(buf) {
 			last = make(map[string]int, len(ms))
 			for k, j := range ms {
-				last[string(d.nodes[j].key)] = k
+				last[string(d.Nodes[j].Key)] = k
 			}
 		}
 		for k, j := range ms {
-			name := d.nodes[j].key
-			if !s.fields[string(name)] {
-				for _, f := range s.fieldList {
+			name := d.Nodes[j].Key
+			if !s.Fields[string(name)] {
+				for _, f := range s.FieldList {
 					if bytes.EqualFold(name, []byte(f)) {
 						return string(name), f, true
 					}
 				}
 			}
-			if last != nil && last[string(name)] != k || last == nil && d.overridden(ms, k) {
+			if last != nil && last[string(name)] != k || last == nil && d.Overridden(ms, k) {
 				continue
 			}
-			if key, field, found = s.caseVariant(d, j); found {
+			if key, field, found = caseVariant(s, d, j); found {
 				return key, field, true
 			}
 		}

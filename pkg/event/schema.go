@@ -6,22 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/reliable-orders/fulfillment/pkg/internal/jsoncheck"
 )
 
 // Schemas holds one JSON Schema per (eventType, eventVersion), named
-// "<EventType>.v<N>.json", plus the shared envelope.json and rules.json
-// (the value rules, rules.go).
+// "<EventType>.v<N>.json", plus the shared envelope.json. The value rules
+// they reference ("rules.json#/$defs/id") are pkg/rules' rules.json.
 //
 //go:embed schemas/*.json
 var Schemas embed.FS
-
-const schemaBase = "https://schemas.reliable-orders.dev/"
 
 // Reasons an event is rejected. They go into DLQ records as failureReason.
 const (
@@ -49,11 +47,9 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // time, so a lazily initialised read-only table is safe to share.
 var compiled = sync.OnceValues(compileSchemas)
 
-// schemaSet is every compiled schema: the event schemas by SchemaName and
-// the value rules of rules.json by definition name.
+// schemaSet is every compiled event schema, by SchemaName.
 type schemaSet struct {
 	events map[string]*jsonschema.Schema
-	rules  map[string]*jsonschema.Schema
 	// fields is every property name the schemas define.
 	fields map[string]bool
 }
@@ -61,65 +57,32 @@ type schemaSet struct {
 func compileSchemas() (schemaSet, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	names, err := fs.Glob(Schemas, "schemas/*.json")
+	files, err := schemaFiles(Schemas)
 	if err != nil {
 		return schemaSet{}, err
 	}
-	fields := map[string]bool{}
-	for _, name := range names {
-		raw, err := Schemas.ReadFile(name)
-		if err != nil {
-			return schemaSet{}, err
-		}
+	set := schemaSet{events: map[string]*jsonschema.Schema{}, fields: map[string]bool{}}
+	for name, raw := range files {
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		if err != nil {
 			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
-		collectFields(doc, fields)
-		if err := c.AddResource(schemaBase+path.Base(name), doc); err != nil {
+		jsoncheck.CollectFields(doc, set.fields)
+		if err := c.AddResource(jsoncheck.BaseURI+name, doc); err != nil {
 			return schemaSet{}, fmt.Errorf("schema %s: %w", name, err)
 		}
 	}
-	set := schemaSet{events: map[string]*jsonschema.Schema{}, rules: map[string]*jsonschema.Schema{}, fields: fields}
-	for _, name := range names {
-		base := path.Base(name)
-		if !isEventSchema(base) {
+	for name := range files {
+		if !isEventSchema(name) {
 			continue
 		}
-		s, err := c.Compile(schemaBase + base)
+		s, err := c.Compile(jsoncheck.BaseURI + name)
 		if err != nil {
-			return schemaSet{}, fmt.Errorf("compile %s: %w", base, err)
+			return schemaSet{}, fmt.Errorf("compile %s: %w", name, err)
 		}
-		set.events[strings.TrimSuffix(base, ".json")] = s
-	}
-	for _, def := range ruleNames() {
-		s, err := c.Compile(schemaBase + rulesFile + "#/$defs/" + def)
-		if err != nil {
-			return schemaSet{}, fmt.Errorf("compile rule %s: %w", def, err)
-		}
-		set.rules[def] = s
+		set.events[strings.TrimSuffix(name, ".json")] = s
 	}
 	return set, nil
-}
-
-// collectFields adds the names of every "properties" object of schema to
-// fields.
-func collectFields(schema any, fields map[string]bool) {
-	switch v := schema.(type) {
-	case map[string]any:
-		if props, ok := v["properties"].(map[string]any); ok {
-			for name := range props {
-				fields[name] = true
-			}
-		}
-		for _, child := range v {
-			collectFields(child, fields)
-		}
-	case []any:
-		for _, child := range v {
-			collectFields(child, fields)
-		}
-	}
 }
 
 // caseVariant finds a key of doc that is not one of the contract's field
@@ -200,22 +163,6 @@ func validateReference(raw []byte) error {
 			Err: fmt.Errorf("key %q differs from the contract's field %q only in case", key, field)}
 	}
 	return nil
-}
-
-// checkRuleReference is what ValidateID and the other value rule
-// functions answer for v, a value as JSON decodes it (string,
-// json.Number), when the generic JSON Schema validator evaluates
-// definition rule: the reference their compiled checks are tested
-// against. got is how a refused value is quoted back.
-func checkRuleReference(field, rule string, v any, got string) error {
-	set, err := compiled()
-	if err != nil {
-		return fmt.Errorf("load value rules: %w", err)
-	}
-	if set.rules[rule].Validate(v) == nil {
-		return nil
-	}
-	return refuse(field, rule, got)
 }
 
 // parseReference is Parse over validateReference.

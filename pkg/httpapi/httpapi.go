@@ -31,7 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -214,7 +214,7 @@ func checkIDs(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		for _, name := range idParams {
 			if v := c.Param(name); v != "" {
-				if err := event.ValidateID(name, v); err != nil {
+				if err := rules.ValidateID(name, v); err != nil {
 					return err
 				}
 			}
@@ -223,7 +223,7 @@ func checkIDs(next echo.HandlerFunc) echo.HandlerFunc {
 					if one == "" { // an empty filter filters nothing
 						continue
 					}
-					if err := event.ValidateID(name, one); err != nil {
+					if err := rules.ValidateID(name, one); err != nil {
 						return err
 					}
 				}
@@ -299,7 +299,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	var apiErr *Error
 	var httpErr *echo.HTTPError
-	var ruleErr *event.RuleError
+	var ruleErr *rules.RuleError
 	switch {
 	case errors.As(err, &apiErr):
 	case errors.As(err, &ruleErr):

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -280,7 +280,7 @@ func reconcileLastUnitRace(s *session) (string, error) {
 			switch {
 			case o.Status == "PAID":
 				kept = id
-			case o.Status == "CANCELLED" && o.Reason == event.ReasonOutOfStock:
+			case o.Status == "CANCELLED" && o.Reason == rules.ReasonOutOfStock:
 				refunded = id
 			}
 		}
@@ -317,7 +317,7 @@ func reconcileLastUnitRace(s *session) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%s kept the unit (stock 0/1); %s: inventory REJECTED, payment REFUNDED %s, order CANCELLED %s, %d points, told out of stock; both converged; %s",
-		kept, refunded, back, event.ReasonOutOfStock, points, run), nil
+		kept, refunded, back, rules.ReasonOutOfStock, points, run), nil
 }
 
 // holdCallbacks stops the payment service's relay from delivering

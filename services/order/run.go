@@ -13,6 +13,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
 )
 
@@ -49,7 +50,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	peerClient := &http.Client{Timeout: snapshotTimeout, Transport: httpapi.ClientTransport(32)}
 	peers := adapters.NewPeers(peerClient, cfg.Peers, cfg.AdminToken, snapshotTimeout)
 	keys := ports.CallbackKeys{Secrets: cfg.Callbacks.Secrets(), Window: cfg.Callbacks.ReplayWindow}
-	ports.NewHandler(repo, peers, keys, svc.FailPoints).Register(svc.HTTP, svc.Admin)
+	ports.NewHandler(app.NewOrders(repo, peers), keys, svc.FailPoints).Register(svc.HTTP, svc.Admin)
 	svc.Describe(ports.Operations()...)
 
 	err = svc.Run(ctx, "brokers", cfg.Events.Brokers, "topic", cfg.Events.OrderEventsTopic)

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
 
@@ -47,7 +47,7 @@ func TestAdminBacklogEndpoints(t *testing.T) {
 		s.GetJSON("/admin/outbox?aggregateId=O-1", &backlog)
 		return len(backlog.Events) == 1 && backlog.Events[0].Attempts >= 2
 	})
-	if cb := backlog.Events[0]; cb.EventType != string(event.CallbackPaymentSucceeded) || cb.Status != "PENDING" || cb.NextAttemptAt.IsZero() {
+	if cb := backlog.Events[0]; cb.EventType != string(rules.CallbackPaymentSucceeded) || cb.Status != "PENDING" || cb.NextAttemptAt.IsZero() {
 		t.Errorf("the callback row = %+v, want a PENDING PAYMENT_SUCCEEDED with its next attempt", cb)
 	}
 	var other admin.OutboxBacklog

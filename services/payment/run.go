@@ -36,10 +36,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	repo := adapters.NewRepository(svc.DB, relay)
 	ports.NewHandler(orders.Orders, repo).Register(svc.HTTP.Echo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
-	ports.RegisterRefunds(svc.Admin, repo, orders.Orders)
+	refunds := app.NewRefunds(repo)
+	ports.RegisterRefunds(svc.Admin, refunds, orders.Orders)
 	svc.Describe(ports.Operations()...)
-	refunds := app.NewConsumer(repo, svc.FailPoints, svc.Logger)
-	return svc.Run(ctx, service.Events{Transitions: refunds.Transitions(), Apply: refunds.Apply})
+	consumer := app.NewConsumer(refunds, svc.FailPoints, svc.Logger)
+	return svc.Run(ctx, service.Events{Transitions: consumer.Transitions(), Apply: consumer.Apply})
 }
 
 // failPoints are the fail points the service declares (README.md, Fail

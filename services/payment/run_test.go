@@ -15,6 +15,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
@@ -57,7 +58,7 @@ func (f *fakeOrderService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeOrderService) received(t event.CallbackType) []event.Callback {
+func (f *fakeOrderService) received(t rules.CallbackType) []event.Callback {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []event.Callback
@@ -126,16 +127,16 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 		t.Fatalf("POST /payments answered %d %v", status, body)
 	}
 	s.WaitFor("PAYMENT_SUCCEEDED is delivered", func() bool {
-		return len(orders.received(event.CallbackPaymentSucceeded)) == 1
+		return len(orders.received(rules.CallbackPaymentSucceeded)) == 1
 	})
-	if cb := orders.received(event.CallbackPaymentSucceeded)[0]; cb.PaymentID != paymentID || cb.Amount.String() != "80.00" {
+	if cb := orders.received(rules.CallbackPaymentSucceeded)[0]; cb.PaymentID != paymentID || cb.Amount.String() != "80.00" {
 		t.Fatalf("PAYMENT_SUCCEEDED callback %+v", cb)
 	}
 	// The relay marks the row SENT just after the order service answered.
 	var adminStatus int
 	var adminBody map[string]any
 	s.WaitFor("the callback row marked SENT", func() bool {
-		adminStatus, adminBody = call(s, http.MethodGet, "/admin/outbox/"+orders.received(event.CallbackPaymentSucceeded)[0].CallbackID, "")
+		adminStatus, adminBody = call(s, http.MethodGet, "/admin/outbox/"+orders.received(rules.CallbackPaymentSucceeded)[0].CallbackID, "")
 		return adminStatus == http.StatusOK && adminBody["status"] == outbox.StatusSent
 	})
 	if adminBody["attempts"] != float64(1) {
@@ -145,7 +146,7 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	env := refundRequested(t, paymentID)
 	s.Publish(env)
 	s.WaitFor("REFUND_SUCCEEDED is delivered", func() bool {
-		return len(orders.received(event.CallbackRefundSucceeded)) == 1
+		return len(orders.received(rules.CallbackRefundSucceeded)) == 1
 	})
 	status, body = call(s, http.MethodGet, "/payments/orders/O-1", "")
 	if status != http.StatusOK || body["status"] != "REFUNDED" || body["refunded"] != "80.00" {
@@ -239,7 +240,7 @@ func TestRunServesWithoutBroker(t *testing.T) {
 		t.Fatalf("POST /payments answered %d %v", status, body)
 	}
 	s.WaitFor("the callback is delivered", func() bool {
-		return len(orders.received(event.CallbackPaymentSucceeded)) == 1
+		return len(orders.received(rules.CallbackPaymentSucceeded)) == 1
 	})
 	s.WaitFor("the consumer logs that it retries", func() bool {
 		return strings.Contains(s.Logs(), consumer.ReconnectWarning)

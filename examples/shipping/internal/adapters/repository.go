@@ -16,7 +16,6 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/domain/shipping"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -141,7 +140,7 @@ func (r *Repository) History(ctx context.Context, orderID string) ([]shipping.Ap
 	}
 	out := make([]shipping.Applied, len(rows))
 	for i, row := range rows {
-		out[i] = shipping.Applied{EventID: row.EventID, EventType: event.Type(row.EventType),
+		out[i] = shipping.Applied{EventID: row.EventID, EventType: row.EventType,
 			Status: shipping.Status(row.Status), AppliedAt: row.AppliedAt.UTC()}
 		if err := json.Unmarshal(row.Items, &out[i].ToShip); err != nil {
 			return nil, fmt.Errorf("decode goods to ship of event %s: %w", row.EventID, err)

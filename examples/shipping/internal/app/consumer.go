@@ -15,6 +15,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
 
@@ -69,7 +70,7 @@ func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batc
 	states := make([]string, len(batch))
 	for i, p := range batch {
 		next, err := decide(p.Env, shipments[p.Env.AggregateID])
-		var ruleErr *event.RuleError
+		var ruleErr *rules.RuleError
 		if errors.As(err, &ruleErr) {
 			// Lines that break a rule (which Parse already refuses) fail
 			// the same way on every delivery.
@@ -78,7 +79,7 @@ func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batc
 		if err != nil {
 			return nil, err
 		}
-		changes[i] = shipping.Change{EventID: p.Env.EventID, EventType: p.Env.EventType, Shipment: next}
+		changes[i] = shipping.Change{EventID: p.Env.EventID, EventType: string(p.Env.EventType), Shipment: next}
 		states[i] = string(next.Status)
 	}
 	if err := c.store.Save(ctx, uow, changes); err != nil {

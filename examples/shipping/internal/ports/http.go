@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/domain/shipping"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Store is what the handlers read.
@@ -55,7 +55,7 @@ func Register(e *echo.Echo, store Store) {
 func (h handlers) shipment(c echo.Context) error {
 	ctx := c.Request().Context()
 	orderID := c.Param("orderId")
-	if err := event.ValidateID("orderId", orderID); err != nil {
+	if err := rules.ValidateID("orderId", orderID); err != nil {
 		return err
 	}
 	s, err := h.store.Shipment(ctx, orderID)

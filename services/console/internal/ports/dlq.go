@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 )
@@ -102,7 +102,7 @@ func (h *Handler) replay(c echo.Context) error {
 	}
 	operator := Operator(c.Request(), req.Operator)
 	// The audit stores and shows it: one line, no control characters.
-	if err := event.ValidateReason("operator", operator); err != nil {
+	if err := rules.ValidateReason("operator", operator); err != nil {
 		return err
 	}
 	res, err := h.dlq.Replay(c.Request().Context(), service, id, operator, req.Key)
@@ -145,7 +145,7 @@ const CodeUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
 func upstreamError(err error) *httpapi.Error {
 	var se *suiteapi.StatusError
 	var apiErr *httpapi.Error
-	var ruleErr *event.RuleError
+	var ruleErr *rules.RuleError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr

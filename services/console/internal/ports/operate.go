@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 )
@@ -98,7 +98,7 @@ func (h *Handler) startDrill(c echo.Context) error {
 		return err
 	}
 	operator := Operator(c.Request(), req.Operator)
-	if err := event.ValidateReason("operator", operator); err != nil {
+	if err := rules.ValidateReason("operator", operator); err != nil {
 		return err
 	}
 	run, err := h.drills.Start(strings.TrimSpace(req.Selection), operator)
@@ -156,7 +156,7 @@ func (h *Handler) armFailPoint(c echo.Context) error {
 		return err
 	}
 	operator := Operator(c.Request(), req.Operator)
-	if err := event.ValidateReason("operator", operator); err != nil {
+	if err := rules.ValidateReason("operator", operator); err != nil {
 		return err
 	}
 	if req.Times < 0 {
@@ -184,7 +184,7 @@ func (h *Handler) flipProcess(c echo.Context) error {
 		return err
 	}
 	operator := Operator(c.Request(), req.Operator)
-	if err := event.ValidateReason("operator", operator); err != nil {
+	if err := rules.ValidateReason("operator", operator); err != nil {
 		return err
 	}
 	ctx, service, verb := c.Request().Context(), c.Param("name"), c.Param("verb")

@@ -17,6 +17,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
@@ -169,7 +170,7 @@ func shortages(changes []inventory.EventChange, paid []event.OrderPaidData) []ev
 			continue
 		}
 		p := paid[i]
-		out = append(out, event.Callback{CallbackID: event.NewEventID(), Type: event.CallbackStockRejected,
+		out = append(out, event.Callback{CallbackID: event.NewEventID(), Type: rules.CallbackStockRejected,
 			OrderID: ch.Change.Order.ID, PaymentID: p.PaymentID, Amount: p.PaidAmount, Currency: p.Currency,
 			Reason: ch.Change.Order.Reason})
 	}
@@ -209,7 +210,7 @@ func decide(batch []versionguard.Pending, lines [][]inventory.Line, orders map[s
 		switch p.Env.EventType {
 		case event.OrderPaid:
 			ch, err = order.Pay(lines[i], available)
-			var ruleErr *event.RuleError
+			var ruleErr *rules.RuleError
 			if errors.As(err, &ruleErr) || errors.Is(err, inventory.ErrInvalidQuantity) {
 				// Lines that break a rule (which Parse already refuses) or
 				// that the stock range cannot hold fail the same way on

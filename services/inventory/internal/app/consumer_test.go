@@ -19,6 +19,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
@@ -179,14 +180,14 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	if err := f.db.Select(&callbacks, `SELECT event_type, payload FROM outbox_events WHERE aggregate_id = 'O-1'`); err != nil {
 		t.Fatal(err)
 	}
-	if len(callbacks) != 1 || callbacks[0].Type != string(event.CallbackStockRejected) {
+	if len(callbacks) != 1 || callbacks[0].Type != string(rules.CallbackStockRejected) {
 		t.Fatalf("%d callbacks, want one STOCK_REJECTED", len(callbacks))
 	}
 	var cb event.Callback
 	if err := json.Unmarshal(callbacks[0].Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if cb.Type != event.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-O-1" || cb.Amount.String() != "80.00" ||
+	if cb.Type != rules.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-O-1" || cb.Amount.String() != "80.00" ||
 		cb.Currency != "CNY" || cb.Reason != inventory.ReasonInsufficientStock {
 		t.Fatalf("callback %+v", cb)
 	}

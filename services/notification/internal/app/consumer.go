@@ -15,6 +15,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
 )
@@ -124,7 +125,7 @@ func factsOf(env event.Envelope) (notification.Facts, error) {
 			return f, err
 		}
 		f.CustomerID, f.Amount, f.Currency = d.CustomerID, d.RefundedAmount.String(), d.Currency
-		f.OutOfStock = d.Reason == event.ReasonOutOfStock
+		f.OutOfStock = d.Reason == rules.ReasonOutOfStock
 		f.GoodsOnly = d.RefundedAmount.IsZero()
 	case event.OrderPaymentReturned:
 		var d event.OrderPaymentReturnedData

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -15,10 +15,10 @@ func TestFenceVersion(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
-	fenced, err := repo.FenceVersion(ctx(t), "O-1", 5)
+	fenced, err := orders(repo).FenceVersion(ctx(t), "O-1", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestFenceVersion(t *testing.T) {
 	if rows := outboxRows(t, db, "O-1"); len(rows) != 1 {
 		t.Fatalf("the fence wrote %d outbox rows, want only OrderCreated's", len(rows))
 	}
-	lower, err := repo.FenceVersion(ctx(t), "O-1", 2)
+	lower, err := orders(repo).FenceVersion(ctx(t), "O-1", 2)
 	if err != nil || lower.Version != 5 {
 		t.Fatalf("a fence below the version: v%d, %v; want v5 unchanged", lower.Version, err)
 	}
@@ -39,11 +39,11 @@ func TestFenceVersion(t *testing.T) {
 	if len(rows) != 2 || rows[1].EventType != "OrderCheckedOut" || rows[1].AggregateVersion != 6 {
 		t.Fatalf("outbox after the checkout %+v; want OrderCheckedOut at version 6", rows)
 	}
-	if _, err := repo.FenceVersion(ctx(t), "O-missing", 5); !errors.Is(err, order.ErrNotFound) {
+	if _, err := orders(repo).FenceVersion(ctx(t), "O-missing", 5); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("fence of an unknown order: %v, want ErrNotFound", err)
 	}
-	var rule *event.RuleError
-	if _, err := repo.FenceVersion(ctx(t), "O-1", 0); !errors.As(err, &rule) {
+	var rule *rules.RuleError
+	if _, err := orders(repo).FenceVersion(ctx(t), "O-1", 0); !errors.As(err, &rule) {
 		t.Fatalf("fence at 0: %v, want a rule error", err)
 	}
 }

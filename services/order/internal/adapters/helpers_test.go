@@ -12,6 +12,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -74,3 +76,7 @@ func ctx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// orders is the use cases over repo, as the service runs them: each
+// command's domain call inside one of the repository's transactions.
+func orders(repo *adapters.Repository) *app.Orders { return app.NewOrders(repo, nil) }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 )
 
 // What the snapshot shows for a part of the chain it could not read, and
@@ -31,21 +33,6 @@ type PeerURLs struct {
 	Points         string
 	Notification   string
 	Reconciliation string
-}
-
-// PeerView is what the other services know about one order.
-type PeerView struct {
-	Payment       string
-	Inventory     string
-	PointsLedger  int
-	Notifications int
-	DLQ           int
-	// Converged is reconciliation's verdict (every service has reached
-	// what the order's state requires); nil when it could not be read.
-	Converged *bool
-	// Findings is how many findings reconciliation runs recorded for the
-	// order; -1 when it could not be read.
-	Findings int
 }
 
 // Peers reads the other services over HTTP for the order snapshot. Each
@@ -72,14 +59,14 @@ func NewPeers(client *http.Client, urls PeerURLs, adminToken string, timeout tim
 // not yet replayed) dead letters over the four consumers
 // (inventory, points, notification, payment) and is -1 if any of them
 // could not be read.
-func (p *Peers) View(ctx context.Context, orderID string) PeerView {
+func (p *Peers) View(ctx context.Context, orderID string) app.PeerView {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	path := url.PathEscape(orderID)
 	query := url.QueryEscape(orderID)
 	consumers := []string{p.urls.Inventory, p.urls.Points, p.urls.Notification, p.urls.Payment}
 	dlq := make([]int, len(consumers))
-	var v PeerView
+	var v app.PeerView
 	var g errgroup.Group
 	g.Go(func() error {
 		v.Payment = p.status(ctx, join(p.urls.Payment, "/payments/orders/"+path))

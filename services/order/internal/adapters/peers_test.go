@@ -15,6 +15,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 )
 
 // fakeService answers fixed JSON per path (with the query string) and
@@ -84,18 +85,18 @@ func TestPeersView(t *testing.T) {
 		name    string
 		urls    adapters.PeerURLs
 		orderID string
-		want    adapters.PeerView
+		want    app.PeerView
 	}{
 		{"every service answers", all, "O-1",
-			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Converged: &no, Findings: 2}},
+			app.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Converged: &no, Findings: 2}},
 		{"nothing known yet", all, "O-2",
-			adapters.PeerView{Payment: "NONE", Inventory: "NONE", PointsLedger: 0, Notifications: 0, DLQ: 0, Converged: &yes, Findings: 0}},
+			app.PeerView{Payment: "NONE", Inventory: "NONE", PointsLedger: 0, Notifications: 0, DLQ: 0, Converged: &yes, Findings: 0}},
 		{"payment down", with(func(u *adapters.PeerURLs) { u.Payment = deadURL(t) }), "O-1",
-			adapters.PeerView{Payment: "UNKNOWN", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
+			app.PeerView{Payment: "UNKNOWN", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
 		{"points down", with(func(u *adapters.PeerURLs) { u.Points = deadURL(t) }), "O-1",
-			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: -1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
+			app.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: -1, Notifications: 2, DLQ: -1, Converged: &no, Findings: 2}},
 		{"reconciliation down", with(func(u *adapters.PeerURLs) { u.Reconciliation = deadURL(t) }), "O-1",
-			adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Findings: -1}},
+			app.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 2, DLQ: 3, Findings: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,21 +125,21 @@ func TestPeersViewTimesOut(t *testing.T) {
 	peers := adapters.NewPeers(&http.Client{}, adapters.PeerURLs{Payment: slow.URL, Inventory: slow.URL, Points: slow.URL,
 		Notification: slow.URL, Reconciliation: slow.URL}, "", 100*time.Millisecond)
 	got := peers.View(ctx(t), "O-1")
-	want := adapters.PeerView{Payment: "UNKNOWN", Inventory: "UNKNOWN", PointsLedger: -1, Notifications: -1, DLQ: -1, Findings: -1}
+	want := app.PeerView{Payment: "UNKNOWN", Inventory: "UNKNOWN", PointsLedger: -1, Notifications: -1, DLQ: -1, Findings: -1}
 	if fmt.Sprint(shown(got)) != fmt.Sprint(shown(want)) {
 		t.Fatalf("got %+v, want %+v", shown(got), shown(want))
 	}
 }
 
 // shown is a view with its verdict as text, so views compare by value.
-func shown(v adapters.PeerView) any {
+func shown(v app.PeerView) any {
 	converged := "unknown"
 	if v.Converged != nil {
 		converged = fmt.Sprint(*v.Converged)
 	}
 	v.Converged = nil
 	return struct {
-		adapters.PeerView
+		app.PeerView
 		Converged string
 	}{v, converged}
 }
@@ -148,7 +149,7 @@ func TestBacklogCollector(t *testing.T) {
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
 	for _, id := range []string{"O-1", "O-2", "O-3"} {
-		if _, err := repo.Create(ctx(t), newOrder(t, id)); err != nil {
+		if _, err := orders(repo).Create(ctx(t), newOrder(t, id)); err != nil {
 			t.Fatal(err)
 		}
 	}

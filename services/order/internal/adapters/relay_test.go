@@ -66,14 +66,14 @@ func TestRelayPublishesToKafka(t *testing.T) {
 
 	repo := adapters.NewRepository(db, topicName, nil, nil)
 	for _, id := range []string{"O-1", "O-2"} {
-		if _, err := repo.Create(ctx(t), newOrder(t, id)); err != nil {
+		if _, err := orders(repo).Create(ctx(t), newOrder(t, id)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1")); err != nil {
+	if _, err := orders(repo).ApplyCallback(ctx(t), paymentCallback("E-pay-1")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,7 +1,8 @@
-// Package adapters connects the order domain to the outside world: the
-// Postgres repository (order row and outbox row in one transaction), the
-// Kafka sink of the outbox relay, the backlog metrics and the HTTP client
-// that reads the other services for the order snapshot.
+// Package adapters connects the order service's use cases (internal/app)
+// to the outside world: the Postgres repository, which runs each command's
+// domain call in the transaction that writes the order row, its refunds
+// and the outbox rows of its events (app.Store), and the HTTP client that
+// reads the other services for the order snapshot (app.Peers).
 package adapters
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/observability"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -60,15 +62,15 @@ func (r *Repository) committed() {
 	}
 }
 
-// Create stores a new order with its OrderCreated event. Creating an
-// existing order again with the same content is a repeat that returns the
-// stored order (in whatever state it has reached); with different content
-// it fails with order.ErrExists.
-func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, error) {
+// Create stores a new order with events (its OrderCreated) in one
+// transaction and reports true. When an order with o's id exists it
+// writes nothing and returns the stored order, in whatever state it has
+// reached, and false.
+func (r *Repository) Create(ctx context.Context, o *order.Order, events []order.Event) (*order.Order, bool, error) {
 	stored := o
 	var inserted bool
 	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
-		inserted = false
+		stored, inserted = o, false
 		items, err := encodeItems(o.Items)
 		if err != nil {
 			return err
@@ -88,46 +90,42 @@ func (r *Repository) Create(ctx context.Context, o *order.Order) (*order.Order, 
 			if err != nil {
 				return err
 			}
-			if !existing.SameContent(o) {
-				return fmt.Errorf("%w: %s", order.ErrExists, o.ID)
-			}
 			stored = existing
 			return nil
 		}
-		if err := r.emit(ctx, tx, o, []order.Event{o.CreatedEvent()}); err != nil {
+		if err := r.emit(ctx, tx, o, events); err != nil {
 			return err
 		}
 		inserted = true
 		return r.failPoints.Inject(FailPointBeforeCommit)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if inserted {
 		r.committed()
 	}
-	return stored, nil
+	return stored, inserted, nil
 }
 
-// Update applies change to order id under a row lock. change returns the
-// events of the change: none means nothing changed (an idempotent repeat),
-// an error rolls everything back. Update returns the order as stored
-// afterwards; when change fails it returns the order as it was (so a
-// business rejection can report the current status) and the error.
-func (r *Repository) Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error) {
+// Update runs change on a copy of order id under its row lock and writes
+// what it changed, guarded by the version, with its events. change returns
+// the events of the change: none means nothing changed (an idempotent
+// repeat), an error rolls everything back. Update returns the order as
+// stored afterwards; when change fails it returns the order as it was (so
+// a business rejection can report the current status) and the error.
+func (r *Repository) Update(ctx context.Context, id string, change app.Change) (*order.Order, error) {
 	return r.update(ctx, id, nil, change)
 }
 
-// ApplyCallback applies a payment callback once: its callbackId is recorded
-// in processed_callbacks in the same transaction, so a re-delivery changes
+// UpdateOnce is Update of cb's order that records cb's callbackId in
+// processed_callbacks in the same transaction, so a re-delivery changes
 // nothing even after the order has moved on.
-func (r *Repository) ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error) {
-	return r.update(ctx, cb.OrderID, &cb, func(o *order.Order) ([]order.Event, error) {
-		return o.ApplyCallback(cb)
-	})
+func (r *Repository) UpdateOnce(ctx context.Context, cb order.Callback, change app.Change) (*order.Order, error) {
+	return r.update(ctx, cb.OrderID, &cb, change)
 }
 
-func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, change func(*order.Order) ([]order.Event, error)) (*order.Order, error) {
+func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, change app.Change) (*order.Order, error) {
 	var current, changed *order.Order
 	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
 		o, err := get(ctx, tx, id, true)
@@ -194,12 +192,12 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 	return current, nil
 }
 
-// FenceVersion raises the stored version of order id to at least atLeast
-// (order.FenceVersion) in one transaction, with no event: the version
-// fence reconciliation puts on an order restored from an earlier backup.
-// updated_at moves with it, so the next scheduled run looks at the order
-// again. A fence that does not raise the version writes nothing.
-func (r *Repository) FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error) {
+// FenceVersion runs fence on a copy of order id under its row lock and
+// writes the version it reached in one transaction, with no event: the
+// version fence reconciliation puts on an order restored from an earlier
+// backup. updated_at moves with it, so the next scheduled run looks at the
+// order again. A fence that does not raise the version writes nothing.
+func (r *Repository) FenceVersion(ctx context.Context, id string, fence app.Fence) (*order.Order, error) {
 	var out *order.Order
 	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
 		o, err := get(ctx, tx, id, true)
@@ -208,7 +206,7 @@ func (r *Repository) FenceVersion(ctx context.Context, id string, atLeast int64)
 		}
 		out = o
 		work := o.Clone()
-		moved, err := work.FenceVersion(atLeast)
+		moved, err := fence(work)
 		if err != nil || !moved {
 			return err
 		}
@@ -256,9 +254,8 @@ func (r *Repository) Get(ctx context.Context, id string) (*order.Order, error) {
 	return get(ctx, r.db, id, false)
 }
 
-// EventRecord is one outbox row of an order, for drills that follow an
-// order's events through the relay.
-type EventRecord struct {
+// eventRow is one outbox row of an order (app.EventRecord).
+type eventRow struct {
 	EventID          string     `db:"event_id"`
 	EventType        string     `db:"event_type"`
 	AggregateVersion int64      `db:"aggregate_version"`
@@ -269,33 +266,18 @@ type EventRecord struct {
 }
 
 // Events returns the outbox rows of order id in the order they were written.
-func (r *Repository) Events(ctx context.Context, id string) ([]EventRecord, error) {
-	var out []EventRecord
-	if err := r.db.SelectContext(ctx, &out, `
+func (r *Repository) Events(ctx context.Context, id string) ([]app.EventRecord, error) {
+	var rows []eventRow
+	if err := r.db.SelectContext(ctx, &rows, `
 		SELECT event_id, event_type, aggregate_version, status, attempts, created_at, sent_at
 		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, id); err != nil {
 		return nil, fmt.Errorf("list events of order %s: %w", id, err)
 	}
+	out := make([]app.EventRecord, len(rows))
+	for i, row := range rows {
+		out[i] = app.EventRecord(row)
+	}
 	return out, nil
-}
-
-// OrderRecord is an order as reconciliation reads it: the aggregate, when
-// it was created and last changed, and its outbox rows, oldest first.
-type OrderRecord struct {
-	Order     *order.Order
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Events    []outbox.Event
-}
-
-// ChangedPage selects a page of orders by when they last changed: those
-// whose (updated_at, order_id) comes after (After, AfterID), changed before
-// Before unless it is zero, the first Limit in that order.
-type ChangedPage struct {
-	After   time.Time
-	AfterID string
-	Before  time.Time
-	Limit   int
 }
 
 const selectRecords = `
@@ -305,8 +287,8 @@ const selectRecords = `
 // Records returns the stored orders among ids, by id, read with three
 // statements in one snapshot whatever their number: the orders, their
 // refunds and their outbox rows. An id the service never saw is absent.
-func (r *Repository) Records(ctx context.Context, ids []string) (map[string]OrderRecord, error) {
-	var recs []OrderRecord
+func (r *Repository) Records(ctx context.Context, ids []string) (map[string]app.Record, error) {
+	var recs []app.Record
 	err := postgres.InSnapshot(ctx, r.db, func(tx *sqlx.Tx) error {
 		var rows []orderRow
 		if err := tx.SelectContext(ctx, &rows, selectRecords+` WHERE order_id = ANY($1)`, pq.Array(ids)); err != nil {
@@ -319,7 +301,7 @@ func (r *Repository) Records(ctx context.Context, ids []string) (map[string]Orde
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]OrderRecord, len(recs))
+	out := make(map[string]app.Record, len(recs))
 	for _, rec := range recs {
 		out[rec.Order.ID] = rec
 	}
@@ -350,9 +332,9 @@ func (r *Repository) Unknown(ctx context.Context, ids []string) ([]string, error
 // order, read like Records. The row comparison walks the orders_updated
 // index, and UpdatedAt keeps Postgres's microseconds, so the last record's
 // (UpdatedAt, ID) continues the walk exactly.
-func (r *Repository) ChangedOrders(ctx context.Context, p ChangedPage) ([]OrderRecord, error) {
+func (r *Repository) ChangedOrders(ctx context.Context, p app.ChangedPage) ([]app.Record, error) {
 	before := sql.NullTime{Time: p.Before, Valid: !p.Before.IsZero()}
-	var recs []OrderRecord
+	var recs []app.Record
 	err := postgres.InSnapshot(ctx, r.db, func(tx *sqlx.Tx) error {
 		var rows []orderRow
 		if err := tx.SelectContext(ctx, &rows, selectRecords+`
@@ -373,12 +355,12 @@ func (r *Repository) ChangedOrders(ctx context.Context, p ChangedPage) ([]OrderR
 
 // records completes rows with their refunds and outbox rows: two
 // statements for all of them.
-func records(ctx context.Context, tx *sqlx.Tx, rows []orderRow) ([]OrderRecord, error) {
+func records(ctx context.Context, tx *sqlx.Tx, rows []orderRow) ([]app.Record, error) {
 	if len(rows) == 0 {
-		return []OrderRecord{}, nil
+		return []app.Record{}, nil
 	}
 	ids := make([]string, len(rows))
-	recs := make([]OrderRecord, len(rows))
+	recs := make([]app.Record, len(rows))
 	at := make(map[string]int, len(rows))
 	for i, row := range rows {
 		o, err := row.order()
@@ -386,7 +368,7 @@ func records(ctx context.Context, tx *sqlx.Tx, rows []orderRow) ([]OrderRecord, 
 			return nil, err
 		}
 		ids[i], at[row.OrderID] = row.OrderID, i
-		recs[i] = OrderRecord{Order: o, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC(), Events: []outbox.Event{}}
+		recs[i] = app.Record{Order: o, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC(), Events: []outbox.Event{}}
 	}
 	var refunds []refundRow
 	if err := tx.SelectContext(ctx, &refunds, `

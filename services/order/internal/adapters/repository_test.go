@@ -7,6 +7,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
@@ -17,7 +18,7 @@ func TestCreateWritesOrderAndOutboxRow(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	stored, err := repo.Create(ctx(t), newOrder(t, "O-1"))
+	stored, err := orders(repo).Create(ctx(t), newOrder(t, "O-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +58,14 @@ func TestCreateAgain(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
 		t.Fatal(err)
 	}
 
-	again, err := repo.Create(ctx(t), newOrder(t, "O-1"))
+	again, err := orders(repo).Create(ctx(t), newOrder(t, "O-1"))
 	if err != nil {
 		t.Fatalf("same content: %v", err)
 	}
@@ -74,7 +75,7 @@ func TestCreateAgain(t *testing.T) {
 
 	other := newOrder(t, "O-1")
 	other.CustomerID = "C-2"
-	if _, err := repo.Create(ctx(t), other); !errors.Is(err, order.ErrExists) {
+	if _, err := orders(repo).Create(ctx(t), other); !errors.Is(err, order.ErrExists) {
 		t.Fatalf("different content: got %v, want ErrExists", err)
 	}
 	if n := len(outboxRows(t, db, "O-1")); n != 2 {
@@ -86,7 +87,7 @@ func TestUpdateWritesOrderAndExactlyOneOutboxRow(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	o, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() })
@@ -136,7 +137,7 @@ func TestFailureAfterOutboxInsertRollsBackBoth(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := adapters.NewRepository(db, topic, fp, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := fp.Set(adapters.FailPointBeforeCommit, failpoint.ActionError, 1); err != nil {
@@ -177,7 +178,7 @@ func TestCreateFailureLeavesNoOrderAndNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := adapters.NewRepository(db, topic, fp, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); !errors.Is(err, failpoint.ErrInjected) {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("got %v", err)
 	}
 	var n int
@@ -198,7 +199,7 @@ func TestClosureErrorChangesNothing(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
@@ -220,20 +221,20 @@ func TestClosureErrorChangesNothing(t *testing.T) {
 }
 
 func paymentCallback(id string) order.Callback {
-	return order.Callback{ID: id, Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80.50"), Currency: "CNY"}
+	return order.Callback{ID: id, Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80.50"), Currency: "CNY"}
 }
 
 func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
 		t.Fatal(err)
 	}
-	o, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	o, err := orders(repo).ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
 	if err != nil || o.Status != order.StatusPaid || o.Version != 3 || o.PaymentID != "P-1" {
 		t.Fatalf("first callback: %v %+v", err, o)
 	}
@@ -242,7 +243,7 @@ func TestApplyCallbackOnceEvenAfterLaterTransitions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	o, err = repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
+	o, err = orders(repo).ApplyCallback(ctx(t), paymentCallback("E-pay-1"))
 	if err != nil || o.Status != order.StatusRefunding || o.Version != 4 {
 		t.Fatalf("duplicate callback: %v %s v%d", err, o.Status, o.Version)
 	}
@@ -268,12 +269,12 @@ func TestRejectedCallbackIsNotRecorded(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
-	refunded := order.Callback{ID: "E-ref-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+	refunded := order.Callback{ID: "E-ref-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-never-asked", Amount: dec("1"), Currency: "CNY"}
-	o, err := repo.ApplyCallback(ctx(t), refunded)
+	o, err := orders(repo).ApplyCallback(ctx(t), refunded)
 	var terr *order.TransitionError
 	if !errors.As(err, &terr) || o.Status != order.StatusCreated {
 		t.Fatalf("got %v, %+v; want a TransitionError from CREATED", err, o)
@@ -291,7 +292,7 @@ func TestConcurrentChangesSerialize(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
@@ -303,7 +304,7 @@ func TestConcurrentChangesSerialize(t *testing.T) {
 		wg.Go(func() {
 			// Different callback ids: the state rule, not the dedup row,
 			// must make all but one a no-op.
-			_, errs[i] = repo.ApplyCallback(ctx(t), paymentCallback("E-pay-"+string(rune('a'+i))))
+			_, errs[i] = orders(repo).ApplyCallback(ctx(t), paymentCallback("E-pay-"+string(rune('a'+i))))
 		})
 	}
 	wg.Wait()
@@ -329,13 +330,13 @@ func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	repo := adapters.NewRepository(db, topic, nil, nil)
-	if _, err := repo.Create(ctx(t), newOrder(t, "O-1")); err != nil {
+	if _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) { return o.Checkout() }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.ApplyCallback(ctx(t), paymentCallback("E-pay-1")); err != nil {
+	if _, err := orders(repo).ApplyCallback(ctx(t), paymentCallback("E-pay-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.Update(ctx(t), "O-1", func(o *order.Order) ([]order.Event, error) {
@@ -343,7 +344,7 @@ func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	o, err := repo.ApplyCallback(ctx(t), order.Callback{ID: "E-ref-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1",
+	o, err := orders(repo).ApplyCallback(ctx(t), order.Callback{ID: "E-ref-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1",
 		PaymentID: "P-1", RefundID: "R-1", Amount: dec("40"), Currency: "CNY"})
 	if err != nil || o.Status != order.StatusPartiallyRefunded {
 		t.Fatalf("refund succeeded: %v %+v", err, o)
@@ -351,7 +352,7 @@ func TestRefundsAreStoredWithTheOrder(t *testing.T) {
 	// A second payment of the paid order is returned.
 	second := paymentCallback("E-pay-2")
 	second.PaymentID = "P-2"
-	if _, err := repo.ApplyCallback(ctx(t), second); err != nil {
+	if _, err := orders(repo).ApplyCallback(ctx(t), second); err != nil {
 		t.Fatal(err)
 	}
 	got, err := repo.Get(ctx(t), "O-1")
@@ -406,8 +407,8 @@ func TestRepositoryWakesTheRelayAfterCommittingEvents(t *testing.T) {
 		wantErr bool
 		want    int
 	}{
-		{"create", func() error { _, err := repo.Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
-		{"create again", func() error { _, err := repo.Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
+		{"create", func() error { _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
+		{"create again", func() error { _, err := orders(repo).Create(ctx(t), newOrder(t, "O-1")); return err }, false, 1},
 		{"checkout", func() error { _, err := repo.Update(ctx(t), "O-1", checkout); return err }, false, 2},
 		{"checkout again", func() error { _, err := repo.Update(ctx(t), "O-1", checkout); return err }, false, 2},
 		{"a failed change", func() error {

@@ -78,7 +78,7 @@ func rejectionCode(err error) (string, bool) {
 
 // MapError is the one place the order service's errors become HTTP
 // answers (httpapi.Config.MapError). It returns nil for errors it does not
-// know: httpapi answers a broken value rule (*event.RuleError) with 400 and
+// know: httpapi answers a broken value rule (*rules.RuleError) with 400 and
 // anything else with 500.
 func MapError(err error) *httpapi.Error {
 	switch {

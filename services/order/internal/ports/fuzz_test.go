@@ -13,10 +13,11 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
 )
@@ -37,18 +38,15 @@ func (m *memOrders) emit(o *order.Order, events []order.Event) error {
 	return nil
 }
 
-func (m *memOrders) Create(_ context.Context, o *order.Order) (*order.Order, error) {
+func (m *memOrders) Create(_ context.Context, o *order.Order, events []order.Event) (*order.Order, bool, error) {
 	if existing, ok := m.orders[o.ID]; ok {
-		if !existing.SameContent(o) {
-			return nil, fmt.Errorf("%w: %s", order.ErrExists, o.ID)
-		}
-		return existing.Clone(), nil
+		return existing.Clone(), false, nil
 	}
-	if err := m.emit(o, []order.Event{o.CreatedEvent()}); err != nil {
-		return nil, err
+	if err := m.emit(o, events); err != nil {
+		return nil, false, err
 	}
 	m.orders[o.ID] = o.Clone()
-	return o, nil
+	return o, true, nil
 }
 
 func (m *memOrders) Get(_ context.Context, id string) (*order.Order, error) {
@@ -59,7 +57,7 @@ func (m *memOrders) Get(_ context.Context, id string) (*order.Order, error) {
 	return o.Clone(), nil
 }
 
-func (m *memOrders) Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error) {
+func (m *memOrders) Update(ctx context.Context, id string, change app.Change) (*order.Order, error) {
 	current, err := m.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -76,29 +74,29 @@ func (m *memOrders) Update(ctx context.Context, id string, change func(*order.Or
 	return work.Clone(), nil
 }
 
-func (m *memOrders) ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error) {
-	return m.Update(ctx, cb.OrderID, func(o *order.Order) ([]order.Event, error) { return o.ApplyCallback(cb) })
+func (m *memOrders) UpdateOnce(ctx context.Context, cb order.Callback, change app.Change) (*order.Order, error) {
+	return m.Update(ctx, cb.OrderID, change)
 }
 
-func (m *memOrders) FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error) {
+func (m *memOrders) FenceVersion(ctx context.Context, id string, fence app.Fence) (*order.Order, error) {
 	current, err := m.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := current.FenceVersion(atLeast); err != nil {
+	if _, err := fence(current); err != nil {
 		return nil, err
 	}
 	m.orders[id] = current
 	return current.Clone(), nil
 }
 
-func (m *memOrders) Events(context.Context, string) ([]adapters.EventRecord, error) { return nil, nil }
+func (m *memOrders) Events(context.Context, string) ([]app.EventRecord, error) { return nil, nil }
 
-func (m *memOrders) Records(_ context.Context, ids []string) (map[string]adapters.OrderRecord, error) {
-	out := map[string]adapters.OrderRecord{}
+func (m *memOrders) Records(_ context.Context, ids []string) (map[string]app.Record, error) {
+	out := map[string]app.Record{}
 	for _, id := range ids {
 		if o, ok := m.orders[id]; ok {
-			out[id] = adapters.OrderRecord{Order: o.Clone()}
+			out[id] = app.Record{Order: o.Clone()}
 		}
 	}
 	return out, nil
@@ -114,13 +112,13 @@ func (m *memOrders) Unknown(_ context.Context, ids []string) ([]string, error) {
 	return out, nil
 }
 
-func (m *memOrders) ChangedOrders(context.Context, adapters.ChangedPage) ([]adapters.OrderRecord, error) {
+func (m *memOrders) ChangedOrders(context.Context, app.ChangedPage) ([]app.Record, error) {
 	return nil, nil
 }
 
 type noPeers struct{}
 
-func (noPeers) View(context.Context, string) adapters.PeerView { return adapters.PeerView{} }
+func (noPeers) View(context.Context, string) app.PeerView { return app.PeerView{} }
 
 // fuzzServer is the order API over an in-memory store holding O-NEW
 // (CREATED) and O-PAID (paid 80.00 CNY for two SKU-1 at 40.00).
@@ -139,12 +137,12 @@ func fuzzServer(tb testing.TB) http.Handler {
 	if _, err := paid.Checkout(); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := paid.ApplyCallback(order.Callback{ID: "E-pay", Type: event.CallbackPaymentSucceeded, OrderID: "O-PAID",
+	if _, err := paid.ApplyCallback(order.Callback{ID: "E-pay", Type: rules.CallbackPaymentSucceeded, OrderID: "O-PAID",
 		PaymentID: "P-1", Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}); err != nil {
 		tb.Fatal(err)
 	}
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ports.NewHandler(store, noPeers{}, ports.CallbackKeys{Secrets: [][]byte{[]byte(secret)}, Window: 5 * time.Minute}, nil).Register(srv, srv.Admin())
+	ports.NewHandler(app.NewOrders(store, noPeers{}), ports.CallbackKeys{Secrets: [][]byte{[]byte(secret)}, Window: 5 * time.Minute}, nil).Register(srv, srv.Admin())
 	return srv.Echo
 }
 

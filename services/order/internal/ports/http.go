@@ -23,7 +23,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/idempotency"
 	"github.com/reliable-orders/fulfillment/pkg/observability"
-	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -32,31 +33,27 @@ import (
 // payment service re-deliver a callback that was already applied.
 const FailPointAfterCommit = "order.after-commit"
 
-// defaultCancelReason is the reason of a cancel request that gives none.
-const defaultCancelReason = "CANCELLED_ON_REQUEST"
-
-// Orders is the storage the handlers need.
+// Orders is the order service's use cases the handlers call (app.Orders).
+// A command returns the order as it stands, also with a business
+// rejection, so the answer can say where the order is.
 type Orders interface {
 	Create(ctx context.Context, o *order.Order) (*order.Order, error)
 	Get(ctx context.Context, id string) (*order.Order, error)
-	Update(ctx context.Context, id string, change func(*order.Order) ([]order.Event, error)) (*order.Order, error)
+	Checkout(ctx context.Context, id string) (*order.Order, error)
+	RequestRefund(ctx context.Context, id string, req order.RefundRequest) (*order.Order, error)
+	Cancel(ctx context.Context, id, reason string) (*order.Order, error)
 	ApplyCallback(ctx context.Context, cb order.Callback) (*order.Order, error)
 	FenceVersion(ctx context.Context, id string, atLeast int64) (*order.Order, error)
-	Events(ctx context.Context, id string) ([]adapters.EventRecord, error)
-	Records(ctx context.Context, ids []string) (map[string]adapters.OrderRecord, error)
+	Snapshot(ctx context.Context, id string) (app.Snapshot, error)
+	Events(ctx context.Context, id string) ([]app.EventRecord, error)
+	Records(ctx context.Context, ids []string) (map[string]app.Record, error)
 	Unknown(ctx context.Context, ids []string) ([]string, error)
-	ChangedOrders(ctx context.Context, p adapters.ChangedPage) ([]adapters.OrderRecord, error)
-}
-
-// Peers reads what the other services know about an order.
-type Peers interface {
-	View(ctx context.Context, orderID string) adapters.PeerView
+	Changed(ctx context.Context, p app.ChangedPage) ([]app.Record, error)
 }
 
 // Handler serves the order API.
 type Handler struct {
 	orders     Orders
-	peers      Peers
 	keys       CallbackKeys
 	failPoints *failpoint.Registry
 }
@@ -73,13 +70,13 @@ type CallbackKeys struct {
 	Now func() time.Time
 }
 
-// NewHandler returns the API over orders and peers; keys verify payment
-// callbacks; failPoints may be nil.
-func NewHandler(orders Orders, peers Peers, keys CallbackKeys, failPoints *failpoint.Registry) *Handler {
+// NewHandler returns the API over orders; keys verify payment callbacks;
+// failPoints may be nil.
+func NewHandler(orders Orders, keys CallbackKeys, failPoints *failpoint.Registry) *Handler {
 	if keys.Now == nil {
 		keys.Now = time.Now
 	}
-	return &Handler{orders: orders, peers: peers, keys: keys, failPoints: failPoints}
+	return &Handler{orders: orders, keys: keys, failPoints: failPoints}
 }
 
 // CallbackPath is where the payment service's callbacks arrive.
@@ -92,9 +89,9 @@ const StockCallbackPath = "/inventory/callback"
 
 // callbackTypes are the callbacks each sender may send: a payment service
 // cannot report a shortage, nor the inventory service a payment.
-var callbackTypes = map[string][]event.CallbackType{
-	CallbackPath:      {event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected},
-	StockCallbackPath: {event.CallbackStockRejected},
+var callbackTypes = map[string][]rules.CallbackType{
+	CallbackPath:      {rules.CallbackPaymentSucceeded, rules.CallbackRefundSucceeded, rules.CallbackRefundRejected},
+	StockCallbackPath: {rules.CallbackStockRejected},
 }
 
 // Register adds the routes to srv and the operator routes to admin (the
@@ -253,9 +250,7 @@ func (h *Handler) get(c echo.Context) error {
 }
 
 func (h *Handler) checkout(c echo.Context) error {
-	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
-		return o.Checkout()
-	})
+	o, err := h.orders.Checkout(c.Request().Context(), c.Param("id"))
 	code, msg, err := outcome(err)
 	if err != nil {
 		return err
@@ -328,7 +323,7 @@ func (h *Handler) fenceVersion(c echo.Context) error {
 		return err
 	}
 	if body.AtLeast == nil {
-		return event.Invalid("atLeast", "is required: the version the order must reach")
+		return rules.Invalid("atLeast", "is required: the version the order must reach")
 	}
 	o, err := h.orders.FenceVersion(c.Request().Context(), c.Param("id"), *body.AtLeast)
 	if err != nil {
@@ -340,9 +335,7 @@ func (h *Handler) fenceVersion(c echo.Context) error {
 
 // requestRefund asks for req on the order and answers where it stands.
 func (h *Handler) requestRefund(c echo.Context, req order.RefundRequest) error {
-	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
-		return o.RequestRefund(req)
-	})
+	o, err := h.orders.RequestRefund(c.Request().Context(), c.Param("id"), req)
 	code, msg, err := outcome(err)
 	if err != nil {
 		return err
@@ -359,19 +352,7 @@ func (h *Handler) cancel(c echo.Context) error {
 	if err := httpapi.BindOptional(c, &req); err != nil {
 		return err
 	}
-	// The text as sent, before trimming: TrimSpace would drop a control
-	// character at either end (a trailing newline, U+0085) the rule
-	// refuses anywhere.
-	if err := event.ValidateReason("reason", req.Reason); err != nil {
-		return err
-	}
-	reason := strings.TrimSpace(req.Reason)
-	if reason == "" {
-		reason = defaultCancelReason
-	}
-	o, err := h.orders.Update(c.Request().Context(), c.Param("id"), func(o *order.Order) ([]order.Event, error) {
-		return o.Cancel(reason)
-	})
+	o, err := h.orders.Cancel(c.Request().Context(), c.Param("id"), req.Reason)
 	code, msg, err := outcome(err)
 	if err != nil {
 		return err
@@ -406,7 +387,7 @@ func (h *Handler) callback(c echo.Context) error {
 		return err
 	}
 	if !slices.Contains(callbackTypes[c.Path()], cb.Type) {
-		return event.Invalid("type", "%s is not a callback %s accepts", cb.Type, c.Path())
+		return rules.Invalid("type", "%s is not a callback %s accepts", cb.Type, c.Path())
 	}
 	o, err := h.orders.ApplyCallback(c.Request().Context(), cb)
 	code, msg, err := outcome(err)
@@ -430,7 +411,7 @@ func (h *Handler) callback(c echo.Context) error {
 // returnOf returns the order's return of the payment cb reports, if the
 // order could not take it.
 func returnOf(o *order.Order, cb order.Callback) *order.Refund {
-	if cb.Type != event.CallbackPaymentSucceeded {
+	if cb.Type != rules.CallbackPaymentSucceeded {
 		return nil
 	}
 	for i := range o.Refunds {
@@ -461,12 +442,11 @@ type snapshot struct {
 // A service that cannot be read shows "UNKNOWN" (payment, inventory) or -1
 // (counts) instead of failing the whole snapshot.
 func (h *Handler) snapshot(c echo.Context) error {
-	ctx := c.Request().Context()
-	o, err := h.orders.Get(ctx, c.Param("id"))
+	s, err := h.orders.Snapshot(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	v := h.peers.View(ctx, o.ID)
+	o, v := s.Order, s.Peers
 	return c.JSON(http.StatusOK, snapshot{
 		Order: o.Status, OrderVersion: o.Version, Payment: v.Payment, Inventory: v.Inventory,
 		PointsLedger: v.PointsLedger, Notifications: v.Notifications, DLQ: v.DLQ, Converged: v.Converged, Findings: v.Findings,
@@ -492,16 +472,12 @@ type eventsView struct {
 // events lists the order's outbox rows, so a drill can see which events
 // exist and whether the relay has sent them.
 func (h *Handler) events(c echo.Context) error {
-	ctx := c.Request().Context()
-	o, err := h.orders.Get(ctx, c.Param("id"))
+	id := c.Param("id")
+	records, err := h.orders.Events(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
-	records, err := h.orders.Events(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	out := eventsView{OrderID: o.ID, Count: len(records), Events: make([]eventView, len(records))}
+	out := eventsView{OrderID: id, Count: len(records), Events: make([]eventView, len(records))}
 	for i, r := range records {
 		out.Events[i] = eventView{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
 			Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt, SentAt: r.SentAt}

@@ -26,6 +26,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
 )
 
@@ -37,9 +38,9 @@ const (
 	orderBody      = `{"orderId":"O-1001","customerId":"C-1","currency":"CNY","items":[{"sku":"SKU-1","quantity":2,"unitPrice":"40.00"}]}`
 )
 
-type stubPeers struct{ view adapters.PeerView }
+type stubPeers struct{ view app.PeerView }
 
-func (s stubPeers) View(context.Context, string) adapters.PeerView { return s.view }
+func (s stubPeers) View(context.Context, string) app.PeerView { return s.view }
 
 type env struct {
 	t   *testing.T
@@ -60,10 +61,10 @@ func newEnv(t *testing.T) *env {
 	// As pkg/service installs it.
 	srv.Echo.Use(idempotency.NewStore(db, idempotency.Config{}).Middleware(logger, nil, nil))
 	converged := true
-	peers := stubPeers{adapters.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
+	peers := stubPeers{app.PeerView{Payment: "SUCCEEDED", Inventory: "DEDUCTED", PointsLedger: 1, Notifications: 1, DLQ: 0,
 		Converged: &converged, Findings: 0}}
 	adminGroup := srv.Admin()
-	ports.NewHandler(adapters.NewRepository(db, "order-events", fp, nil), peers,
+	ports.NewHandler(app.NewOrders(adapters.NewRepository(db, "order-events", fp, nil), peers),
 		ports.CallbackKeys{Secrets: [][]byte{[]byte(secret), []byte(previousSecret)}, Window: 5 * time.Minute}, fp).Register(srv, adminGroup)
 	admin.RegisterOutbox(adminGroup, db)
 	ts := httptest.NewServer(srv.Echo)

@@ -10,7 +10,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
-	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -68,7 +69,7 @@ type PageCursor struct {
 	AfterID      string `json:"afterId"`
 }
 
-func reconciliationView(rec adapters.OrderRecord) ReconciliationView {
+func reconciliationView(rec app.Record) ReconciliationView {
 	o := rec.Order
 	v := &ReconciledOrder{
 		Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount), Currency: o.Currency,
@@ -132,7 +133,7 @@ func (h *Handler) changed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	recs, err := h.orders.ChangedOrders(c.Request().Context(), p)
+	recs, err := h.orders.Changed(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
@@ -148,9 +149,9 @@ func (h *Handler) changed(c echo.Context) error {
 }
 
 // changedPage reads the page GET /admin/reconciliation/orders asks for;
-// a malformed parameter is an *event.RuleError naming it.
-func changedPage(c echo.Context) (adapters.ChangedPage, error) {
-	p := adapters.ChangedPage{Limit: DefaultPageLimit}
+// a malformed parameter is an *rules.RuleError naming it.
+func changedPage(c echo.Context) (app.ChangedPage, error) {
+	p := app.ChangedPage{Limit: DefaultPageLimit}
 	var err error
 	if p.After, err = queryTime(c, "changedAfter"); err != nil {
 		return p, err
@@ -159,14 +160,14 @@ func changedPage(c echo.Context) (adapters.ChangedPage, error) {
 		return p, err
 	}
 	if p.AfterID = c.QueryParam("afterId"); p.AfterID != "" {
-		if err := event.ValidateID("afterId", p.AfterID); err != nil {
+		if err := rules.ValidateID("afterId", p.AfterID); err != nil {
 			return p, err
 		}
 	}
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > admin.MaxOrderIDs {
-			return p, event.Invalid("limit", "must be a whole number from 1 to %d", admin.MaxOrderIDs)
+			return p, rules.Invalid("limit", "must be a whole number from 1 to %d", admin.MaxOrderIDs)
 		}
 		p.Limit = n
 	}
@@ -181,7 +182,7 @@ func queryTime(c echo.Context, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, event.Invalid(name, "must be an RFC 3339 time such as 2026-01-02T15:04:05.123456Z")
+		return time.Time{}, rules.Invalid(name, "must be an RFC 3339 time such as 2026-01-02T15:04:05.123456Z")
 	}
 	return t.UTC(), nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -13,9 +13,9 @@ import (
 // positive amount.
 func parseMoney(field string, s *string) (decimal.Decimal, error) {
 	if s == nil {
-		return decimal.Decimal{}, event.Invalid(field, "is required")
+		return decimal.Decimal{}, rules.Invalid(field, "is required")
 	}
-	return event.ParsePositiveAmount(field, *s)
+	return rules.ParsePositiveAmount(field, *s)
 }
 
 // createRequest is the body of POST /orders.
@@ -36,10 +36,10 @@ type itemRequest struct {
 // checks the order's invariants.
 func (r createRequest) order(newID func() string) (*order.Order, error) {
 	if r.Items == nil {
-		return nil, event.Invalid("items", "is required")
+		return nil, rules.Invalid("items", "is required")
 	}
-	if len(r.Items) > event.MaxItems {
-		return nil, event.Invalid("items", "has %d entries; at most %d are allowed", len(r.Items), event.MaxItems)
+	if len(r.Items) > rules.MaxItems {
+		return nil, rules.Invalid("items", "has %d entries; at most %d are allowed", len(r.Items), rules.MaxItems)
 	}
 	items := make([]order.Item, len(r.Items))
 	for i, it := range r.Items {
@@ -74,7 +74,7 @@ type lineRequest struct {
 func (r refundRequest) refund(id string) (order.RefundRequest, error) {
 	req := order.RefundRequest{ID: id}
 	if r.Amount == nil && len(r.Items) == 0 {
-		return req, event.Invalid("amount", "or items is required")
+		return req, rules.Invalid("amount", "or items is required")
 	}
 	if r.Amount != nil {
 		amount, err := parseMoney("amount", r.Amount)
@@ -129,7 +129,7 @@ func (r callbackRequest) callback() (order.Callback, error) {
 	}
 	cb := order.Callback{
 		ID:        r.CallbackID,
-		Type:      event.CallbackType(r.Type),
+		Type:      rules.CallbackType(r.Type),
 		OrderID:   r.OrderID,
 		PaymentID: r.PaymentID,
 		RefundID:  r.RefundID,

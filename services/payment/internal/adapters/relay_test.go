@@ -13,6 +13,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
@@ -154,7 +155,7 @@ func TestRelayDeliversSignedCallbackUntilAcknowledged(t *testing.T) {
 	if sent.Attempts != refused+1 || sent.SentAt == nil {
 		t.Fatalf("sent row %+v after %d refusals", sent, refused)
 	}
-	want := event.Callback{CallbackID: callbackID, Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
+	want := event.Callback{CallbackID: callbackID, Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: p.ID,
 		Amount: delivered[0].Amount, Currency: "CNY"}
 	if len(delivered) != 1 || delivered[0] != want || delivered[0].Amount.String() != "80.00" {
 		t.Fatalf("delivered %+v, want once %+v", delivered, want)

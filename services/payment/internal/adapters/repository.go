@@ -1,5 +1,6 @@
 // Package adapters connects the payment service to the outside world:
-// payments and the refunds ledger in Postgres, each change written in one
+// payments and the refunds ledger in Postgres (the ledger the refunds of
+// internal/app decide over, app.Ledger), each change written in one
 // transaction with the callback that reports it to the order service (an
 // outbox row, so a payment or refund is never committed without its
 // callback, nor a callback sent for a rolled-back one); the callback
@@ -21,13 +22,9 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
-)
-
-// Refund statuses in the ledger.
-const (
-	RefundSucceeded = "SUCCEEDED"
-	RefundRejected  = "REJECTED"
 )
 
 // Repository reads and writes the payments database.
@@ -123,7 +120,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := NewCallback(event.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
@@ -148,43 +145,14 @@ func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb event.Callback, 
 	return outbox.Add(ctx, tx, msg)
 }
 
-// RefundRequest is a refund the order service asked for, or an operator
-// (reconciliation) through the admin API.
-type RefundRequest struct {
-	RefundID  string
-	OrderID   string
-	PaymentID string
-	Amount    decimal.Decimal
-	// Currency is the refund's; empty means the payment's (an operator's
-	// refund names none).
-	Currency string
-	// OrderVersion is the aggregate version of the OrderRefundRequested
-	// event; 0 for an operator's refund (the callback carries it for
-	// information only).
-	OrderVersion int64
-	// Reason says why an operator asked for the refund; the ledger keeps
-	// it, as it keeps the reason an order gives for its own (OUT_OF_STOCK).
-	Reason string
-	// RequestedBy names the operator (X-Operator) of a refund made at
-	// once through the operator's route; the ledger keeps it.
-	RequestedBy string
+// LockPayment returns the payment of orderID, locked until tx ends, or an
+// error wrapping payment.ErrPaymentNotFound.
+func (r *Repository) LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (payment.Payment, error) {
+	return byOrder(ctx, tx, orderID, " FOR UPDATE")
 }
 
-// RefundOutcome is what became of a refund request.
-type RefundOutcome struct {
-	// Status is RefundSucceeded or RefundRejected.
-	Status string
-	// Reason says why a refund was rejected.
-	Reason string
-	// CallbackID is the event id of the callback written; empty when the
-	// refund had already been recorded (a repeat with a new event id), or
-	// when an operator's refund of an order without a payment has no
-	// currency to report it in.
-	CallbackID string
-}
-
-// recordedRefund returns the outcome the ledger holds for refundID, if any.
-func recordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (RefundOutcome, bool, error) {
+// RecordedRefund returns the outcome the ledger holds for refundID, if any.
+func (r *Repository) RecordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (app.RefundOutcome, bool, error) {
 	var existing struct {
 		Status string `db:"status"`
 		Reason string `db:"reason"`
@@ -192,115 +160,63 @@ func recordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (RefundOu
 	err := tx.GetContext(ctx, &existing, `SELECT status, coalesce(reason, '') AS reason FROM refunds WHERE refund_id = $1`, refundID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return RefundOutcome{}, false, nil
+		return app.RefundOutcome{}, false, nil
 	case err != nil:
-		return RefundOutcome{}, false, fmt.Errorf("read refund %s: %w", refundID, err)
+		return app.RefundOutcome{}, false, fmt.Errorf("read refund %s: %w", refundID, err)
 	}
-	return RefundOutcome{Status: existing.Status, Reason: existing.Reason}, true, nil
+	return app.RefundOutcome{Status: existing.Status, Reason: existing.Reason}, true, nil
 }
 
-// RefundPayment executes or rejects req in a transaction of its own, as
-// Refund does inside the consumer's: an operator's refund (reconciliation
-// returning a payment an order could not take, say) takes the very path
-// of the refunds the order service asks for. It is idempotent per refund
-// id: a repeat answers the recorded outcome and writes nothing.
-func (r *Repository) RefundPayment(ctx context.Context, req RefundRequest) (RefundOutcome, error) {
-	var out RefundOutcome
-	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = r.Refund(ctx, tx, req)
-		return err
-	})
-	if err != nil {
-		return RefundOutcome{}, err
-	}
-	r.committed()
-	return out, nil
-}
-
-// Refund executes or rejects req inside tx, the consumer's transaction: it
-// records the outcome in the refunds ledger, draws the amount from the
-// payment when it fits, and writes the REFUND_SUCCEEDED or REFUND_REJECTED
-// callback. A rejection is a recorded business outcome, not an error. A
-// refund id already in the ledger is left as it is.
-func (r *Repository) Refund(ctx context.Context, tx *sqlx.Tx, req RefundRequest) (RefundOutcome, error) {
-	p, err := byOrder(ctx, tx, req.OrderID, " FOR UPDATE")
-	noPayment := errors.Is(err, payment.ErrPaymentNotFound)
-	if err != nil && !noPayment {
-		return RefundOutcome{}, err
-	}
-	if out, found, err := recordedRefund(ctx, tx, req.RefundID); err != nil || found {
-		return out, err
-	}
-
-	if req.Currency == "" && !noPayment {
-		req.Currency = p.Currency
-	}
-	var refundErr error
-	if noPayment {
-		refundErr = &payment.RefundError{Reason: payment.ReasonNoPayment, Detail: "order " + req.OrderID + " has no payment"}
-	} else {
-		refundErr = p.Refund(req.Amount, req.Currency)
-	}
-	var rejection *payment.RefundError
-	if refundErr != nil && !errors.As(refundErr, &rejection) {
-		return RefundOutcome{}, refundErr
-	}
-
-	paymentID := sql.NullString{String: p.ID, Valid: !noPayment}
-	out := RefundOutcome{Status: RefundSucceeded}
-	cbType := event.CallbackRefundSucceeded
-	if rejection != nil {
-		out = RefundOutcome{Status: RefundRejected, Reason: rejection.Reason}
-		cbType = event.CallbackRefundRejected
-	}
-	// The payment's row lock serializes two requests of one refund id, but
-	// not when there is no payment: the second insert then waits for the
-	// first and answers what it recorded.
+// RecordRefund adds req, decided as d, to the refunds ledger, and reports
+// false when the ledger holds its refund id already: the insert of a
+// refund whose order has no payment to lock waits for a concurrent one of
+// the same id and then adds nothing.
+func (r *Repository) RecordRefund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest, d payment.RefundDecision) (bool, error) {
+	paymentID := sql.NullString{String: d.PaymentID, Valid: d.PaymentID != ""}
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason, requested_reason, requested_by)
 		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8, $9)
 		ON CONFLICT (refund_id) DO NOTHING`,
-		req.RefundID, req.OrderID, paymentID, req.Amount, req.Currency, out.Status, out.Reason, req.Reason, req.RequestedBy)
+		req.RefundID, req.OrderID, paymentID, req.Amount, d.Currency, d.Status, d.Reason, req.Reason, req.RequestedBy)
 	if err != nil {
-		return RefundOutcome{}, fmt.Errorf("record refund %s: %w", req.RefundID, err)
+		return false, fmt.Errorf("record refund %s: %w", req.RefundID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return RefundOutcome{}, fmt.Errorf("record refund %s: %w", req.RefundID, err)
-	} else if n == 0 {
-		out, _, err := recordedRefund(ctx, tx, req.RefundID)
-		return out, err
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("record refund %s: %w", req.RefundID, err)
 	}
-	if rejection == nil {
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE payments SET refunded = $2, status = $3, updated_at = now() WHERE payment_id = $1`,
-			p.ID, p.Refunded, string(p.Status)); err != nil {
-			return RefundOutcome{}, fmt.Errorf("update payment %s: %w", p.ID, err)
-		}
-	}
+	return n == 1, nil
+}
 
-	if req.Currency == "" {
-		// An operator's refund of an order without a payment here: the
-		// order service did not ask for it, and a callback in no currency
-		// would be refused (400) and retried forever, holding back the
-		// order's later callbacks. The ledger keeps the rejection.
-		return out, nil
+// SavePayment stores what has been refunded of p and its status.
+func (r *Repository) SavePayment(ctx context.Context, tx *sqlx.Tx, p payment.Payment) error {
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE payments SET refunded = $2, status = $3, updated_at = now() WHERE payment_id = $1`,
+		p.ID, p.Refunded, string(p.Status)); err != nil {
+		return fmt.Errorf("update payment %s: %w", p.ID, err)
 	}
-	cbPaymentID := p.ID
-	if noPayment {
-		cbPaymentID = req.PaymentID
+	return nil
+}
+
+// AddCallback writes cb to the outbox in tx. The relay is woken once the
+// transaction has committed: in a consumer's transaction when the inbox
+// has committed it, in InTx's when InTx has.
+func (r *Repository) AddCallback(ctx context.Context, tx *sqlx.Tx, cb event.Callback, orderVersion int64) error {
+	if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
+		return err
 	}
-	cb := NewCallback(cbType, req.OrderID, cbPaymentID, req.Amount, req.Currency)
-	cb.RefundID = req.RefundID
-	cb.Reason = out.Reason
-	if err := addCallback(ctx, tx, cb, req.OrderVersion); err != nil {
-		return RefundOutcome{}, err
-	}
-	// In a consumer's transaction the relay is woken when the inbox has
-	// committed it; RefundPayment, which commits its own, wakes it after.
 	inbox.AfterCommit(ctx, r.committed)
-	out.CallbackID = cb.CallbackID
-	return out, nil
+	return nil
+}
+
+// InTx runs fn in a transaction of its own and wakes the relay once it
+// has committed, for the callbacks fn added.
+func (r *Repository) InTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+	if err := postgres.InTx(ctx, r.db, fn); err != nil {
+		return err
+	}
+	r.committed()
+	return nil
 }
 
 // PaymentRecord is an order's payment as reconciliation reads it.

@@ -16,7 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // FailPoint makes apply fail on demand, so tests and drills can exercise the
@@ -38,9 +38,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 	}
 }
 
-// Refunder executes or rejects a refund inside the consumer's transaction.
+// Refunder makes or rejects a refund inside the consumer's transaction
+// (Refunds).
 type Refunder interface {
-	Refund(ctx context.Context, tx *sqlx.Tx, req adapters.RefundRequest) (adapters.RefundOutcome, error)
+	Refund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest) (RefundOutcome, error)
 }
 
 // Consumer is the payment consumer's apply function and transition table.
@@ -78,8 +79,8 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _
 
 // refundOf reads the refund an event asks for: part of a paid order's
 // payment, or the whole of a payment the order could not take.
-func refundOf(env event.Envelope) (adapters.RefundRequest, error) {
-	req := adapters.RefundRequest{OrderID: env.AggregateID, OrderVersion: env.AggregateVersion}
+func refundOf(env event.Envelope) (payment.RefundRequest, error) {
+	req := payment.RefundRequest{OrderID: env.AggregateID, OrderVersion: env.AggregateVersion}
 	switch env.EventType {
 	case event.OrderRefundRequested:
 		var d event.OrderRefundRequestedData

@@ -18,6 +18,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
@@ -55,7 +56,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	proc := processor(db, app.NewConsumer(repo, fp, logger))
+	proc := processor(db, app.NewConsumer(app.NewRefunds(repo), fp, logger))
 	return &fixture{db: db, repo: repo, fp: fp, proc: proc, paymentID: p.ID}
 }
 
@@ -104,7 +105,7 @@ func (f *fixture) refunds(t *testing.T, orderID string) []refundRow {
 }
 
 // callbacks returns the order's callbacks of type typ.
-func (f *fixture) callbacks(t *testing.T, orderID string, typ event.CallbackType) []event.Callback {
+func (f *fixture) callbacks(t *testing.T, orderID string, typ rules.CallbackType) []event.Callback {
 	t.Helper()
 	var payloads [][]byte
 	if err := f.db.Select(&payloads, `SELECT payload FROM outbox_events WHERE aggregate_id = $1 AND event_type = $2 ORDER BY id`,
@@ -134,7 +135,7 @@ func TestFullRefund(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != adapters.RefundSucceeded ||
+	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != payment.RefundSucceeded ||
 		rows[0].PaymentID == nil || *rows[0].PaymentID != f.paymentID || !decimal.RequireFromString(rows[0].Amount).Equal(decimal.NewFromInt(80)) || rows[0].Reason != nil {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -142,12 +143,12 @@ func TestFullRefund(t *testing.T) {
 	if p.Status != payment.StatusRefunded || p.Refunded.String() != "80" {
 		t.Fatalf("payment after full refund: %s refunded %s", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", event.CallbackRefundSucceeded)
+	cbs := f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)
 	if len(cbs) != 1 || cbs[0].RefundID != "R-1" || cbs[0].PaymentID != f.paymentID || cbs[0].Amount.String() != "80.00" ||
 		cbs[0].Currency != "CNY" || cbs[0].Reason != "" || cbs[0].CallbackID == "" {
 		t.Fatalf("REFUND_SUCCEEDED callbacks %+v", cbs)
 	}
-	if n := len(f.callbacks(t, "O-1", event.CallbackRefundRejected)); n != 0 {
+	if n := len(f.callbacks(t, "O-1", rules.CallbackRefundRejected)); n != 0 {
 		t.Fatalf("%d REFUND_REJECTED callbacks", n)
 	}
 	state, version, err := versionguard.State(context.Background(), f.db, consumerName, "O-1")
@@ -161,7 +162,7 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.01"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].Reason == nil ||
+	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].Reason == nil ||
 		*rows[0].Reason != payment.ReasonRefundExceedsPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
@@ -169,12 +170,12 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	if p.Status != payment.StatusSucceeded || !p.Refunded.IsZero() {
 		t.Fatalf("payment after rejected refund: %s refunded %s", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", event.CallbackRefundRejected)
+	cbs := f.callbacks(t, "O-1", rules.CallbackRefundRejected)
 	if len(cbs) != 1 || cbs[0].Reason != payment.ReasonRefundExceedsPayment || cbs[0].RefundID != "R-1" ||
 		cbs[0].Amount.String() != "80.01" || cbs[0].PaymentID != f.paymentID {
 		t.Fatalf("REFUND_REJECTED callbacks %+v", cbs)
 	}
-	if n := len(f.callbacks(t, "O-1", event.CallbackRefundSucceeded)); n != 0 {
+	if n := len(f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)); n != 0 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks", n)
 	}
 }
@@ -184,11 +185,11 @@ func TestRefundWithoutPaymentIsRejected(t *testing.T) {
 	f.process(t, refundRequested(t, "O-2", 4, "R-2", "P-elsewhere", "10.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-2")
-	if len(rows) != 1 || rows[0].Status != adapters.RefundRejected || rows[0].PaymentID != nil ||
+	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].PaymentID != nil ||
 		rows[0].Reason == nil || *rows[0].Reason != payment.ReasonNoPayment {
 		t.Fatalf("refund rows %+v", rows)
 	}
-	cbs := f.callbacks(t, "O-2", event.CallbackRefundRejected)
+	cbs := f.callbacks(t, "O-2", rules.CallbackRefundRejected)
 	if len(cbs) != 1 || cbs[0].Reason != payment.ReasonNoPayment || cbs[0].PaymentID != "P-elsewhere" {
 		t.Fatalf("REFUND_REJECTED callbacks %+v", cbs)
 	}
@@ -203,7 +204,7 @@ func TestSameRefundEventTwice(t *testing.T) {
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows, want 1", len(rows))
 	}
-	if n := len(f.callbacks(t, "O-1", event.CallbackRefundSucceeded)); n != 1 {
+	if n := len(f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)); n != 1 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 1", n)
 	}
 	p := f.payment(t, "O-1")
@@ -235,7 +236,7 @@ func TestSecondRefundAfterRejection(t *testing.T) {
 	f.process(t, refundRequested(t, "O-1", 4, "R-3", f.paymentID, "1.00"), versionguard.IgnoredStale)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 2 || rows[0].Status != adapters.RefundRejected || rows[1].Status != adapters.RefundSucceeded {
+	if len(rows) != 2 || rows[0].Status != payment.RefundRejected || rows[1].Status != payment.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded {
@@ -296,13 +297,13 @@ func TestRejectedPaymentIsReturnedInFull(t *testing.T) {
 	f.process(t, env, inbox.Duplicate)
 
 	rows := f.refunds(t, "O-1")
-	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != adapters.RefundSucceeded {
+	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != payment.RefundSucceeded {
 		t.Fatalf("refund rows %+v", rows)
 	}
 	if p := f.payment(t, "O-1"); p.Status != payment.StatusRefunded || !p.Refunded.Equal(decimal.NewFromInt(80)) {
 		t.Fatalf("payment %s refunded %s, want REFUNDED 80", p.Status, p.Refunded)
 	}
-	cbs := f.callbacks(t, "O-1", event.CallbackRefundSucceeded)
+	cbs := f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)
 	if len(cbs) != 1 || cbs[0].RefundID != "R-return" || cbs[0].Amount.String() != "80.00" {
 		t.Fatalf("REFUND_SUCCEEDED callbacks %+v", cbs)
 	}
@@ -325,7 +326,7 @@ func TestPartialRefundsDrawDownThePayment(t *testing.T) {
 			t.Fatalf("step %d: payment %s refunded %s, want %s %s", i, p.Status, p.Refunded, step.status, step.refunded)
 		}
 	}
-	if n := len(f.callbacks(t, "O-1", event.CallbackRefundSucceeded)); n != 3 {
+	if n := len(f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)); n != 3 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 3", n)
 	}
 }

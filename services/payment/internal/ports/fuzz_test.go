@@ -14,6 +14,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
 )
@@ -74,16 +75,16 @@ func (m memRefunds) ByOrder(_ context.Context, orderID string) (payment.Payment,
 	return p, nil
 }
 
-func (m memRefunds) RefundPayment(_ context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error) {
+func (m memRefunds) RefundPayment(_ context.Context, req payment.RefundRequest) (app.RefundOutcome, error) {
 	p, ok := m.payments.byOrder[req.OrderID]
 	if !ok {
-		return adapters.RefundOutcome{Status: "REJECTED", Reason: payment.ReasonNoPayment}, nil
+		return app.RefundOutcome{Status: "REJECTED", Reason: payment.ReasonNoPayment}, nil
 	}
 	if err := p.Refund(req.Amount, p.Currency); err != nil {
-		return adapters.RefundOutcome{Status: "REJECTED", Reason: err.Error()}, nil
+		return app.RefundOutcome{Status: "REJECTED", Reason: err.Error()}, nil
 	}
 	m.payments.byOrder[req.OrderID] = p
-	return adapters.RefundOutcome{Status: "SUCCEEDED"}, nil
+	return app.RefundOutcome{Status: "SUCCEEDED"}, nil
 }
 
 func fuzzServer() http.Handler {

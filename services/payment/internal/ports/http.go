@@ -14,8 +14,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -157,11 +157,11 @@ func paid(c echo.Context, p payment.Payment, req payment.Request) error {
 // amountText unwraps the JSON string of amount.
 func amountText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 {
-		return "", event.Invalid("amount", "is required")
+		return "", rules.Invalid("amount", "is required")
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", event.Invalid("amount", `must be a decimal string such as "80.00", not a number`)
+		return "", rules.Invalid("amount", `must be a decimal string such as "80.00", not a number`)
 	}
 	return s, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -331,8 +332,8 @@ func TestPayTwice(t *testing.T) {
 	if err := json.Unmarshal(row.Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if row.Type != string(event.CallbackPaymentSucceeded) || row.Topic != outbox.CallbackTopic || cb.CallbackID != row.EventID ||
-		cb.Type != event.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
+	if row.Type != string(rules.CallbackPaymentSucceeded) || row.Topic != outbox.CallbackTopic || cb.CallbackID != row.EventID ||
+		cb.Type != rules.CallbackPaymentSucceeded || cb.OrderID != "O-1" || cb.PaymentID != first.field("paymentId") ||
 		cb.Amount.String() != "80.00" || cb.Currency != "CNY" || cb.RefundID != "" || cb.Reason != "" {
 		t.Fatalf("callback row %s %s %s", row.Type, row.Topic, row.Payload)
 	}

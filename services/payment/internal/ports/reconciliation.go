@@ -13,14 +13,16 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
 	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
-	RefundPayment(ctx context.Context, req adapters.RefundRequest) (adapters.RefundOutcome, error)
+	RefundPayment(ctx context.Context, req payment.RefundRequest) (app.RefundOutcome, error)
 }
 
 // ReconciliationView is the payment service's view of one order for the
@@ -141,7 +143,7 @@ const StatusRequested = "REQUESTED"
 func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 	g.POST("/payments/orders/:orderId/refunds", func(c echo.Context) error {
 		orderID := c.Param("orderId")
-		if err := event.ValidateID("orderId", orderID); err != nil {
+		if err := rules.ValidateID("orderId", orderID); err != nil {
 			return err
 		}
 		operator, err := admin.Operator(c)
@@ -153,11 +155,11 @@ func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 			return err
 		}
 		if body.RefundID != "" {
-			if err := event.ValidateID("refundId", body.RefundID); err != nil {
+			if err := rules.ValidateID("refundId", body.RefundID); err != nil {
 				return err
 			}
 		}
-		if err := event.ValidateReason("reason", body.Reason); err != nil {
+		if err := rules.ValidateReason("reason", body.Reason); err != nil {
 			return err
 		}
 		ctx := c.Request().Context()
@@ -169,20 +171,20 @@ func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 			return forwardRefund(c, orders, orderID, body, operator)
 		}
 		if len(body.Items) > 0 {
-			return event.Invalid("items", "can be returned only with a refund of a payment the order holds")
+			return rules.Invalid("items", "can be returned only with a refund of a payment the order holds")
 		}
-		if err := event.ValidateID("refundId", body.RefundID); err != nil {
+		if err := rules.ValidateID("refundId", body.RefundID); err != nil {
 			return err
 		}
 		text, err := amountText(body.Amount)
 		if err != nil {
 			return err
 		}
-		amount, err := event.ParsePositiveAmount("amount", text)
+		amount, err := rules.ParsePositiveAmount("amount", text)
 		if err != nil {
 			return err
 		}
-		out, err := refunds.RefundPayment(ctx, adapters.RefundRequest{
+		out, err := refunds.RefundPayment(ctx, payment.RefundRequest{
 			RefundID: body.RefundID, OrderID: orderID, Amount: amount, Reason: body.Reason, RequestedBy: operator,
 		})
 		if err != nil {

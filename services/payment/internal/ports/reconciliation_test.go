@@ -26,6 +26,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
@@ -64,12 +65,12 @@ func setupAdmin(t *testing.T) *adminFixture {
 	g := srv.Admin()
 	admin.RegisterOutbox(g, db)
 	ports.RegisterReconciliation(g, repo, admin.NewFactsReader(db, consumerName))
-	ports.RegisterRefunds(g, repo, orders)
+	ports.RegisterRefunds(g, app.NewRefunds(repo), orders)
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	return &adminFixture{
 		fixture: &fixture{db: db, orders: orders, url: ts.URL},
-		proc:    processor(db, app.NewConsumer(repo, fp, logger)),
+		proc:    processor(db, app.NewConsumer(app.NewRefunds(repo), fp, logger)),
 		dead:    dlq.NewStore(db),
 	}
 }
@@ -323,7 +324,7 @@ func (f *adminFixture) refundState(t *testing.T, orderID string) refundState {
 		Payload []byte `db:"payload"`
 	}
 	if err := f.db.Select(&rows, `SELECT aggregate_version, payload FROM outbox_events WHERE aggregate_id = $1 AND event_type <> $2 ORDER BY id`,
-		orderID, string(event.CallbackPaymentSucceeded)); err != nil {
+		orderID, string(rules.CallbackPaymentSucceeded)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
@@ -518,7 +519,7 @@ func TestRepublishCallback(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		t.Fatal(err)
 	}
-	if code != 200 || s.EventID != eventID || s.EventType != string(event.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
+	if code != 200 || s.EventID != eventID || s.EventType != string(rules.CallbackPaymentSucceeded) || s.Status != outbox.StatusPending ||
 		s.Attempts != 1 || s.SentAt != nil || strings.Contains(raw, "sentAt") {
 		t.Fatalf("republish: %d %s", code, raw)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
@@ -78,7 +79,7 @@ func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, batc
 		order := ledgers[p.Env.AggregateID]
 		order.ID, order.State = p.Env.AggregateID, points.State(p.State)
 		ch, customer, err := decide(p.Env, order)
-		var ruleErr *event.RuleError
+		var ruleErr *rules.RuleError
 		if errors.As(err, &ruleErr) {
 			// An amount that breaks the contract's rule (which Parse
 			// already refuses) fails the same way on every delivery.

@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
@@ -221,7 +222,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 // the payment.
 func TestLargestAmountEarnsItsPoints(t *testing.T) {
 	f := newFixture(t)
-	f.process(t, paid(t, "O-1", event.MaxAmount().String()))
+	f.process(t, paid(t, "O-1", rules.MaxAmount().String()))
 	if got, want := f.entries(t, "O-1"), []string{"EARN 9999999999999999 9999999999999999.99"}; !equal(got, want) {
 		t.Fatalf("entries = %v, want %v", got, want)
 	}

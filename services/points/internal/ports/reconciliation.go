@@ -13,7 +13,7 @@ import (
 // ReconciliationView is the points service's view of one order for the
 // reconciliation service: its ledger entries, in the order they were
 // applied (their points add up to what the order is worth,
-// event.PointsFor), and the consumer's facts.
+// rules.PointsFor), and the consumer's facts.
 type ReconciliationView struct {
 	OrderID string  `json:"orderId"`
 	Entries []Entry `json:"entries"`

@@ -21,6 +21,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -341,4 +342,4 @@ func (p *Peers) Fence(ctx context.Context, orderID string, atLeast int64) (strin
 	return fmt.Sprintf("order %s fenced at version %d (%s)", orderID, out.Version, out.Status), nil
 }
 
-func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }
+func money(d decimal.Decimal) string { return d.StringFixed(rules.MoneyPlaces) }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
@@ -216,7 +216,7 @@ func TestOrderIDsUpToTheLimit(t *testing.T) {
 		t.Fatalf("%d reads of the orders, want %d", n, app.MaxOrderIDs/cfg.PageSize)
 	}
 	_, err = r.Run(context.Background(), "test", rec.Scope{OrderIDs: ids})
-	var invalid *event.RuleError
+	var invalid *rules.RuleError
 	if !errors.As(err, &invalid) || invalid.Field != "orderIds" {
 		t.Fatalf("run over %d orders: %v, want orderIds refused", len(ids), err)
 	}

@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
@@ -241,11 +241,11 @@ func TestMonitorMeasuresOnlyOrdersThatAskedForEffects(t *testing.T) {
 			Items: []rec.OrderLine{{Line: rec.Line{SKU: "S", Quantity: 1}, UnitPrice: dec("10")}}, UpdatedAt: changed, RefundedAmount: decimal.Zero,
 			Events: []rec.OutboxRow{sent("E-1", "OrderCreated", 1), sent("E-3", "OrderCancelled", 3), sent("E-4", "OrderPaymentRejected", 4),
 				sent("E-5", "OrderPaymentReturned", 5)},
-			Refunds: []rec.Refund{{ID: event.ReturnRefundID("P-1"), Kind: rec.KindPaymentReturn, PaymentID: "P-1", Amount: dec("10"),
+			Refunds: []rec.Refund{{ID: rules.ReturnRefundID("P-1"), Kind: rec.KindPaymentReturn, PaymentID: "P-1", Amount: dec("10"),
 				Currency: "CNY", Status: rec.RefundSucceeded, Reason: "ORDER_CANCELLED"}}},
 		Payment: rec.Payment{Found: true, PaymentID: "P-1", Amount: dec("10"), Currency: "CNY", Status: rec.PaymentRefunded, Refunded: dec("10"),
 			UpdatedAt: changed.Add(100 * time.Millisecond),
-			Refunds:   []rec.PaymentRefund{{ID: event.ReturnRefundID("P-1"), Amount: dec("10"), Status: "SUCCEEDED", CreatedAt: changed.Add(100 * time.Millisecond)}}},
+			Refunds:   []rec.PaymentRefund{{ID: rules.ReturnRefundID("P-1"), Amount: dec("10"), Status: "SUCCEEDED", CreatedAt: changed.Add(100 * time.Millisecond)}}},
 		Inventory:     rec.Inventory{Status: rec.InventoryNone},
 		Notifications: rec.Notifications{Sent: []rec.Notice{{EventID: "E-5", Kind: "PAYMENT_RETURNED", CreatedAt: changed.Add(300 * time.Millisecond)}}},
 	}

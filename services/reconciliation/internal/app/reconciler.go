@@ -13,7 +13,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
@@ -203,15 +203,15 @@ func (r *Reconciler) Run(ctx context.Context, startedBy string, scope rec.Scope)
 // whose process died: a dead run must not refuse a new one.
 func (r *Reconciler) begin(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
 	if len(scope.OrderIDs) > MaxOrderIDs {
-		return rec.Run{}, event.Invalid("orderIds", "has %d entries; at most %d are allowed", len(scope.OrderIDs), MaxOrderIDs)
+		return rec.Run{}, rules.Invalid("orderIds", "has %d entries; at most %d are allowed", len(scope.OrderIDs), MaxOrderIDs)
 	}
 	for i, id := range scope.OrderIDs {
-		if err := event.ValidateID(fmt.Sprintf("orderIds[%d]", i), id); err != nil {
+		if err := rules.ValidateID(fmt.Sprintf("orderIds[%d]", i), id); err != nil {
 			return rec.Run{}, err
 		}
 	}
 	if scope.MinAge < 0 {
-		return rec.Run{}, event.Invalid("minAge", "must not be negative, got %s", scope.MinAge)
+		return rec.Run{}, rules.Invalid("minAge", "must not be negative, got %s", scope.MinAge)
 	}
 	r.abandon(ctx)
 	return r.audit.StartRun(ctx, startedBy, scope)
@@ -652,7 +652,7 @@ var ErrOrderNotFound = errors.New("order not found")
 // the order snapshot shows as converged. Unlike a run, it counts messages
 // still in an outbox within the deadline as not converged (IN_FLIGHT).
 func (r *Reconciler) Check(ctx context.Context, orderID string) (Check, error) {
-	if err := event.ValidateID("orderId", orderID); err != nil {
+	if err := rules.ValidateID("orderId", orderID); err != nil {
 		return Check{}, err
 	}
 	orders, err := r.peers.Orders(ctx, []string{orderID})

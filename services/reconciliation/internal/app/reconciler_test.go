@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
@@ -418,7 +418,7 @@ func TestAnOrderCheckedOutBetweenTheReadsIsNotRefunded(t *testing.T) {
 	if got := outcomes(run); !slices.Equal(got, want) || run.Actions != 1 {
 		t.Fatalf("run: %v, %d actions; want %v, 1", got, run.Actions, want)
 	}
-	if got := svc.taken(); !slices.Equal(got, []string{"refund O-2 " + event.ReturnRefundID("P-O-2") + " 10"}) {
+	if got := svc.taken(); !slices.Equal(got, []string{"refund O-2 " + rules.ReturnRefundID("P-O-2") + " 10"}) {
 		t.Fatalf("compensations %v, want only O-2's refund", got)
 	}
 	again, err := r.Run(context.Background(), "test", rec.Scope{OrderIDs: []string{"O-1", "O-3"}})

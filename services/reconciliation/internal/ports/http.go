@@ -13,8 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
@@ -173,7 +173,7 @@ func (h *Handler) start(c echo.Context) error {
 	if req.MinAge != "" {
 		d, err := time.ParseDuration(req.MinAge)
 		if err != nil {
-			return event.Invalid("minAge", "must be a duration like \"0s\" or \"30s\", got %q", req.MinAge)
+			return rules.Invalid("minAge", "must be a duration like \"0s\" or \"30s\", got %q", req.MinAge)
 		}
 		scope.MinAge = d
 	}
@@ -253,7 +253,7 @@ type FindingsView struct {
 
 func (h *Handler) findings(c echo.Context) error {
 	orderID := c.QueryParam("orderId")
-	if err := event.ValidateID("orderId", orderID); err != nil {
+	if err := rules.ValidateID("orderId", orderID); err != nil {
 		return err
 	}
 	fs, err := h.audit.Findings(c.Request().Context(), orderID)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Status is the shipping service's view of one order.
@@ -64,14 +64,14 @@ type Shipment struct {
 // Change is a shipment as one applied event left it.
 type Change struct {
 	EventID   string
-	EventType event.Type
+	EventType string
 	Shipment  Shipment
 }
 
 // Applied is a change as it was recorded, for the shipment's history.
 type Applied struct {
 	EventID   string
-	EventType event.Type
+	EventType string
 	Status    Status
 	ToShip    []Line
 	AppliedAt time.Time
@@ -83,10 +83,10 @@ type Applied struct {
 func Lines(lines []Line) ([]Line, error) {
 	sums := make(map[string]int, len(lines))
 	for _, l := range lines {
-		if err := event.ValidateID("sku", l.SKU); err != nil {
+		if err := rules.ValidateID("sku", l.SKU); err != nil {
 			return nil, err
 		}
-		if err := event.ValidateQuantity("quantity of "+l.SKU, l.Quantity); err != nil {
+		if err := rules.ValidateQuantity("quantity of "+l.SKU, l.Quantity); err != nil {
 			return nil, err
 		}
 		sums[l.SKU] += l.Quantity
@@ -109,7 +109,7 @@ func (s Shipment) Pay(items []Line) (Shipment, error) {
 		return Shipment{}, err
 	}
 	if len(lines) == 0 {
-		return Shipment{}, event.Invalid("items", "must list at least one line")
+		return Shipment{}, rules.Invalid("items", "must list at least one line")
 	}
 	return Shipment{OrderID: s.OrderID, Status: StatusToShip, Ordered: lines, ToShip: lines}, nil
 }

@@ -6,17 +6,17 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/domain/shipping"
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
-// ruleBroken stands for any *event.RuleError in the tables below.
-var ruleBroken = &event.RuleError{}
+// ruleBroken stands for any *rules.RuleError in the tables below.
+var ruleBroken = &rules.RuleError{}
 
 // matches reports whether err is want, or any rule error when want is
 // ruleBroken.
 func matches(err, want error) bool {
 	if errors.Is(want, ruleBroken) {
-		var rerr *event.RuleError
+		var rerr *rules.RuleError
 		return errors.As(err, &rerr)
 	}
 	return errors.Is(err, want)
@@ -44,7 +44,7 @@ func TestPay(t *testing.T) {
 		{name: "paid after a cancel is illegal", status: shipping.StatusCancelled, items: lines("A", 1), wantErr: shipping.ErrIllegalTransition},
 		{name: "no lines", status: shipping.StatusNone, items: lines(), wantErr: ruleBroken},
 		{name: "zero quantity", status: shipping.StatusNone, items: lines("A", 0), wantErr: ruleBroken},
-		{name: "quantity above the rule", status: shipping.StatusNone, items: lines("A", event.MaxQuantity+1), wantErr: ruleBroken},
+		{name: "quantity above the rule", status: shipping.StatusNone, items: lines("A", rules.MaxQuantity+1), wantErr: ruleBroken},
 		{name: "SKU with a space", status: shipping.StatusNone, items: lines("SKU 1", 1), wantErr: ruleBroken},
 	}
 	for _, tt := range tests {

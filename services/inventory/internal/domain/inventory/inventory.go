@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Status is inventory's view of one order.
@@ -133,7 +133,7 @@ type EventChange struct {
 
 // ValidateSKU checks a SKU given by a client by the contract's id rule,
 // the one the order service applies to the SKUs it accepts.
-func ValidateSKU(sku string) error { return event.ValidateID("sku", sku) }
+func ValidateSKU(sku string) error { return rules.ValidateID("sku", sku) }
 
 // ValidateAvailable checks a stock level set by an operator.
 func ValidateAvailable(n int) error {
@@ -152,7 +152,7 @@ func Aggregate(lines []Line) ([]Line, error) {
 		if err := ValidateSKU(l.SKU); err != nil {
 			return nil, err
 		}
-		if err := event.ValidateQuantity("quantity of "+l.SKU, l.Quantity); err != nil {
+		if err := rules.ValidateQuantity("quantity of "+l.SKU, l.Quantity); err != nil {
 			return nil, err
 		}
 		if l.Quantity > MaxStock-sums[l.SKU] {

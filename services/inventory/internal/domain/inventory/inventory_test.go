@@ -6,18 +6,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
 
-// ruleBroken stands for any *event.RuleError in the tables below.
-var ruleBroken = &event.RuleError{}
+// ruleBroken stands for any *rules.RuleError in the tables below.
+var ruleBroken = &rules.RuleError{}
 
 // matches reports whether err is want, or any rule error when want is
 // ruleBroken.
 func matches(err, want error) bool {
 	if errors.Is(want, ruleBroken) {
-		var rerr *event.RuleError
+		var rerr *rules.RuleError
 		return errors.As(err, &rerr)
 	}
 	return errors.Is(err, want)
@@ -37,17 +37,17 @@ func TestAggregate(t *testing.T) {
 		},
 		{name: "zero quantity", lines: []inventory.Line{{SKU: "A", Quantity: 0}}, wantErr: ruleBroken},
 		{name: "negative quantity", lines: []inventory.Line{{SKU: "A", Quantity: -1}}, wantErr: ruleBroken},
-		{name: "quantity above the rule", lines: []inventory.Line{{SKU: "A", Quantity: event.MaxQuantity + 1}}, wantErr: ruleBroken},
+		{name: "quantity above the rule", lines: []inventory.Line{{SKU: "A", Quantity: rules.MaxQuantity + 1}}, wantErr: ruleBroken},
 		{
 			name:    "sum overflows the stock range",
-			lines:   slices.Repeat([]inventory.Line{{SKU: "A", Quantity: event.MaxQuantity}}, inventory.MaxStock/event.MaxQuantity+1),
+			lines:   slices.Repeat([]inventory.Line{{SKU: "A", Quantity: rules.MaxQuantity}}, inventory.MaxStock/rules.MaxQuantity+1),
 			wantErr: inventory.ErrInvalidQuantity,
 		},
 		{
 			// The largest sum the stock column holds is still accepted.
 			name: "sum of exactly the stock range",
-			lines: append(slices.Repeat([]inventory.Line{{SKU: "A", Quantity: event.MaxQuantity}}, inventory.MaxStock/event.MaxQuantity),
-				inventory.Line{SKU: "A", Quantity: inventory.MaxStock % event.MaxQuantity}),
+			lines: append(slices.Repeat([]inventory.Line{{SKU: "A", Quantity: rules.MaxQuantity}}, inventory.MaxStock/rules.MaxQuantity),
+				inventory.Line{SKU: "A", Quantity: inventory.MaxStock % rules.MaxQuantity}),
 			want: []inventory.Line{{SKU: "A", Quantity: inventory.MaxStock}},
 		},
 		{name: "empty SKU", lines: []inventory.Line{{SKU: "", Quantity: 1}}, wantErr: ruleBroken},

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -13,7 +13,7 @@ import (
 // callback may leave its paymentId out, but one it names must be an id.
 func TestCallbackValidate(t *testing.T) {
 	refunded := func(edit func(*order.Callback)) order.Callback {
-		cb := order.Callback{ID: "E-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: "R-1",
+		cb := order.Callback{ID: "E-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: "R-1",
 			Amount: dec("30.00"), Currency: "CNY", Reason: "damaged"}
 		edit(&cb)
 		return cb
@@ -26,8 +26,8 @@ func TestCallbackValidate(t *testing.T) {
 		{"a refund's callback", refunded(func(*order.Callback) {}), ""},
 		{"a refund's callback without its paymentId", refunded(func(cb *order.Callback) { cb.PaymentID = "" }), ""},
 		{"a refund's callback with a malformed paymentId", refunded(func(cb *order.Callback) { cb.PaymentID = "P 1" }), "paymentId"},
-		{"a payment's callback without its paymentId", refunded(func(cb *order.Callback) { cb.Type, cb.PaymentID = event.CallbackPaymentSucceeded, "" }), "paymentId"},
-		{"a shortage without its paymentId", refunded(func(cb *order.Callback) { cb.Type, cb.PaymentID = event.CallbackStockRejected, "" }), "paymentId"},
+		{"a payment's callback without its paymentId", refunded(func(cb *order.Callback) { cb.Type, cb.PaymentID = rules.CallbackPaymentSucceeded, "" }), "paymentId"},
+		{"a shortage without its paymentId", refunded(func(cb *order.Callback) { cb.Type, cb.PaymentID = rules.CallbackStockRejected, "" }), "paymentId"},
 		{"a refund's callback without its refundId", refunded(func(cb *order.Callback) { cb.RefundID = "" }), "refundId"},
 		{"no amount", refunded(func(cb *order.Callback) { cb.Amount = dec("0") }), "amount"},
 		{"a good amount, no currency", refunded(func(cb *order.Callback) { cb.Currency = "" }), "currency"},
@@ -36,7 +36,7 @@ func TestCallbackValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cb.Validate()
-			var broken *event.RuleError
+			var broken *rules.RuleError
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("Validate() = %v, want nil", err)
@@ -51,7 +51,7 @@ func TestCallbackValidate(t *testing.T) {
 // refund the order is not waiting for is a mismatch that names the one it
 // is waiting for, so the operator sees which refund is outstanding.
 func TestSettlingAnotherRefundNamesThePendingOne(t *testing.T) {
-	for _, typ := range []event.CallbackType{event.CallbackRefundSucceeded, event.CallbackRefundRejected} {
+	for _, typ := range []rules.CallbackType{rules.CallbackRefundSucceeded, rules.CallbackRefundRejected} {
 		t.Run(string(typ), func(t *testing.T) {
 			o := at(t, order.StatusRefunding)
 			_, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: typ, OrderID: "O-1", PaymentID: "P-1", RefundID: "R-X",
@@ -67,7 +67,7 @@ func TestSettlingAnotherRefundNamesThePendingOne(t *testing.T) {
 // TestReturnOfEveryLine: a return may list as many lines as an order may
 // hold, and is priced at the order's unit prices; one line more is refused.
 func TestReturnOfEveryLine(t *testing.T) {
-	all := items(event.MaxItems)
+	all := items(rules.MaxItems)
 	lines := make([]order.Line, len(all))
 	for i, it := range all {
 		lines[i] = line(it.SKU, it.Quantity)
@@ -90,7 +90,7 @@ func TestReturnOfEveryLine(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("RequestRefund() = %v, want error %v", err, tt.wantErr)
 			}
-			if err == nil && (len(events) != 1 || !events[0].Amount.Equal(o.Amount) || len(events[0].Items) != event.MaxItems) {
+			if err == nil && (len(events) != 1 || !events[0].Amount.Equal(o.Amount) || len(events[0].Items) != rules.MaxItems) {
 				t.Fatalf("events %+v, want one refund of all %s", events, o.Amount)
 			}
 		})
@@ -123,14 +123,14 @@ func TestPaymentTheOrderCannotTakeIsReturnedWithItsReason(t *testing.T) {
 				o.Version = 1
 			}
 			version := o.Version
-			events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-2",
+			events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-2",
 				Amount: dec(tt.amount), Currency: tt.currency})
 			if err != nil || len(events) != 1 {
 				t.Fatalf("%+v %v", events, err)
 			}
 			e := events[0]
 			if e.Type != order.EventPaymentRejected || e.PaymentID != "P-2" || !e.Amount.Equal(dec(tt.amount)) || e.Currency != tt.currency ||
-				e.Reason != tt.wantReason || e.RefundID != event.ReturnRefundID("P-2") {
+				e.Reason != tt.wantReason || e.RefundID != rules.ReturnRefundID("P-2") {
 				t.Fatalf("event %+v, want the return of P-2's %s %s for %q", e, tt.amount, tt.currency, tt.wantReason)
 			}
 			if o.Status != tt.status || o.Version != version+1 {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -30,7 +30,7 @@ func TestFenceVersion(t *testing.T) {
 			o := paidOrder(t)
 			before := o.Clone()
 			moved, err := o.FenceVersion(tt.atLeast)
-			var rule *event.RuleError
+			var rule *rules.RuleError
 			if tt.wantInvalid != errors.As(err, &rule) || !tt.wantInvalid && err != nil {
 				t.Fatalf("FenceVersion(%d) error %v, want invalid %v", tt.atLeast, err, tt.wantInvalid)
 			}
@@ -72,7 +72,7 @@ func paidOrder(t *testing.T) *order.Order {
 	if _, err := o.Checkout(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.ApplyCallback(order.Callback{ID: "CB-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1",
+	if _, err := o.ApplyCallback(order.Callback{ID: "CB-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1",
 		PaymentID: "P-1", Amount: dec("2.00"), Currency: "CNY"}); err != nil {
 		t.Fatal(err)
 	}

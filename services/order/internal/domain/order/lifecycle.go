@@ -7,7 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // EventType names the event a state change emits; the values are the
@@ -77,7 +77,7 @@ func (o *Order) Checkout() ([]Event, error) {
 // Cancel cancels an order nobody has paid for. Cancelling a cancelled order
 // is a repeat and changes nothing.
 func (o *Order) Cancel(reason string) ([]Event, error) {
-	if err := event.ValidateReason("reason", reason); err != nil {
+	if err := rules.ValidateReason("reason", reason); err != nil {
 		return nil, err
 	}
 	switch o.Status {
@@ -111,13 +111,13 @@ type RefundRequest struct {
 // left of the payment here: the payment service owns what was paid and
 // rejects a refund above it, which brings the order back to where it was.
 func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
-	if err := event.ValidateID("refundId", r.ID); err != nil {
+	if err := rules.ValidateID("refundId", r.ID); err != nil {
 		return nil, err
 	}
-	if err := event.ValidateReason("reason", r.Reason); err != nil {
+	if err := rules.ValidateReason("reason", r.Reason); err != nil {
 		return nil, err
 	}
-	if err := event.ValidateReason("requestedBy", r.RequestedBy); err != nil {
+	if err := rules.ValidateReason("requestedBy", r.RequestedBy); err != nil {
 		return nil, err
 	}
 	if o.Refund(r.ID) != nil {
@@ -139,7 +139,7 @@ func (o *Order) RequestRefund(r RefundRequest) ([]Event, error) {
 			return o.returnGoods(r)
 		}
 	}
-	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
+	if err := rules.ValidatePositiveAmount("amount", amount); err != nil {
 		return nil, err
 	}
 	if o.Status != StatusPaid && o.Status != StatusPartiallyRefunded {
@@ -174,8 +174,8 @@ func (o *Order) returnGoods(r RefundRequest) ([]Event, error) {
 // priceOfReturn validates the lines of a return against the order and
 // prices them at the order's unit prices.
 func (o *Order) priceOfReturn(lines []Line) (decimal.Decimal, error) {
-	if len(lines) > event.MaxItems {
-		return decimal.Decimal{}, event.Invalid("items", "has %d entries; at most %d are allowed", len(lines), event.MaxItems)
+	if len(lines) > rules.MaxItems {
+		return decimal.Decimal{}, rules.Invalid("items", "has %d entries; at most %d are allowed", len(lines), rules.MaxItems)
 	}
 	prices := make(map[string]decimal.Decimal, len(o.Items))
 	for _, it := range o.Items {
@@ -185,18 +185,18 @@ func (o *Order) priceOfReturn(lines []Line) (decimal.Decimal, error) {
 	total := decimal.Zero
 	for i, l := range lines {
 		field := func(name string) string { return "items[" + strconv.Itoa(i) + "]." + name }
-		if err := event.ValidateID(field("sku"), l.SKU); err != nil {
+		if err := rules.ValidateID(field("sku"), l.SKU); err != nil {
 			return decimal.Decimal{}, err
 		}
 		price, ok := prices[l.SKU]
 		if !ok {
-			return decimal.Decimal{}, event.Invalid(field("sku"), "%q is not on order %s", l.SKU, o.ID)
+			return decimal.Decimal{}, rules.Invalid(field("sku"), "%q is not on order %s", l.SKU, o.ID)
 		}
 		if seen[l.SKU] {
-			return decimal.Decimal{}, event.Invalid(field("sku"), "%q is listed twice; list each SKU once", l.SKU)
+			return decimal.Decimal{}, rules.Invalid(field("sku"), "%q is listed twice; list each SKU once", l.SKU)
 		}
 		seen[l.SKU] = true
-		if err := event.ValidateQuantity(field("quantity"), l.Quantity); err != nil {
+		if err := rules.ValidateQuantity(field("quantity"), l.Quantity); err != nil {
 			return decimal.Decimal{}, err
 		}
 		total = total.Add(price.Mul(decimal.NewFromInt(int64(l.Quantity))))
@@ -227,7 +227,7 @@ type Callback struct {
 	// ID is the eventId of the payment service's outbox row: the same for
 	// every re-delivery, so it is the callback's idempotency key.
 	ID        string
-	Type      event.CallbackType
+	Type      rules.CallbackType
 	OrderID   string
 	PaymentID string
 	RefundID  string
@@ -239,37 +239,37 @@ type Callback struct {
 // Validate checks the callback's fields, so a malformed callback is
 // refused before it touches an order.
 func (cb Callback) Validate() error {
-	if err := event.ValidateID("callbackId", cb.ID); err != nil {
+	if err := rules.ValidateID("callbackId", cb.ID); err != nil {
 		return err
 	}
 	switch cb.Type {
-	case event.CallbackPaymentSucceeded, event.CallbackRefundSucceeded, event.CallbackRefundRejected, event.CallbackStockRejected:
+	case rules.CallbackPaymentSucceeded, rules.CallbackRefundSucceeded, rules.CallbackRefundRejected, rules.CallbackStockRejected:
 	case "":
-		return event.Invalid("type", "is required")
+		return rules.Invalid("type", "is required")
 	default:
-		return event.Invalid("type", "must be %s, %s, %s or %s, got %q", event.CallbackPaymentSucceeded,
-			event.CallbackRefundSucceeded, event.CallbackRefundRejected, event.CallbackStockRejected, cb.Type)
+		return rules.Invalid("type", "must be %s, %s, %s or %s, got %q", rules.CallbackPaymentSucceeded,
+			rules.CallbackRefundSucceeded, rules.CallbackRefundRejected, rules.CallbackStockRejected, cb.Type)
 	}
-	if err := event.ValidateID("orderId", cb.OrderID); err != nil {
+	if err := rules.ValidateID("orderId", cb.OrderID); err != nil {
 		return err
 	}
-	if cb.Type == event.CallbackPaymentSucceeded || cb.Type == event.CallbackStockRejected || cb.PaymentID != "" {
-		if err := event.ValidateID("paymentId", cb.PaymentID); err != nil {
+	if cb.Type == rules.CallbackPaymentSucceeded || cb.Type == rules.CallbackStockRejected || cb.PaymentID != "" {
+		if err := rules.ValidateID("paymentId", cb.PaymentID); err != nil {
 			return err
 		}
 	}
-	if cb.Type == event.CallbackRefundSucceeded || cb.Type == event.CallbackRefundRejected {
-		if err := event.ValidateID("refundId", cb.RefundID); err != nil {
+	if cb.Type == rules.CallbackRefundSucceeded || cb.Type == rules.CallbackRefundRejected {
+		if err := rules.ValidateID("refundId", cb.RefundID); err != nil {
 			return err
 		}
 	}
-	if err := event.ValidatePositiveAmount("amount", cb.Amount); err != nil {
+	if err := rules.ValidatePositiveAmount("amount", cb.Amount); err != nil {
 		return err
 	}
-	if err := event.ValidateCurrency("currency", cb.Currency); err != nil {
+	if err := rules.ValidateCurrency("currency", cb.Currency); err != nil {
 		return err
 	}
-	return event.ValidateReason("reason", cb.Reason)
+	return rules.ValidateReason("reason", cb.Reason)
 }
 
 // ApplyCallback applies a payment service callback. A callback for a
@@ -284,11 +284,11 @@ func (o *Order) ApplyCallback(cb Callback) ([]Event, error) {
 		return nil, &MismatchError{Field: "orderId", Want: o.ID, Got: cb.OrderID}
 	}
 	switch cb.Type {
-	case event.CallbackPaymentSucceeded:
+	case rules.CallbackPaymentSucceeded:
 		return o.pay(cb)
-	case event.CallbackRefundSucceeded:
+	case rules.CallbackRefundSucceeded:
 		return o.completeRefund(cb)
-	case event.CallbackStockRejected:
+	case rules.CallbackStockRejected:
 		return o.compensateShortage(cb)
 	default:
 		return o.rejectRefund(cb)
@@ -299,14 +299,14 @@ func (o *Order) ApplyCallback(cb Callback) ([]Event, error) {
 // stock could not cover the paid order (docs/decisions.md, A shortage is
 // compensated): the order asks the payment service for all of the money
 // still held, under a refund id that is a function of the order, and
-// is CANCELLED with event.ReasonOutOfStock once the refund succeeds. No
+// is CANCELLED with rules.ReasonOutOfStock once the refund succeeds. No
 // goods come back with it, since none were deducted. A report of an order
 // already compensating is a repeat; one that arrives while another refund
 // is in flight is answered ErrRefundInFlight, so it comes again once that
 // refund is settled; an order refunded in full already has nothing left
 // to give back.
 func (o *Order) compensateShortage(cb Callback) ([]Event, error) {
-	if o.Reason == event.ReasonOutOfStock {
+	if o.Reason == rules.ReasonOutOfStock {
 		return nil, nil
 	}
 	switch o.Status {
@@ -322,11 +322,11 @@ func (o *Order) compensateShortage(cb Callback) ([]Event, error) {
 		return nil, &MismatchError{Field: "paymentId", Want: o.PaymentID, Got: cb.PaymentID}
 	}
 	rest := o.Amount.Sub(o.RefundedAmount())
-	o.Reason = event.ReasonOutOfStock
-	o.Refunds = append(o.Refunds, Refund{ID: event.ShortageRefundID(o.ID), Kind: KindRefund, PaymentID: o.PaymentID,
-		Amount: rest, Currency: o.Currency, Items: []Line{}, Status: RefundRequested, Reason: event.ReasonOutOfStock})
-	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: event.ShortageRefundID(o.ID),
-		Amount: rest, Items: []Line{}, Reason: event.ReasonOutOfStock}), nil
+	o.Reason = rules.ReasonOutOfStock
+	o.Refunds = append(o.Refunds, Refund{ID: rules.ShortageRefundID(o.ID), Kind: KindRefund, PaymentID: o.PaymentID,
+		Amount: rest, Currency: o.Currency, Items: []Line{}, Status: RefundRequested, Reason: rules.ReasonOutOfStock})
+	return o.change(StatusRefunding, Event{Type: EventRefundRequested, RefundID: rules.ShortageRefundID(o.ID),
+		Amount: rest, Items: []Line{}, Reason: rules.ReasonOutOfStock}), nil
 }
 
 // Reasons a payment is returned (OrderPaymentRejected).
@@ -362,7 +362,7 @@ func (o *Order) pay(cb Callback) ([]Event, error) {
 	default:
 		reason = ReasonPaidByAnother
 	}
-	o.Refunds = append(o.Refunds, Refund{ID: event.ReturnRefundID(cb.PaymentID), Kind: KindPaymentReturn, PaymentID: cb.PaymentID,
+	o.Refunds = append(o.Refunds, Refund{ID: rules.ReturnRefundID(cb.PaymentID), Kind: KindPaymentReturn, PaymentID: cb.PaymentID,
 		Amount: cb.Amount, Currency: cb.Currency, Items: []Line{}, Status: RefundRequested, Reason: reason})
 	r := o.Refunds[len(o.Refunds)-1]
 	return o.change(o.Status, Event{Type: EventPaymentRejected, RefundID: r.ID, PaymentID: r.PaymentID,
@@ -397,7 +397,7 @@ func (o *Order) completeRefund(cb Callback) ([]Event, error) {
 	r.Status, r.Amount = RefundSucceeded, cb.Amount
 	to := StatusPartiallyRefunded
 	switch {
-	case r.ID == event.ShortageRefundID(o.ID):
+	case r.ID == rules.ShortageRefundID(o.ID):
 		// The compensation of a shortage gave back all that was left.
 		to = StatusCancelled
 	case o.RefundedAmount().GreaterThanOrEqual(o.Amount):
@@ -434,7 +434,7 @@ func (o *Order) rejectRefund(cb Callback) ([]Event, error) {
 	return o.change(back, Event{Type: EventRefundRejected, RefundID: r.ID, Amount: r.Amount, Reason: cb.Reason}), nil
 }
 
-func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }
+func money(d decimal.Decimal) string { return d.StringFixed(rules.MoneyPlaces) }
 
 // MaxFenceVersion is the highest version a fence may raise an order to:
 // the largest integer a JSON number carries exactly, so every client reads
@@ -452,7 +452,7 @@ const MaxFenceVersion int64 = 1<<53 - 1
 // harmless.
 func (o *Order) FenceVersion(atLeast int64) (bool, error) {
 	if atLeast < 1 || atLeast > MaxFenceVersion {
-		return false, event.Invalid("atLeast", "must be between 1 and %d, got %d", MaxFenceVersion, atLeast)
+		return false, rules.Invalid("atLeast", "must be between 1 and %d, got %d", MaxFenceVersion, atLeast)
 	}
 	if atLeast <= o.Version {
 		return false, nil

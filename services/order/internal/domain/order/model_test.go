@@ -10,7 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 	"pgregory.net/rapid"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -81,11 +81,11 @@ type paymentStandIn struct {
 func (p *paymentStandIn) decide(orderID string, r order.Refund, callbackID string) order.Callback {
 	cb := order.Callback{ID: callbackID, OrderID: orderID, PaymentID: p.id, RefundID: r.ID, Amount: r.Amount, Currency: r.Currency}
 	if !r.Amount.IsPositive() || r.Amount.GreaterThan(p.amount.Sub(p.refunded)) {
-		cb.Type, cb.Reason = event.CallbackRefundRejected, "REFUND_EXCEEDS_PAYMENT"
+		cb.Type, cb.Reason = rules.CallbackRefundRejected, "REFUND_EXCEEDS_PAYMENT"
 		return cb
 	}
 	p.refunded = p.refunded.Add(r.Amount)
-	cb.Type = event.CallbackRefundSucceeded
+	cb.Type = rules.CallbackRefundSucceeded
 	return cb
 }
 
@@ -122,7 +122,7 @@ func refundSequence(t *rapid.T) {
 		t.Fatalf("Checkout: %v", err)
 	}
 	pay := &paymentStandIn{id: "P-1", amount: o.Amount, refunded: decimal.Zero}
-	if _, err := o.ApplyCallback(order.Callback{ID: "cb-pay", Type: event.CallbackPaymentSucceeded, OrderID: o.ID,
+	if _, err := o.ApplyCallback(order.Callback{ID: "cb-pay", Type: rules.CallbackPaymentSucceeded, OrderID: o.ID,
 		PaymentID: pay.id, Amount: o.Amount, Currency: "CNY"}); err != nil {
 		t.Fatalf("pay: %v", err)
 	}
@@ -167,7 +167,7 @@ func refundSequence(t *rapid.T) {
 			id := rapid.SampledFrom(o.Refunds).Draw(t, "repeated").ID
 			events, err = o.RequestRefund(order.RefundRequest{ID: id, Amount: decimal.New(1, -2)})
 		case "shortage":
-			events, err = o.ApplyCallback(order.Callback{ID: "cb-stock", Type: event.CallbackStockRejected, OrderID: o.ID,
+			events, err = o.ApplyCallback(order.Callback{ID: "cb-stock", Type: rules.CallbackStockRejected, OrderID: o.ID,
 				PaymentID: pay.id, Amount: o.Amount, Currency: "CNY", Reason: "INSUFFICIENT_STOCK"})
 			want, wantErr = m.reportShortage()
 		}
@@ -238,7 +238,7 @@ func (m *refundModel) decide(cb order.Callback) ([]order.Event, bool) {
 	p := m.pending
 	m.pending = nil
 	m.version++
-	if cb.Type == event.CallbackRefundRejected {
+	if cb.Type == rules.CallbackRefundRejected {
 		m.status = order.StatusPaid
 		if m.refunded.IsPositive() {
 			m.status = order.StatusPartiallyRefunded
@@ -247,7 +247,7 @@ func (m *refundModel) decide(cb order.Callback) ([]order.Event, bool) {
 	}
 	m.giveBack(p.amount, p.items)
 	switch {
-	case p.id == event.ShortageRefundID("O-1"):
+	case p.id == rules.ShortageRefundID("O-1"):
 		m.status = order.StatusCancelled
 	case m.refunded.Equal(m.amount):
 		m.status = order.StatusRefunded
@@ -267,7 +267,7 @@ func (m *refundModel) reportShortage() ([]order.Event, bool) {
 		return nil, true
 	}
 	m.shortage = true
-	id := event.ShortageRefundID("O-1")
+	id := rules.ShortageRefundID("O-1")
 	m.pending = &modelRefund{id: id, amount: m.left()}
 	m.status = order.StatusRefunding
 	m.version++

@@ -10,7 +10,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Status is where an order is in its lifecycle (docs/design.md, Order
@@ -59,7 +59,7 @@ type Order struct {
 	// first; at most one of each kind is REQUESTED at a time.
 	Refunds []Refund
 	// Reason says why the order ended where it is: the cancel request's
-	// reason, or event.ReasonOutOfStock once a shortage was reported
+	// reason, or rules.ReasonOutOfStock once a shortage was reported
 	// (from then on the order gives the money back and is cancelled).
 	Reason string
 }
@@ -183,15 +183,15 @@ func (o *Order) returnOf(paymentID string) *Refund {
 // New validates a new order and returns it in status CREATED, version 1.
 // The caller emits EventCreated with it. Every value is checked by the
 // contract's rules (pkg/event), the same the consumers enforce, so nothing
-// accepted here is refused downstream; a failure is an *event.RuleError.
+// accepted here is refused downstream; a failure is an *rules.RuleError.
 func New(id, customerID, currency string, items []Item) (*Order, error) {
-	if err := event.ValidateID("orderId", id); err != nil {
+	if err := rules.ValidateID("orderId", id); err != nil {
 		return nil, err
 	}
-	if err := event.ValidateID("customerId", customerID); err != nil {
+	if err := rules.ValidateID("customerId", customerID); err != nil {
 		return nil, err
 	}
-	if err := event.ValidateCurrency("currency", currency); err != nil {
+	if err := rules.ValidateCurrency("currency", currency); err != nil {
 		return nil, err
 	}
 	amount, err := validateItems(items)
@@ -215,32 +215,32 @@ func New(id, customerID, currency string, items []Item) (*Order, error) {
 // something to pay.
 func validateItems(items []Item) (decimal.Decimal, error) {
 	if len(items) == 0 {
-		return decimal.Decimal{}, event.Invalid("items", "must contain at least one item")
+		return decimal.Decimal{}, rules.Invalid("items", "must contain at least one item")
 	}
-	if len(items) > event.MaxItems {
-		return decimal.Decimal{}, event.Invalid("items", "has %d entries; at most %d are allowed", len(items), event.MaxItems)
+	if len(items) > rules.MaxItems {
+		return decimal.Decimal{}, rules.Invalid("items", "has %d entries; at most %d are allowed", len(items), rules.MaxItems)
 	}
 	seen := make(map[string]int, len(items))
 	amount := decimal.Zero
 	for i, it := range items {
 		field := func(name string) string { return "items[" + strconv.Itoa(i) + "]." + name }
-		if err := event.ValidateID(field("sku"), it.SKU); err != nil {
+		if err := rules.ValidateID(field("sku"), it.SKU); err != nil {
 			return decimal.Decimal{}, err
 		}
 		if first, dup := seen[it.SKU]; dup {
-			return decimal.Decimal{}, event.Invalid(field("sku"), "%q duplicates items[%d].sku; list each SKU once", it.SKU, first)
+			return decimal.Decimal{}, rules.Invalid(field("sku"), "%q duplicates items[%d].sku; list each SKU once", it.SKU, first)
 		}
 		seen[it.SKU] = i
-		if err := event.ValidateQuantity(field("quantity"), it.Quantity); err != nil {
+		if err := rules.ValidateQuantity(field("quantity"), it.Quantity); err != nil {
 			return decimal.Decimal{}, err
 		}
-		if err := event.ValidatePositiveAmount(field("unitPrice"), it.UnitPrice); err != nil {
+		if err := rules.ValidatePositiveAmount(field("unitPrice"), it.UnitPrice); err != nil {
 			return decimal.Decimal{}, err
 		}
 		amount = amount.Add(it.UnitPrice.Mul(decimal.NewFromInt(int64(it.Quantity))))
 	}
-	if amount.GreaterThan(event.MaxAmount()) {
-		return decimal.Decimal{}, event.Invalid("items", "total amount %s exceeds the maximum %s", amount.StringFixed(event.MoneyPlaces), event.MaxAmount())
+	if amount.GreaterThan(rules.MaxAmount()) {
+		return decimal.Decimal{}, rules.Invalid("items", "total amount %s exceeds the maximum %s", amount.StringFixed(rules.MoneyPlaces), rules.MaxAmount())
 	}
 	return amount, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
 
@@ -63,7 +63,7 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 		{"too many items", "O-1", "C-1", "CNY", items(101), "items"},
 		{"missing sku", "O-1", "C-1", "CNY", []order.Item{{Quantity: 1, UnitPrice: dec("1")}}, "items[0].sku"},
 		{"sku with a space, refused by inventory", "O-1", "C-1", "CNY", []order.Item{{SKU: "SKU 1", Quantity: 1, UnitPrice: dec("1")}}, "items[0].sku"},
-		{"quantity above the maximum", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: event.MaxQuantity + 1, UnitPrice: dec("1")}}, "items[0].quantity"},
+		{"quantity above the maximum", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: rules.MaxQuantity + 1, UnitPrice: dec("1")}}, "items[0].quantity"},
 		{"zero price, an order nobody can pay", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0")}}, "items[0].unitPrice"},
 		{"zero quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 0, UnitPrice: dec("1")}}, "items[0].quantity"},
 		{"negative quantity", "O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: -1, UnitPrice: dec("1")}}, "items[0].quantity"},
@@ -78,9 +78,9 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := order.New(tt.id, tt.customerID, tt.currency, tt.items)
-			var verr *event.RuleError
+			var verr *rules.RuleError
 			if !errors.As(err, &verr) {
-				t.Fatalf("got %v, want a *event.RuleError", err)
+				t.Fatalf("got %v, want a *rules.RuleError", err)
 			}
 			if verr.Field != tt.wantField {
 				t.Fatalf("field %q, want %q (%v)", verr.Field, tt.wantField, err)
@@ -90,14 +90,14 @@ func TestNewRejectsInvalidInput(t *testing.T) {
 }
 
 func TestNewAcceptsLimits(t *testing.T) {
-	if _, err := order.New("O-1", "C-1", "CNY", items(event.MaxItems)); err != nil {
-		t.Fatalf("%d items: %v", event.MaxItems, err)
+	if _, err := order.New("O-1", "C-1", "CNY", items(rules.MaxItems)); err != nil {
+		t.Fatalf("%d items: %v", rules.MaxItems, err)
 	}
 	if _, err := order.New("O-1", "C-1", "CNY", []order.Item{{SKU: "A", Quantity: 1, UnitPrice: dec("0.01")}}); err != nil {
 		t.Fatalf("cheapest item: %v", err)
 	}
-	largest := []order.Item{{SKU: strings.Repeat("S", event.MaxIDLength), Quantity: event.MaxQuantity, UnitPrice: dec("9999999999.99")}}
-	if _, err := order.New(strings.Repeat("O", event.MaxIDLength), strings.Repeat("C", event.MaxIDLength), "CNY", largest); err != nil {
+	largest := []order.Item{{SKU: strings.Repeat("S", rules.MaxIDLength), Quantity: rules.MaxQuantity, UnitPrice: dec("9999999999.99")}}
+	if _, err := order.New(strings.Repeat("O", rules.MaxIDLength), strings.Repeat("C", rules.MaxIDLength), "CNY", largest); err != nil {
 		t.Fatalf("largest values: %v", err)
 	}
 }
@@ -151,7 +151,7 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 	var terr *order.TransitionError
 	var merr *order.MismatchError
 	var rerr *order.ReturnError
-	var verr *event.RuleError
+	var verr *rules.RuleError
 	switch want {
 	case applied:
 		if err != nil {
@@ -181,7 +181,7 @@ func check(t *testing.T, o *order.Order, before int64, events []order.Event, err
 		}
 	case validation:
 		if !errors.As(err, &verr) {
-			t.Fatalf("got %v, want a *event.RuleError", err)
+			t.Fatalf("got %v, want a *rules.RuleError", err)
 		}
 	}
 	if want != applied {
@@ -265,7 +265,7 @@ func TestRequestRefundRecordsTheRefund(t *testing.T) {
 // shortage is the inventory service's report that the stock could not
 // cover the order paid by paymentID.
 func shortage(paymentID string) order.Callback {
-	return order.Callback{ID: "E-S", Type: event.CallbackStockRejected, OrderID: "O-1", PaymentID: paymentID,
+	return order.Callback{ID: "E-S", Type: rules.CallbackStockRejected, OrderID: "O-1", PaymentID: paymentID,
 		Amount: dec("80.00"), Currency: "CNY", Reason: "INSUFFICIENT_STOCK"}
 }
 
@@ -281,7 +281,7 @@ func TestRequestRefundAgainChangesNothing(t *testing.T) {
 	version := o.Version
 	for _, when := range []string{"pending", "settled"} {
 		if when == "settled" {
-			if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: o.ID,
+			if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: rules.CallbackRefundSucceeded, OrderID: o.ID,
 				PaymentID: o.PaymentID, RefundID: "R-9", Amount: dec("30"), Currency: o.Currency}); err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestRequestRefundAgainChangesNothing(t *testing.T) {
 
 func TestApplyCallback(t *testing.T) {
 	paid := func(amount, currency string) order.Callback {
-		return order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
+		return order.Callback{ID: "E-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec(amount), Currency: currency}
 	}
 	paidBy := func(paymentID string) order.Callback {
 		cb := paid("80.00", "CNY")
@@ -304,10 +304,10 @@ func TestApplyCallback(t *testing.T) {
 		return cb
 	}
 	refunded := func(refundID string) order.Callback {
-		return order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
+		return order.Callback{ID: "E-2", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("30.00"), Currency: "CNY"}
 	}
 	rejected := func(refundID string) order.Callback {
-		return order.Callback{ID: "E-3", Type: event.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID,
+		return order.Callback{ID: "E-3", Type: rules.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID,
 			Amount: dec("30.00"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"}
 	}
 	tests := []struct {
@@ -339,10 +339,10 @@ func TestApplyCallback(t *testing.T) {
 		{"refund rejected when refunded", order.StatusRefunded, rejected("R-1"), transition, order.StatusRefunded, ""},
 		{"refund rejected when never refunded", order.StatusPaid, rejected("R-1"), transition, order.StatusPaid, ""},
 		{"unknown type", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: "PAYMENT_FAILED", OrderID: "O-1", Amount: dec("1"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
-		{"missing callback id", order.StatusPendingPayment, order.Callback{Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
-		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"missing callback id", order.StatusPendingPayment, order.Callback{Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
+		{"payment without payment id", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", Amount: dec("80"), Currency: "CNY"}, validation, order.StatusPendingPayment, ""},
 		{"refund without refund id", order.StatusRefunding, refunded(""), validation, order.StatusRefunding, ""},
-		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
+		{"callback for another order", order.StatusPendingPayment, order.Callback{ID: "E-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-2", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}, mismatch, order.StatusPendingPayment, ""},
 		{"shortage of a paid order", order.StatusPaid, shortage("P-1"), applied, order.StatusRefunding, order.EventRefundRequested},
 		{"shortage of a partly refunded order", order.StatusPartiallyRefunded, shortage("P-1"), applied, order.StatusRefunding, order.EventRefundRequested},
 		{"shortage of an order refunded in full", order.StatusRefunded, shortage("P-1"), repeat, order.StatusRefunded, ""},
@@ -382,7 +382,7 @@ func TestPartialRefundsUntilTheWholeAmount(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		r := o.PendingRefund()
-		events, err := o.ApplyCallback(order.Callback{ID: "E-" + step.req.ID, Type: event.CallbackRefundSucceeded, OrderID: "O-1",
+		events, err := o.ApplyCallback(order.Callback{ID: "E-" + step.req.ID, Type: rules.CallbackRefundSucceeded, OrderID: "O-1",
 			PaymentID: "P-1", RefundID: r.ID, Amount: r.Amount, Currency: "CNY"})
 		if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Version != version+2 {
 			t.Fatalf("step %d: %+v %v", i, events, err)
@@ -407,7 +407,7 @@ func TestRejectedRefundGoesBackToWhereTheOrderWas(t *testing.T) {
 	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-2", Amount: dec("500")}); err != nil {
 		t.Fatal(err)
 	}
-	events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: event.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1",
+	events, err := o.ApplyCallback(order.Callback{ID: "E-9", Type: rules.CallbackRefundRejected, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-2", Amount: dec("500"), Currency: "CNY", Reason: "REFUND_EXCEEDS_PAYMENT"})
 	if err != nil || len(events) != 1 || events[0].Reason != "REFUND_EXCEEDS_PAYMENT" {
 		t.Fatalf("%+v %v", events, err)
@@ -424,21 +424,21 @@ func TestRejectedRefundGoesBackToWhereTheOrderWas(t *testing.T) {
 // CANCELLED throughout.
 func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 	o := at(t, order.StatusCancelled)
-	pay := order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}
+	pay := order.Callback{ID: "E-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"}
 	events, err := o.ApplyCallback(pay)
 	if err != nil || len(events) != 1 {
 		t.Fatalf("%+v %v", events, err)
 	}
 	e := events[0]
 	if e.Type != order.EventPaymentRejected || e.Version != 3 || e.PaymentID != "P-1" || !e.Amount.Equal(dec("80")) ||
-		e.Reason != order.ReasonOrderCancelled || e.RefundID != event.ReturnRefundID("P-1") {
+		e.Reason != order.ReasonOrderCancelled || e.RefundID != rules.ReturnRefundID("P-1") {
 		t.Fatalf("event %+v", e)
 	}
 	pay.ID = "E-1b" // the same payment told again
 	if events, err := o.ApplyCallback(pay); err != nil || len(events) != 0 {
 		t.Fatalf("repeat: %+v %v", events, err)
 	}
-	returned := order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: e.RefundID,
+	returned := order.Callback{ID: "E-2", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: e.RefundID,
 		Amount: dec("80"), Currency: "CNY"}
 	events, err = o.ApplyCallback(returned)
 	if err != nil || len(events) != 1 || events[0].Type != order.EventPaymentReturned || events[0].Version != 4 {
@@ -464,11 +464,11 @@ func TestShortageGivesTheRestBackAndCancels(t *testing.T) {
 		t.Fatalf("%+v %v", events, err)
 	}
 	e := events[0]
-	if e.Type != order.EventRefundRequested || e.RefundID != event.ShortageRefundID("O-1") || !e.Amount.Equal(dec("50")) ||
-		len(e.Items) != 0 || e.Reason != event.ReasonOutOfStock {
+	if e.Type != order.EventRefundRequested || e.RefundID != rules.ShortageRefundID("O-1") || !e.Amount.Equal(dec("50")) ||
+		len(e.Items) != 0 || e.Reason != rules.ReasonOutOfStock {
 		t.Fatalf("event %+v", e)
 	}
-	if o.Status != order.StatusRefunding || o.Reason != event.ReasonOutOfStock {
+	if o.Status != order.StatusRefunding || o.Reason != rules.ReasonOutOfStock {
 		t.Fatalf("order %s reason %q", o.Status, o.Reason)
 	}
 	again := shortage("P-1")
@@ -476,9 +476,9 @@ func TestShortageGivesTheRestBackAndCancels(t *testing.T) {
 	if events, err := o.ApplyCallback(again); err != nil || len(events) != 0 {
 		t.Fatalf("told again while refunding: %+v %v", events, err)
 	}
-	events, err = o.ApplyCallback(order.Callback{ID: "E-R", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+	events, err = o.ApplyCallback(order.Callback{ID: "E-R", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: e.RefundID, Amount: dec("50"), Currency: "CNY"})
-	if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Reason != event.ReasonOutOfStock {
+	if err != nil || len(events) != 1 || events[0].Type != order.EventRefunded || events[0].Reason != rules.ReasonOutOfStock {
 		t.Fatalf("refunded: %+v %v", events, err)
 	}
 	if o.Status != order.StatusCancelled || !o.RefundedAmount().Equal(o.Amount) || len(o.ReturnedItems()) != 0 {
@@ -502,7 +502,7 @@ func TestGoodsComeBackAfterAMoneyOnlyRefund(t *testing.T) {
 	if _, err := o.RequestRefund(order.RefundRequest{ID: "R-1", Amount: dec("75")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.ApplyCallback(order.Callback{ID: "E-1", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+	if _, err := o.ApplyCallback(order.Callback{ID: "E-1", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-1", Amount: dec("75"), Currency: "CNY"}); err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestGoodsComeBackAfterAMoneyOnlyRefund(t *testing.T) {
 	if err != nil || len(events) != 1 || events[0].Type != order.EventRefundRequested || !events[0].Amount.Equal(dec("5")) {
 		t.Fatalf("the unit for what is left: %+v %v", events, err)
 	}
-	if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
+	if _, err := o.ApplyCallback(order.Callback{ID: "E-2", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1",
 		RefundID: "R-2", Amount: dec("5"), Currency: "CNY"}); err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +565,7 @@ func TestFullLifecycleVersions(t *testing.T) {
 	steps := []func() ([]order.Event, error){
 		o.Checkout,
 		func() ([]order.Event, error) {
-			return o.ApplyCallback(order.Callback{ID: "E-1", Type: event.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
+			return o.ApplyCallback(order.Callback{ID: "E-1", Type: rules.CallbackPaymentSucceeded, OrderID: "O-1", PaymentID: "P-1", Amount: dec("80"), Currency: "CNY"})
 		},
 		func() ([]order.Event, error) {
 			events, err := o.RequestRefund(order.RefundRequest{ID: "R-1", Items: []order.Line{line("SKU-1", 2)}})
@@ -573,7 +573,7 @@ func TestFullLifecycleVersions(t *testing.T) {
 			return events, err
 		},
 		func() ([]order.Event, error) {
-			return o.ApplyCallback(order.Callback{ID: "E-2", Type: event.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("80"), Currency: "CNY"})
+			return o.ApplyCallback(order.Callback{ID: "E-2", Type: rules.CallbackRefundSucceeded, OrderID: "O-1", PaymentID: "P-1", RefundID: refundID, Amount: dec("80"), Currency: "CNY"})
 		},
 	}
 	want := []order.EventType{order.EventCheckedOut, order.EventPaid, order.EventRefundRequested, order.EventRefunded}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Status is the state of a payment as GET /payments/orders/{orderId} shows it.
@@ -61,16 +61,16 @@ type Request struct {
 // NewRequest validates the raw fields of a payment request by the
 // contract's rules (pkg/event), the ones the order service applied when it
 // accepted the order, and reports the first one broken as an
-// *event.RuleError.
+// *rules.RuleError.
 func NewRequest(orderID, amount, currency string) (Request, error) {
-	if err := event.ValidateID("orderId", orderID); err != nil {
+	if err := rules.ValidateID("orderId", orderID); err != nil {
 		return Request{}, err
 	}
-	d, err := event.ParsePositiveAmount("amount", amount)
+	d, err := rules.ParsePositiveAmount("amount", amount)
 	if err != nil {
 		return Request{}, err
 	}
-	if err := event.ValidateCurrency("currency", currency); err != nil {
+	if err := rules.ValidateCurrency("currency", currency); err != nil {
 		return Request{}, err
 	}
 	return Request{OrderID: orderID, Amount: d, Currency: currency}, nil
@@ -154,7 +154,7 @@ func (e *RefundError) Error() string { return "refund rejected: " + e.Reason + "
 // returns a *RefundError, leaving p unchanged, when the refund is not
 // possible.
 func (p *Payment) Refund(amount decimal.Decimal, currency string) error {
-	if err := event.ValidatePositiveAmount("amount", amount); err != nil {
+	if err := rules.ValidatePositiveAmount("amount", amount); err != nil {
 		return &RefundError{Reason: ReasonInvalidRefundAmount, Detail: err.Error()}
 	}
 	if currency != p.Currency {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -57,9 +57,9 @@ func TestNewRequest(t *testing.T) {
 				}
 				return
 			}
-			var fe *event.RuleError
+			var fe *rules.RuleError
 			if !errors.As(err, &fe) {
-				t.Fatalf("error = %v, want *event.RuleError", err)
+				t.Fatalf("error = %v, want *rules.RuleError", err)
 			}
 			if fe.Field != tt.wantField || !strings.HasPrefix(fe.Error(), tt.wantField) {
 				t.Fatalf("field = %s (%v), want %s", fe.Field, fe, tt.wantField)

@@ -7,7 +7,7 @@ import (
 	"github.com/shopspring/decimal"
 	"pgregory.net/rapid"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
 
@@ -16,7 +16,7 @@ import (
 // refunds of no money for goods whose money came back, the rest at the
 // end), some of them never (dead-lettered), and, in some sequences, in any
 // order (a replay of a stale one). After every event the ledger, summed as
-// the repository sums it, holds event.PointsFor(paid, the largest total
+// the repository sums it, holds rules.PointsFor(paid, the largest total
 // applied), never goes below zero and never earns on a refund, and its
 // reversals' amounts add up to that total; applied in order, the state is
 // REVERSED exactly when the whole payment is back.
@@ -66,8 +66,8 @@ func refundTotals(t *rapid.T) {
 		t.Fatalf("Pay(%s): %v", paid, err)
 	}
 	ledger := points.Order{ID: "O-1", State: ch.State, Points: ch.Entry.Points, Paid: ch.Entry.Amount, Refunded: decimal.Zero}
-	if ledger.Points != event.PointsFor(paid, decimal.Zero) {
-		t.Fatalf("earned %d for %s, want %d", ledger.Points, paid, event.PointsFor(paid, decimal.Zero))
+	if ledger.Points != rules.PointsFor(paid, decimal.Zero) {
+		t.Fatalf("earned %d for %s, want %d", ledger.Points, paid, rules.PointsFor(paid, decimal.Zero))
 	}
 	most := decimal.Zero
 	for i, total := range applied {
@@ -80,7 +80,7 @@ func refundTotals(t *rapid.T) {
 		}
 		ledger.State, ledger.Points, ledger.Refunded = ch.State, ledger.Points+ch.Entry.Points, ledger.Refunded.Add(ch.Entry.Amount)
 		most = decimal.Max(most, total)
-		if want := event.PointsFor(paid, most); ledger.Points != want || ledger.Points < 0 {
+		if want := rules.PointsFor(paid, most); ledger.Points != want || ledger.Points < 0 {
 			t.Fatalf("refund %d (total %s of %s, totals applied %v): ledger holds %d points, want %d", i, total, paid, applied[:i+1], ledger.Points, want)
 		}
 		if !ledger.Refunded.Equal(most) {

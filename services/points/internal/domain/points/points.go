@@ -1,6 +1,6 @@
 // Package points holds the loyalty rules of the points service: an order
 // is worth one point per whole currency unit paid and not refunded
-// (event.PointsFor, the rule reconciliation checks too). A payment earns
+// (rules.PointsFor, the rule reconciliation checks too). A payment earns
 // them; each refund writes one reversal that brings the order to what it is
 // now worth, so its points never go below zero and a full refund reverses
 // exactly what was earned. It knows nothing of SQL, HTTP or Kafka, so its
@@ -15,7 +15,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // State is the points service's view of one order.
@@ -97,10 +97,10 @@ func (o Order) Pay(paid decimal.Decimal) (Change, error) {
 	if !slices.Contains(PaidFrom, o.State) {
 		return Change{}, fmt.Errorf("%w: OrderPaid in %s", ErrIllegalTransition, o.State)
 	}
-	if err := event.ValidatePositiveAmount("paidAmount", paid); err != nil {
+	if err := rules.ValidatePositiveAmount("paidAmount", paid); err != nil {
 		return Change{}, err
 	}
-	return Change{State: StateEarned, Entry: Entry{Type: EntryEarn, Points: event.PointsFor(paid, decimal.Zero), Amount: paid}}, nil
+	return Change{State: StateEarned, Entry: Entry{Type: EntryEarn, Points: rules.PointsFor(paid, decimal.Zero), Amount: paid}}, nil
 }
 
 // Refund decides an OrderRefunded from the order's running refunded total:
@@ -112,10 +112,10 @@ func (o Order) Refund(totalRefunded decimal.Decimal) (Change, error) {
 	if !slices.Contains(RefundedFrom, o.State) {
 		return Change{}, fmt.Errorf("%w: OrderRefunded in %s", ErrIllegalTransition, o.State)
 	}
-	if err := event.ValidatePositiveAmount("totalRefundedAmount", totalRefunded); err != nil {
+	if err := rules.ValidatePositiveAmount("totalRefundedAmount", totalRefunded); err != nil {
 		return Change{}, err
 	}
-	reversed := min(event.PointsFor(o.Paid, totalRefunded)-o.Points, 0)
+	reversed := min(rules.PointsFor(o.Paid, totalRefunded)-o.Points, 0)
 	amount := decimal.Max(totalRefunded.Sub(o.Refunded), decimal.Zero)
 	state := StatePartiallyReversed
 	if totalRefunded.GreaterThanOrEqual(o.Paid) {

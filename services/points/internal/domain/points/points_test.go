@@ -6,7 +6,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 )
 
@@ -80,8 +80,8 @@ func TestRefund(t *testing.T) {
 			if ch.State != tt.wantState || ch.Entry.Type != points.EntryReversal || ch.Entry.Points != tt.wantPoints || !ch.Entry.Amount.Equal(dec(tt.wantAmount)) {
 				t.Fatalf("change %+v, want %s, %d points for %s", ch, tt.wantState, tt.wantPoints, tt.wantAmount)
 			}
-			if after := tt.order.Points + ch.Entry.Points; after != event.PointsFor(tt.order.Paid, dec(tt.total)) || after < 0 {
-				t.Fatalf("order worth %d points after, want %d", after, event.PointsFor(tt.order.Paid, dec(tt.total)))
+			if after := tt.order.Points + ch.Entry.Points; after != rules.PointsFor(tt.order.Paid, dec(tt.total)) || after < 0 {
+				t.Fatalf("order worth %d points after, want %d", after, rules.PointsFor(tt.order.Paid, dec(tt.total)))
 			}
 		})
 	}

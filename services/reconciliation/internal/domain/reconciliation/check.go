@@ -8,7 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 )
 
 // Kind says what is wrong.
@@ -308,7 +308,7 @@ func (c *comparison) unpaidPayment() {
 	// The refund id of a return is a function of the payment: this refund
 	// and the one the order's OrderPaymentRejected asks for, now or later,
 	// are one and the same, made once.
-	refundID := event.ReturnRefundID(p.PaymentID)
+	refundID := rules.ReturnRefundID(p.PaymentID)
 	if ret != nil {
 		refundID = ret.ID
 	}
@@ -403,7 +403,7 @@ func (c *comparison) points() {
 			reversed = reversed.Add(e.Amount)
 		}
 	}
-	worth := event.PointsFor(o.Amount, o.RefundedAmount)
+	worth := rules.PointsFor(o.Amount, o.RefundedAmount)
 	want := fmt.Sprintf("%d points (earned on %s, %s refunded)", worth, money(o.Amount), money(o.RefundedAmount))
 	got := fmt.Sprintf("%d points (%d earn, %d reversals of %s)", points, earns, reversals, money(reversed))
 	switch {
@@ -500,7 +500,7 @@ func hasPending(rows []OutboxRow) bool {
 	return false
 }
 
-func money(d decimal.Decimal) string { return d.StringFixed(event.MoneyPlaces) }
+func money(d decimal.Decimal) string { return d.StringFixed(rules.MoneyPlaces) }
 
 func orderLines(items []OrderLine) []Line {
 	out := make([]Line, len(items))

@@ -8,7 +8,7 @@ import (
 	"github.com/shopspring/decimal"
 	"pgregory.net/rapid"
 
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/rules"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -54,7 +54,7 @@ func agreeingFacts(t *rapid.T) story {
 		Payment: rec.Payment{Found: true, PaymentID: "P-1", Amount: amount, Currency: "CNY", Status: rec.PaymentSucceeded,
 			Refunded: decimal.Zero, Outbox: []rec.OutboxRow{sent("C-1", "PAYMENT_SUCCEEDED", 2)}},
 		Inventory:     rec.Inventory{Status: rec.InventoryDeducted, Items: deducted},
-		Points:        rec.Points{Entries: []rec.PointsEntry{{EventID: "E-3", Type: "EARN", Points: event.PointsFor(amount, decimal.Zero), Amount: amount}}},
+		Points:        rec.Points{Entries: []rec.PointsEntry{{EventID: "E-3", Type: "EARN", Points: rules.PointsFor(amount, decimal.Zero), Amount: amount}}},
 		Notifications: rec.Notifications{Sent: []rec.Notice{{EventID: "E-3", Kind: "ORDER_PAID"}}},
 	}
 	switch kind {
@@ -62,10 +62,10 @@ func agreeingFacts(t *rapid.T) story {
 		f.Order.Status, f.Order.PaymentID, f.Order.Version = rec.StatusCancelled, "", 5
 		f.Order.Events = []rec.OutboxRow{sent("E-1", "OrderCreated", 1), sent("E-2", "OrderCheckedOut", 2),
 			sent("E-3", "OrderCancelled", 3), sent("E-4", "OrderPaymentRejected", 4), sent("E-5", "OrderPaymentReturned", 5)}
-		f.Order.Refunds = []rec.Refund{{ID: event.ReturnRefundID("P-1"), Kind: rec.KindPaymentReturn, PaymentID: "P-1", Amount: amount,
+		f.Order.Refunds = []rec.Refund{{ID: rules.ReturnRefundID("P-1"), Kind: rec.KindPaymentReturn, PaymentID: "P-1", Amount: amount,
 			Currency: "CNY", Status: rec.RefundSucceeded, Reason: "ORDER_CANCELLED"}}
 		f.Payment.Refunded, f.Payment.Status = amount, rec.PaymentRefunded
-		f.Payment.Refunds = []rec.PaymentRefund{{ID: event.ReturnRefundID("P-1"), Amount: amount, Status: "SUCCEEDED"}}
+		f.Payment.Refunds = []rec.PaymentRefund{{ID: rules.ReturnRefundID("P-1"), Amount: amount, Status: "SUCCEEDED"}}
 		f.Inventory = rec.Inventory{Status: rec.InventoryNone}
 		f.Points = rec.Points{}
 		f.Notifications = rec.Notifications{Sent: []rec.Notice{{EventID: "E-5", Kind: "PAYMENT_RETURNED"}}}
@@ -107,7 +107,7 @@ func agreeingFacts(t *rapid.T) story {
 	}
 	if kind == storyOutOfStock {
 		if left := amount.Sub(f.Order.RefundedAmount); left.IsPositive() {
-			succeedRefund(&f, event.ShortageRefundID("O-1"), left, nil, event.ReasonOutOfStock)
+			succeedRefund(&f, rules.ShortageRefundID("O-1"), left, nil, rules.ReasonOutOfStock)
 			f.Order.Status = rec.StatusCancelled
 		}
 	}
@@ -154,7 +154,7 @@ func succeedRefund(f *rec.Facts, id string, money decimal.Decimal, goods []rec.L
 		f.Payment.Status = rec.PaymentRefunded
 	}
 	f.Points.Entries = append(f.Points.Entries, rec.PointsEntry{EventID: "E-" + id, Type: "REVERSAL",
-		Points: event.PointsFor(o.Amount, o.RefundedAmount) - event.PointsFor(o.Amount, before), Amount: money})
+		Points: rules.PointsFor(o.Amount, o.RefundedAmount) - rules.PointsFor(o.Amount, before), Amount: money})
 	f.Notifications.Sent = append(f.Notifications.Sent, rec.Notice{EventID: "E-" + id, Kind: "ORDER_REFUNDED"})
 }
 

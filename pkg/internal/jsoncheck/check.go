@@ -1,13 +1,11 @@
-package event
+package jsoncheck
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,18 +14,18 @@ import (
 	"unicode/utf8"
 )
 
-// checker is one schema compiled for the keywords the event schemas use.
+// Checker is one schema compiled for the keywords the suite's schemas use.
 // Every keyword it holds is applied as JSON Schema 2020-12 applies it,
 // which a test keeps equal to the reference validator over the same
 // schemas; a keyword it does not implement stops the compiler instead of
 // being ignored.
-type checker struct {
+type Checker struct {
 	types    typeSet
 	constant *constant
 	required []string
 	props    []property
-	items    *checker
-	refs     []*checker
+	items    *Checker
+	refs     []*Checker
 
 	minLength, maxLength int // -1: none
 	minItems, maxItems   int // -1: none
@@ -45,7 +43,7 @@ type checker struct {
 
 type property struct {
 	name  string
-	check *checker
+	Check *Checker
 }
 
 // typeSet is a set of JSON Schema types.
@@ -117,83 +115,8 @@ func within(err error, at string) error {
 	return err
 }
 
-// checkerSet is every event schema compiled to a checker, by SchemaName,
-// the value rules of rules.json by definition name, and the contract's
-// field names, for the case-variant rule.
-type checkerSet struct {
-	events map[string]*checker
-	rules  map[string]*checker
-	fields map[string]bool
-	// fieldList is fields in a fixed order.
-	fieldList []string
-}
-
-// schemaCompiler turns the embedded schema documents into checkers.
-type schemaCompiler struct {
-	docs map[string]map[string]any // by file name
-	done map[string]*checker       // by file#pointer
-}
-
-func compileCheckers() (checkerSet, error) { return compileCheckersFrom(Schemas) }
-
-// compileCheckersFrom compiles the schemas under schemas/ in fsys.
-func compileCheckersFrom(fsys fs.FS) (checkerSet, error) {
-	names, err := fs.Glob(fsys, "schemas/*.json")
-	if err != nil {
-		return checkerSet{}, err
-	}
-	c := schemaCompiler{docs: map[string]map[string]any{}, done: map[string]*checker{}}
-	fields := map[string]bool{}
-	for _, name := range names {
-		raw, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return checkerSet{}, err
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var doc map[string]any
-		if err := dec.Decode(&doc); err != nil {
-			return checkerSet{}, fmt.Errorf("schema %s: %w", name, err)
-		}
-		base := path.Base(name)
-		if id, _ := doc["$id"].(string); id != schemaBase+base {
-			return checkerSet{}, fmt.Errorf("schema %s: $id %q, want %q", name, id, schemaBase+base)
-		}
-		collectFields(doc, fields)
-		c.docs[base] = doc
-	}
-	set := checkerSet{events: map[string]*checker{}, rules: map[string]*checker{}, fields: fields}
-	for f := range fields {
-		set.fieldList = append(set.fieldList, f)
-	}
-	slices.Sort(set.fieldList)
-	for _, name := range names {
-		base := path.Base(name)
-		if isEventSchema(base) {
-			ch, err := c.compile(base, "")
-			if err != nil {
-				return checkerSet{}, fmt.Errorf("compile %s: %w", base, err)
-			}
-			set.events[strings.TrimSuffix(base, ".json")] = ch
-		}
-		// Every definition compiles, referenced or not, so a keyword the
-		// checker lacks is refused wherever it is written.
-		defs, _ := c.docs[base]["$defs"].(map[string]any)
-		for def := range defs {
-			ch, err := c.compile(base, "/$defs/"+def)
-			if err != nil {
-				return checkerSet{}, fmt.Errorf("compile %s#/$defs/%s: %w", base, def, err)
-			}
-			if base == rulesFile {
-				set.rules[def] = ch
-			}
-		}
-	}
-	return set, nil
-}
-
 // compile returns the checker of the schema at pointer ptr of file.
-func (c *schemaCompiler) compile(file, ptr string) (*checker, error) {
+func (c *schemaCompiler) compile(file, ptr string) (*Checker, error) {
 	loc := file + "#" + ptr
 	if ch, ok := c.done[loc]; ok {
 		if ch == nil {
@@ -228,12 +151,12 @@ func (c *schemaCompiler) compile(file, ptr string) (*checker, error) {
 }
 
 // build compiles schema s, found in file.
-func (c *schemaCompiler) build(file string, s any) (*checker, error) {
+func (c *schemaCompiler) build(file string, s any) (*Checker, error) {
 	m, ok := s.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("schema %v is not an object", s)
 	}
-	ch := &checker{minLength: -1, maxLength: -1, minItems: -1, maxItems: -1}
+	ch := &Checker{minLength: -1, maxLength: -1, minItems: -1, maxItems: -1}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -256,7 +179,7 @@ func (c *schemaCompiler) build(file string, s any) (*checker, error) {
 	return ch, nil
 }
 
-func (c *schemaCompiler) keyword(ch *checker, file, k string, v any) error {
+func (c *schemaCompiler) keyword(ch *Checker, file, k string, v any) error {
 	var err error
 	switch k {
 	case "$schema", "$id", "title", "description", "$defs":
@@ -287,7 +210,7 @@ func (c *schemaCompiler) keyword(ch *checker, file, k string, v any) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			ch.props = append(ch.props, property{name: name, check: pc})
+			ch.props = append(ch.props, property{name: name, Check: pc})
 		}
 		slices.SortFunc(ch.props, func(a, b property) int { return strings.Compare(a.name, b.name) })
 	case "items":
@@ -297,7 +220,7 @@ func (c *schemaCompiler) keyword(ch *checker, file, k string, v any) error {
 		if !ok {
 			return fmt.Errorf("not a string")
 		}
-		target, ptr, _ := strings.Cut(strings.TrimPrefix(ref, schemaBase), "#")
+		target, ptr, _ := strings.Cut(strings.TrimPrefix(ref, BaseURI), "#")
 		if target == "" {
 			target = file
 		}
@@ -324,14 +247,14 @@ func (c *schemaCompiler) keyword(ch *checker, file, k string, v any) error {
 			return fmt.Errorf("not a string")
 		}
 		ch.pattern, err = regexp.Compile(s)
-		ch.match = handMatcher(s)
+		ch.match = Matcher(s)
 	case "format":
 		if v != "date-time" {
 			return fmt.Errorf("format %v is not implemented", v)
 		}
 		ch.dateTime = true
 	default:
-		return errors.New("keyword not implemented by the event checker")
+		return errors.New("keyword not implemented by the checker")
 	}
 	return err
 }
@@ -459,58 +382,58 @@ func (n number) asRat() *big.Rat {
 	return n.rat
 }
 
-// check evaluates ch over node i of d.
-func (ch *checker) check(d *document, i int) error {
-	n := &d.nodes[i]
-	switch n.kind {
-	case kindString:
+// Check evaluates ch over node i of d.
+func (ch *Checker) Check(d *Document, i int) error {
+	n := &d.Nodes[i]
+	switch n.Kind {
+	case KindString:
 		var s []byte
 		if ch.readsText {
 			var err error
-			if s, err = d.str(n); err != nil {
+			if s, err = d.Str(n); err != nil {
 				return err
 			}
 		}
-		return ch.checkString(s)
-	case kindNumber:
+		return ch.CheckString(s)
+	case KindNumber:
 		var num number
 		if ch.readsNumber {
-			num = readNumber(d.bytes(n))
+			num = readNumber(d.Bytes(n))
 		}
 		return ch.checkNumber(num)
 	}
-	if ch.types != 0 && !ch.hasType(n.kind, number{}) {
-		return ch.typeViolation(n.kind)
+	if ch.types != 0 && !ch.hasType(n.Kind, number{}) {
+		return ch.typeViolation(n.Kind)
 	}
 	if ch.constant != nil {
 		// A const is a string or a number, which no other value equals.
 		return &violation{msg: "value is not the schema's const"}
 	}
-	switch n.kind {
-	case kindArray:
+	switch n.Kind {
+	case KindArray:
 		if err := ch.checkArray(d, i); err != nil {
 			return err
 		}
-	case kindObject:
+	case KindObject:
 		if err := ch.checkObject(d, i); err != nil {
 			return err
 		}
 	}
 	for _, r := range ch.refs {
-		if err := r.check(d, i); err != nil {
+		if err := r.Check(d, i); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkString evaluates ch over a string whose value is s; s may be nil
+// CheckString evaluates ch over a string whose value is s; s may be nil
 // when !ch.readsText, as no keyword then looks at it. A value rule is
-// checked through it too (rules.go), so a service and a consumer apply
+// checked through it too (pkg/rules), so a service and a consumer apply
 // the very same compiled rule.
-func (ch *checker) checkString(s []byte) error {
-	if ch.types != 0 && !ch.hasType(kindString, number{}) {
-		return ch.typeViolation(kindString)
+func (ch *Checker) CheckString(s []byte) error {
+	if ch.types != 0 && !ch.hasType(KindString, number{}) {
+		return ch.typeViolation(KindString)
 	}
 	if ch.constant != nil && !ch.constant.equalsText(s) {
 		return &violation{msg: "value is not the schema's const"}
@@ -533,19 +456,25 @@ func (ch *checker) checkString(s []byte) error {
 		}
 	}
 	for _, r := range ch.refs {
-		if err := r.checkString(s); err != nil {
+		if err := r.CheckString(s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// CheckInt evaluates ch over the integer n: a value rule over a number
+// (pkg/rules' quantity).
+func (ch *Checker) CheckInt(n int64) error {
+	return ch.checkNumber(number{small: n, isSmall: true})
+}
+
 // checkNumber evaluates ch over a number; num may be the zero number
 // when !ch.readsNumber, as no keyword then looks at it. A value rule is
-// checked through it too (rules.go).
-func (ch *checker) checkNumber(num number) error {
-	if ch.types != 0 && !ch.hasType(kindNumber, num) {
-		return ch.typeViolation(kindNumber)
+// checked through it too (pkg/rules).
+func (ch *Checker) checkNumber(num number) error {
+	if ch.types != 0 && !ch.hasType(KindNumber, num) {
+		return ch.typeViolation(KindNumber)
 	}
 	if ch.constant != nil && !ch.constant.equalsNumber(num) {
 		return &violation{msg: "value is not the schema's const"}
@@ -571,27 +500,27 @@ func (ch *checker) checkNumber(num number) error {
 
 // hasType reports whether a value of kind k (num, when a number) is of
 // one of ch's types.
-func (ch *checker) hasType(k kind, num number) bool {
+func (ch *Checker) hasType(k Kind, num number) bool {
 	switch k {
-	case kindNull:
+	case KindNull:
 		return ch.types&typeNull != 0
-	case kindTrue, kindFalse:
+	case KindTrue, KindFalse:
 		return ch.types&typeBoolean != 0
-	case kindNumber:
+	case KindNumber:
 		return ch.types&typeNumber != 0 || ch.types&typeInteger != 0 && num.isInteger()
-	case kindString:
+	case KindString:
 		return ch.types&typeString != 0
-	case kindArray:
+	case KindArray:
 		return ch.types&typeArray != 0
 	}
 	return ch.types&typeObject != 0
 }
 
-func (ch *checker) typeViolation(k kind) error {
-	return &violation{msg: fmt.Sprintf("got %s, want %s", kindName(k), ch.typeNames())}
+func (ch *Checker) typeViolation(k Kind) error {
+	return &violation{msg: fmt.Sprintf("got %s, want %s", KindName(k), ch.typeNames())}
 }
 
-func (ch *checker) typeNames() string {
+func (ch *Checker) typeNames() string {
 	var names []string
 	for i, name := range typeNames() {
 		if ch.types&(1<<i) != 0 {
@@ -601,17 +530,18 @@ func (ch *checker) typeNames() string {
 	return strings.Join(names, " or ")
 }
 
-func kindName(k kind) string {
+// KindName is the JSON Schema type name of kind k, as messages say it.
+func KindName(k Kind) string {
 	switch k {
-	case kindNull:
+	case KindNull:
 		return "null"
-	case kindFalse, kindTrue:
+	case KindFalse, KindTrue:
 		return "boolean"
-	case kindNumber:
+	case KindNumber:
 		return "number"
-	case kindString:
+	case KindString:
 		return "string"
-	case kindArray:
+	case KindArray:
 		return "array"
 	}
 	return "object"
@@ -633,21 +563,21 @@ func (c *constant) equalsNumber(num number) bool {
 	return num.rat != nil && num.rat.Cmp(c.num) == 0
 }
 
-func (ch *checker) matches(s []byte) bool {
+func (ch *Checker) matches(s []byte) bool {
 	if ch.match != nil {
 		return ch.match(s)
 	}
 	return ch.pattern.Match(s)
 }
 
-func (ch *checker) checkArray(d *document, i int) error {
+func (ch *Checker) checkArray(d *Document, i int) error {
 	if ch.minItems < 0 && ch.maxItems < 0 && ch.items == nil {
 		return nil
 	}
 	k := 0
-	for j := i + 1; j < d.nodes[i].next; j = d.nodes[j].next {
+	for j := i + 1; j < d.Nodes[i].Next; j = d.Nodes[j].Next {
 		if ch.items != nil {
-			if err := ch.items.check(d, j); err != nil {
+			if err := ch.items.Check(d, j); err != nil {
 				return within(err, strconv.Itoa(k))
 			}
 		}
@@ -662,7 +592,7 @@ func (ch *checker) checkArray(d *document, i int) error {
 	return nil
 }
 
-func (ch *checker) checkObject(d *document, i int) error {
+func (ch *Checker) checkObject(d *Document, i int) error {
 	for _, name := range ch.required {
 		if d.member(i, name) < 0 {
 			return &violation{msg: fmt.Sprintf("missing property %q", name)}
@@ -673,7 +603,7 @@ func (ch *checker) checkObject(d *document, i int) error {
 		if j < 0 {
 			continue
 		}
-		if err := p.check.check(d, j); err != nil {
+		if err := p.Check.Check(d, j); err != nil {
 			return within(err, p.name)
 		}
 	}

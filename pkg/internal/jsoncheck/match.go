@@ -1,11 +1,11 @@
-package event
+package jsoncheck
 
 import "bytes"
 
 // A pattern of the schemas that a hand-written matcher answers: Go's
 // regexp costs more than the rest of a check, and these few patterns are
 // the contract's value rules, evaluated on every field of every event.
-// TestPatternMatchersAgreeWithRegexp keeps each equal to the regexp
+// pkg/event's TestPatternMatchersAgreeWithRegexp keeps each equal to the regexp
 // compiled from its pattern; any other pattern is matched by that regexp.
 const (
 	patternID             = `^[A-Za-z0-9._:-]{1,128}$`
@@ -17,8 +17,13 @@ const (
 	patternText           = `^[^\x00-\x1F\x7F-\x9F]*$`
 )
 
-// handMatcher returns the hand-written matcher of pattern, or nil.
-func handMatcher(pattern string) func([]byte) bool {
+// MatchedPatterns are the patterns with a hand-written matcher.
+func MatchedPatterns() []string {
+	return []string{patternID, patternAmount, patternPositiveAmount, patternCurrency, patternTraceID, patternUTC, patternText}
+}
+
+// Matcher returns the hand-written matcher of pattern, or nil.
+func Matcher(pattern string) func([]byte) bool {
 	switch pattern {
 	case patternID:
 		return matchID

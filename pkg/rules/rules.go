@@ -1,20 +1,32 @@
-package event
+// Package rules is the suite's business rules, defined once: the value
+// rules every service checks what it accepts with (ids, amounts,
+// quantities, currencies, free texts, how many lines an order has), and
+// the rules more than one service must apply alike (the points an order is
+// worth, the refund ids a return and a shortage are made under, what a
+// callback reports). The value rules are the definitions of rules.json:
+// the event schemas of pkg/event reference them, so a consumer parsing an
+// event and a service checking a client's value evaluate the same
+// definitions. The domains import this package, never the wire (pkg/event).
+package rules
 
 import (
+	_ "embed" // rules.json
 	"fmt"
 	"strconv"
+	"sync"
 
-	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"github.com/reliable-orders/fulfillment/pkg/internal/jsoncheck"
 )
 
-// The value rules. Each is a definition in schemas/rules.json: the event
-// schemas reference it, so a consumer's Parse enforces it, and the functions
-// below evaluate the same definition, compiled once into the checker Parse
-// runs where the schemas reference it (ruleChecker), so the service that
-// accepts a value from a client enforces it too, at the cost of a few
-// comparisons per call. A value the order service accepts can therefore
-// never be dead-lettered downstream for breaking a rule.
+// The value rules. Each is a definition in rules.json: the event schemas
+// reference it, so a consumer's event.Parse enforces it, and the functions
+// below evaluate the same definition, compiled once by the checker
+// event.Parse runs, so the service that accepts a value from a client
+// enforces it too, at the cost of a few comparisons per call. A value the
+// order service accepts can therefore never be dead-lettered downstream
+// for breaking a rule.
 const (
 	RuleID             = "id"
 	RuleAmount         = "amount"
@@ -27,13 +39,18 @@ const (
 	RulePricedItems    = "pricedItems"
 )
 
-// rulesFile holds the definitions.
-const rulesFile = "rules.json"
+// File is the name the event schemas reference the definitions by
+// ("rules.json#/$defs/id").
+const File = "rules.json"
 
-func ruleNames() []string {
-	return []string{RuleID, RuleAmount, RulePositiveAmount, RuleQuantity, RuleCurrency, RuleReason,
-		RuleItems, RuleReturnedItems, RulePricedItems}
-}
+// schemaText is rules.json; a string, so nothing can change it.
+//
+//go:embed rules.json
+var schemaText string
+
+// Schema returns rules.json, for the event schemas that reference its
+// definitions to be compiled with it.
+func Schema() []byte { return []byte(schemaText) }
 
 // Limits the rules set, for callers that must check a size before they can
 // build the value (a request's item count) and for documentation. A test
@@ -88,18 +105,25 @@ func message(rule string) string {
 	return "breaks rule " + rule
 }
 
-// ruleChecker returns the compiled checker of definition rule: the one
-// the event schemas' checkers run where they reference it, so a service
-// checking a client's value and a consumer parsing an event evaluate the
-// same compiled rule, without the generic validator's cost per call.
-func ruleChecker(rule string) (*checker, error) {
-	set, err := checkers()
+// checkers is rules.json's definitions compiled once, by name: the file is
+// embedded, so the table is read-only after its first use.
+var checkers = sync.OnceValues(func() (map[string]*jsoncheck.Checker, error) {
+	set, err := jsoncheck.Compile(map[string][]byte{File: Schema()})
+	if err != nil {
+		return nil, err
+	}
+	return set.Defs[File], nil
+})
+
+// checker returns the compiled checker of definition rule.
+func checker(rule string) (*jsoncheck.Checker, error) {
+	defs, err := checkers()
 	if err != nil {
 		return nil, fmt.Errorf("load value rules: %w", err)
 	}
-	ch, ok := set.rules[rule]
+	ch, ok := defs[rule]
 	if !ok {
-		return nil, fmt.Errorf("load value rules: no definition %q in %s", rule, rulesFile)
+		return nil, fmt.Errorf("load value rules: no definition %q in %s", rule, File)
 	}
 	return ch, nil
 }
@@ -108,11 +132,11 @@ func ruleChecker(rule string) (*checker, error) {
 // value is quoted back in Go syntax when quote is set, as is otherwise;
 // only a refusal pays for the quoting.
 func checkText(field, rule, s string, quote bool) error {
-	ch, err := ruleChecker(rule)
+	ch, err := checker(rule)
 	if err != nil {
 		return err
 	}
-	if ch.checkString([]byte(s)) == nil {
+	if ch.CheckString([]byte(s)) == nil {
 		return nil
 	}
 	if quote {
@@ -142,11 +166,11 @@ func ValidateID(field, id string) error {
 
 // ValidateQuantity checks the units of one order line.
 func ValidateQuantity(field string, n int) error {
-	ch, err := ruleChecker(RuleQuantity)
+	ch, err := checker(RuleQuantity)
 	if err != nil {
 		return err
 	}
-	if ch.checkNumber(number{small: int64(n), isSmall: true}) == nil {
+	if ch.CheckInt(int64(n)) == nil {
 		return nil
 	}
 	return refuse(field, RuleQuantity, strconv.Itoa(n))
@@ -204,41 +228,4 @@ func parseAmount(field, rule, s string) (decimal.Decimal, error) {
 		return decimal.Decimal{}, fmt.Errorf("%s: %w", field, err)
 	}
 	return d, nil
-}
-
-// PointsFor is the loyalty rule the points service applies and
-// reconciliation checks: an order is worth one point per whole currency
-// unit the customer paid and has not had back, rounded down, never below
-// zero. An order of 80.00 earns 80 points; after a refund of 0.01 it is
-// worth 79.
-func PointsFor(paid, refunded decimal.Decimal) int64 {
-	net := paid.Sub(refunded)
-	if !net.IsPositive() {
-		return 0
-	}
-	return net.Floor().IntPart()
-}
-
-// ReturnRefundID is the refund id under which a payment the order could
-// not take is returned: a function of the payment, so the order service
-// (OrderPaymentRejected) and reconciliation (a compensation) name the same
-// refund, and the payment service, which makes a refund once per id, gives
-// the money back once whoever asks first.
-func ReturnRefundID(paymentID string) string {
-	namespace := uuid.MustParse("8d1f6f64-6a0e-4f0e-9c53-4d6f1b2e7a10")
-	return "R-" + uuid.NewSHA1(namespace, []byte(paymentID)).String()
-}
-
-// ReasonOutOfStock is why an order whose goods the stock could not cover
-// was refunded in full and cancelled: the reason of its last
-// OrderRefundRequested and OrderRefunded, and of the order itself.
-const ReasonOutOfStock = "OUT_OF_STOCK"
-
-// ShortageRefundID is the refund id under which a paid order the stock
-// could not cover gets its money back: a function of the order, so however
-// often the shortage is reported the order asks for one refund, and the
-// payment service, which makes a refund once per id, makes it once.
-func ShortageRefundID(orderID string) string {
-	namespace := uuid.MustParse("3b0c2a57-9f4e-4c1d-8e7a-5a2f6d9b1c34")
-	return "R-" + uuid.NewSHA1(namespace, []byte(orderID)).String()
 }

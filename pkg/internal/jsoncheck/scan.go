@@ -1,66 +1,62 @@
-package event
+package jsoncheck
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sync"
 )
 
-// kind is the JSON type of a node.
-type kind uint8
+// Kind is the JSON type of a node.
+type Kind uint8
 
+// The kinds of JSON values.
 const (
-	kindNull kind = iota + 1
-	kindFalse
-	kindTrue
-	kindNumber
-	kindString
-	kindArray
-	kindObject
+	KindNull Kind = iota + 1
+	KindFalse
+	KindTrue
+	KindNumber
+	KindString
+	KindArray
+	KindObject
 )
 
-// node is one JSON value of a document. The nodes of a document are in
+// Node is one JSON value of a document. The nodes of a document are in
 // document order, so a container's first child, if any, follows it and
 // next skips its subtree.
-type node struct {
-	kind kind
+type Node struct {
+	Kind Kind
 	// escaped: a string value holds an escape or a non-ASCII byte, so its
 	// bytes are not its value.
 	escaped bool
-	// key is the decoded name of the member this value is, in an object.
-	key []byte
+	// Key is the decoded name of the member this value is, in an object.
+	Key []byte
 	// start and end bound the value's bytes in the document (quotes
 	// included for a string).
 	start, end int
-	// next is the index of the node that follows this one's subtree.
-	next int
+	// Next is the index of the node that follows this one's subtree.
+	Next int
 }
 
-// document is one event parsed once into nodes. It is reused through
-// documents, so it never outlives the call that parsed it.
-type document struct {
+// Document is one JSON document scanned once into nodes. It is reused
+// through a pool (NewDocument, Release), so it never outlives the call
+// that scanned it.
+type Document struct {
 	raw   []byte
-	nodes []node
+	Nodes []Node
 }
 
-// documents keeps the node slices of parsed events for reuse: every
-// consumed message is parsed, and its node slice would otherwise be the
-// largest allocation of the parse.
-var documents = sync.Pool{New: func() any { return &document{} }}
-
-// scan parses raw, which must already be valid JSON (json.Valid), into
+// Scan parses raw, which must already be valid JSON (json.Valid), into
 // d's nodes: a scanner that trusts the syntax is a few loops, and the
 // syntax check stays encoding/json's, so this reader refuses exactly what
 // json.Unmarshal refuses.
-func (d *document) scan(raw []byte) error {
+func (d *Document) Scan(raw []byte) error {
 	d.raw = raw
-	d.nodes = d.nodes[:0]
+	d.Nodes = d.Nodes[:0]
 	_, err := d.value(d.skipSpace(0), nil)
 	return err
 }
 
-func (d *document) skipSpace(i int) int {
+func (d *Document) skipSpace(i int) int {
 	for i < len(d.raw) {
 		switch d.raw[i] {
 		case ' ', '\t', '\n', '\r':
@@ -74,32 +70,32 @@ func (d *document) skipSpace(i int) int {
 
 // value reads the value at i, appends its nodes and returns the offset
 // after it.
-func (d *document) value(i int, key []byte) (int, error) {
+func (d *Document) value(i int, key []byte) (int, error) {
 	if i >= len(d.raw) {
 		return i, fmt.Errorf("unexpected end of JSON at offset %d", i)
 	}
-	at := len(d.nodes)
-	d.nodes = append(d.nodes, node{key: key, start: i})
+	at := len(d.Nodes)
+	d.Nodes = append(d.Nodes, Node{Key: key, start: i})
 	var err error
 	switch c := d.raw[i]; c {
 	case '{':
-		d.nodes[at].kind = kindObject
+		d.Nodes[at].Kind = KindObject
 		i, err = d.object(i + 1)
 	case '[':
-		d.nodes[at].kind = kindArray
+		d.Nodes[at].Kind = KindArray
 		i, err = d.array(i + 1)
 	case '"':
 		var escaped bool
 		i, escaped = d.stringEnd(i)
-		d.nodes[at].kind, d.nodes[at].escaped = kindString, escaped
+		d.Nodes[at].Kind, d.Nodes[at].escaped = KindString, escaped
 	case 't':
-		d.nodes[at].kind, i = kindTrue, i+len("true")
+		d.Nodes[at].Kind, i = KindTrue, i+len("true")
 	case 'f':
-		d.nodes[at].kind, i = kindFalse, i+len("false")
+		d.Nodes[at].Kind, i = KindFalse, i+len("false")
 	case 'n':
-		d.nodes[at].kind, i = kindNull, i+len("null")
+		d.Nodes[at].Kind, i = KindNull, i+len("null")
 	default:
-		d.nodes[at].kind = kindNumber
+		d.Nodes[at].Kind = KindNumber
 		for i < len(d.raw) && isNumberByte(d.raw[i]) {
 			i++
 		}
@@ -107,8 +103,8 @@ func (d *document) value(i int, key []byte) (int, error) {
 	if err != nil {
 		return i, err
 	}
-	d.nodes[at].end = i
-	d.nodes[at].next = len(d.nodes)
+	d.Nodes[at].end = i
+	d.Nodes[at].Next = len(d.Nodes)
 	return i, nil
 }
 
@@ -116,7 +112,7 @@ func isNumberByte(c byte) bool {
 	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
-func (d *document) object(i int) (int, error) {
+func (d *Document) object(i int) (int, error) {
 	i = d.skipSpace(i)
 	if i < len(d.raw) && d.raw[i] == '}' {
 		return i + 1, nil
@@ -145,7 +141,7 @@ func (d *document) object(i int) (int, error) {
 	}
 }
 
-func (d *document) array(i int) (int, error) {
+func (d *Document) array(i int) (int, error) {
 	i = d.skipSpace(i)
 	if i < len(d.raw) && d.raw[i] == ']' {
 		return i + 1, nil
@@ -168,7 +164,7 @@ func (d *document) array(i int) (int, error) {
 
 // stringEnd returns the offset after the string whose opening quote is at
 // i, and whether it holds an escape or a byte outside ASCII.
-func (d *document) stringEnd(i int) (int, bool) {
+func (d *Document) stringEnd(i int) (int, bool) {
 	escaped := false
 	for i++; i < len(d.raw); i++ {
 		switch c := d.raw[i]; {
@@ -188,7 +184,7 @@ func (d *document) stringEnd(i int) (int, bool) {
 // string is its own bytes; any other is decoded by encoding/json, so an
 // escape, an invalid UTF-8 byte or a lone surrogate reads exactly as
 // json.Unmarshal reads it.
-func (d *document) text(start, end int, escaped bool) ([]byte, error) {
+func (d *Document) text(start, end int, escaped bool) ([]byte, error) {
 	if !escaped {
 		return d.raw[start+1 : end-1], nil
 	}
@@ -199,29 +195,29 @@ func (d *document) text(start, end int, escaped bool) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// str returns the value of string node n.
-func (d *document) str(n *node) ([]byte, error) {
+// Str returns the value of string node n.
+func (d *Document) Str(n *Node) ([]byte, error) {
 	return d.text(n.start, n.end, n.escaped)
 }
 
-// bytes returns n's JSON text.
-func (d *document) bytes(n *node) []byte { return d.raw[n.start:n.end] }
+// Bytes returns n's JSON text.
+func (d *Document) Bytes(n *Node) []byte { return d.raw[n.start:n.end] }
 
-// members appends to dst the indexes of the members of object node i in
+// Members appends to dst the indexes of the members of object node i in
 // document order.
-func (d *document) members(dst []int, i int) []int {
-	for j := i + 1; j < d.nodes[i].next; j = d.nodes[j].next {
+func (d *Document) Members(dst []int, i int) []int {
+	for j := i + 1; j < d.Nodes[i].Next; j = d.Nodes[j].Next {
 		dst = append(dst, j)
 	}
 	return dst
 }
 
-// overridden reports whether the k-th of the members ms of an object is
+// Overridden reports whether the k-th of the members ms of an object is
 // followed by another of the same name: decoding keeps the last of
 // them, so the schema never sees the earlier one.
-func (d *document) overridden(ms []int, k int) bool {
+func (d *Document) Overridden(ms []int, k int) bool {
 	for _, j := range ms[k+1:] {
-		if bytes.Equal(d.nodes[j].key, d.nodes[ms[k]].key) {
+		if bytes.Equal(d.Nodes[j].Key, d.Nodes[ms[k]].Key) {
 			return true
 		}
 	}
@@ -229,10 +225,10 @@ func (d *document) overridden(ms []int, k int) bool {
 }
 
 // member returns the last member of object node i named name, or -1.
-func (d *document) member(i int, name string) int {
+func (d *Document) member(i int, name string) int {
 	found := -1
-	for j := i + 1; j < d.nodes[i].next; j = d.nodes[j].next {
-		if string(d.nodes[j].key) == name {
+	for j := i + 1; j < d.Nodes[i].Next; j = d.Nodes[j].Next {
+		if string(d.Nodes[j].Key) == name {
 			found = j
 		}
 	}
