@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 // The services, by the short names the URLs of a Target and a Controller use.

@@ -35,7 +35,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 func main() {
