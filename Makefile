@@ -141,7 +141,8 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 # `make mutate` is mutation testing (docs/testing.md, Mutation testing):
 # gremlins, pinned as a tool in the tools/ module (outside go.work, so its
 # dependencies never change the suite's build list and `make test` never
-# reaches it), mutates pkg/versionguard, pkg/inbox, pkg/outbox and every
+# reaches it; tools/dev beneath it is a module of go.work and MODULES, the
+# repository's own checks: docs/decisions.md, Development tools), mutates pkg/versionguard, pkg/inbox, pkg/outbox and every
 # service's internal/domain and internal/app packages one at a time, runs
 # the package's tests against each mutant and prints a table and the
 # survivors; the raw output is kept in docs/mutation/. Slow (tens of
