@@ -208,7 +208,7 @@ func (c *ComposeControl) Close(ctx context.Context) error {
 		if extras == 0 {
 			continue
 		}
-		if _, err := c.scale(ctx, s.Name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
+		if _, err := c.scaleTo(ctx, s.Name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
 			errs = append(errs, err)
 		}
 	}
@@ -325,7 +325,7 @@ func (c *ComposeControl) restart(ctx context.Context, name string, env map[strin
 	if err := c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL()); err != nil {
 		return ServiceView{}, err
 	}
-	return c.view(ctx, name)
+	return c.one(ctx, name)
 }
 
 // composeOverride is a compose file with the one service a restart changes;
@@ -396,7 +396,7 @@ func (c *ComposeControl) waitReady(ctx context.Context, name, service, url strin
 }
 
 // stop stops the service's container; it stays down until a restart.
-func (c *ComposeControl) stop(ctx context.Context, name string) (ServiceView, error) {
+func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, error) {
 	st, err := c.lookup(name, true)
 	if err != nil {
 		return ServiceView{}, err
@@ -409,7 +409,7 @@ func (c *ComposeControl) stop(ctx context.Context, name string) (ServiceView, er
 	st.stopped = true
 	c.mu.Unlock()
 	c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
-	return c.view(ctx, name)
+	return c.one(ctx, name)
 }
 
 // waitExit polls the service's container until it has exited.
@@ -421,7 +421,7 @@ func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time
 	tick := time.NewTicker(c.cfg.PollInterval)
 	defer tick.Stop()
 	for {
-		v, err := c.view(ctx, name)
+		v, err := c.one(ctx, name)
 		if err != nil || v.State == "exited" || v.State == "stopped" || time.Now().After(deadline) {
 			return v, err
 		}
@@ -435,7 +435,7 @@ func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time
 
 // view is one service's state: its container's, and "stopped" once the
 // API stopped it.
-func (c *ComposeControl) view(ctx context.Context, name string) (ServiceView, error) {
+func (c *ComposeControl) one(ctx context.Context, name string) (ServiceView, error) {
 	st, err := c.lookup(name, false)
 	if err != nil {
 		return ServiceView{}, err
@@ -472,7 +472,7 @@ func (c *ComposeControl) describe(st *composeService, cts map[string]container) 
 }
 
 // views are every service's and every extra instance's state.
-func (c *ComposeControl) views(ctx context.Context) ([]ServiceView, error) {
+func (c *ComposeControl) list(ctx context.Context) ([]ServiceView, error) {
 	cts, err := c.ps(ctx)
 	if err != nil {
 		return nil, err
@@ -508,7 +508,7 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 // publishes its port on 127.0.0.1 at InstancePort, as make run's instances
 // listen. Compose's own --scale cannot: its replicas share the one fixed
 // host port of the service.
-func (c *ComposeControl) scale(ctx context.Context, name string, n int) (ScaleView, error) {
+func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
 	c.mu.Lock()
 	st, ok := c.services[name]
 	switch {
@@ -575,7 +575,7 @@ func (c *ComposeControl) scale(ctx context.Context, name string, n int) (ScaleVi
 		}
 		c.log.Printf("%s ready on 127.0.0.1:%d", InstanceName(name, k), port)
 	}
-	all, err := c.views(ctx)
+	all, err := c.list(ctx)
 	if err != nil {
 		return ScaleView{}, err
 	}
@@ -683,52 +683,7 @@ func (c *ComposeControl) clearFault(ctx context.Context) BrokerView {
 // machine's programs only.
 func (c *ComposeControl) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
-		vs, err := c.views(r.Context())
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"services": vs})
-	})
-	mux.HandleFunc("GET /services/{name}", func(w http.ResponseWriter, r *http.Request) {
-		v, err := c.view(r.Context(), r.PathValue("name"))
-		answer(w, v, err)
-	})
-	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		env, ok := decodeRestart(w, r)
-		if !ok {
-			return
-		}
-		v, err := c.restart(r.Context(), r.PathValue("name"), env)
-		answer(w, v, err)
-	})
-	mux.HandleFunc("POST /services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
-		v, err := c.stop(r.Context(), r.PathValue("name"))
-		answer(w, v, err)
-	})
-	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
-		timeout, ok := exitTimeout(w, r)
-		if !ok {
-			return
-		}
-		v, err := c.waitExit(r.Context(), r.PathValue("name"), timeout)
-		if err == nil && v.State != "exited" && v.State != "stopped" {
-			err = fmt.Errorf("%s: %w after %s", v.Name, ErrStillRunning, timeout)
-		}
-		answer(w, v, err)
-	})
-	mux.HandleFunc("POST /services/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
-		var req ScaleRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"instances\": N}: %w", err))
-			return
-		}
-		v, err := c.scale(r.Context(), r.PathValue("name"), req.Instances)
-		writeScale(w, v, err)
-	})
+	serviceRoutes(mux, c)
 	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.faultView(r.Context(), FaultRequest{}))
 	})

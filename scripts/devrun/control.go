@@ -280,13 +280,34 @@ type RestartRequest = controlapi.RestartRequest
 //	GET  /broker, POST /broker/stop|start, POST|DELETE /broker/faults  the embedded broker (brokerctl.go)
 func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /services/{name}/stop", c.handleStop)
+	serviceRoutes(mux, c)
 	c.broker.register(mux)
-	mux.HandleFunc("GET /services", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"services": c.views()})
+	return guard(mux)
+}
+
+// services is what the /services routes drive: make run's processes
+// (control) or the compose project's containers (ComposeControl).
+type services interface {
+	list(ctx context.Context) ([]ServiceView, error)
+	one(ctx context.Context, name string) (ServiceView, error)
+	restart(ctx context.Context, name string, env map[string]string) (ServiceView, error)
+	halt(ctx context.Context, name string) (ServiceView, error)
+	waitExit(ctx context.Context, name string, timeout time.Duration) (ServiceView, error)
+	scaleTo(ctx context.Context, name string, n int) (ScaleView, error)
+}
+
+// serviceRoutes adds the /services routes of the control API over s.
+func serviceRoutes(mux *http.ServeMux, s services) {
+	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
+		vs, err := s.list(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"services": vs})
 	})
 	mux.HandleFunc("GET /services/{name}", func(w http.ResponseWriter, r *http.Request) {
-		v, err := c.view(r.PathValue("name"))
+		v, err := s.one(r.Context(), r.PathValue("name"))
 		answer(w, v, err)
 	})
 	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +315,11 @@ func (c *control) handler() http.Handler {
 		if !ok {
 			return
 		}
-		v, err := c.restart(r.Context(), r.PathValue("name"), env)
+		v, err := s.restart(r.Context(), r.PathValue("name"), env)
+		answer(w, v, err)
+	})
+	mux.HandleFunc("POST /services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.halt(r.Context(), r.PathValue("name"))
 		answer(w, v, err)
 	})
 	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
@@ -302,14 +327,38 @@ func (c *control) handler() http.Handler {
 		if !ok {
 			return
 		}
-		v, err := c.waitExit(r.Context(), r.PathValue("name"), timeout)
+		v, err := s.waitExit(r.Context(), r.PathValue("name"), timeout)
 		if err == nil && v.State != "exited" && v.State != "stopped" {
 			err = fmt.Errorf("%s: %w after %s", v.Name, ErrStillRunning, timeout)
 		}
 		answer(w, v, err)
 	})
-	mux.HandleFunc("POST /services/{name}/scale", c.serveScale)
-	return guard(mux)
+	// POST /services/{name}/scale {"instances": N} answers once the new
+	// instances are ready and the surplus ones have stopped.
+	mux.HandleFunc("POST /services/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
+		var req ScaleRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"instances\": N}: %w", err))
+			return
+		}
+		v, err := s.scaleTo(r.Context(), r.PathValue("name"), req.Instances)
+		writeScale(w, v, err)
+	})
+}
+
+func (c *control) list(context.Context) ([]ServiceView, error) { return c.views(), nil }
+
+func (c *control) one(_ context.Context, name string) (ServiceView, error) { return c.view(name) }
+
+func (c *control) halt(_ context.Context, name string) (ServiceView, error) { return c.stop(name) }
+
+func (c *control) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
+	if err := c.scale.scale(ctx, name, n); err != nil {
+		return ScaleView{}, err
+	}
+	return c.scaleView(name), nil
 }
 
 // decodeRestart reads a restart request's env, answering 400 itself when

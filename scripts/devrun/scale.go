@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -397,25 +396,6 @@ func (sc *scaler) describe(v *ServiceView) {
 	if pid, ok := sc.sup.PID(s.Name); ok && v.State != "exited" {
 		v.PID = pid
 	}
-}
-
-// serveScale answers POST /services/{name}/scale {"instances": N} once the
-// new instances are ready and the surplus ones have stopped.
-func (c *control) serveScale(w http.ResponseWriter, r *http.Request) {
-	var req ScaleRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"instances\": N}: %w", err))
-		return
-	}
-	name := r.PathValue("name")
-	err := c.scale.scale(r.Context(), name, req.Instances)
-	var v ScaleView
-	if err == nil {
-		v = c.scaleView(name)
-	}
-	writeScale(w, v, err)
 }
 
 // writeScale answers a scale request: v, or err with its status.

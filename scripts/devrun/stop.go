@@ -3,7 +3,6 @@ package devrun
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // errCannotStop is a supervisor that cannot stop one child alone.
@@ -46,10 +45,4 @@ func (c *control) stop(name string) (ServiceView, error) {
 	st.stopped = true
 	c.log.Printf("%s stopped by the control API; it stays down until POST %s/services/%s/restart", name, c.controlURL, name)
 	return st.view(name), nil
-}
-
-// handleStop serves POST /services/{name}/stop.
-func (c *control) handleStop(w http.ResponseWriter, r *http.Request) {
-	v, err := c.stop(r.PathValue("name"))
-	answer(w, v, err)
 }
