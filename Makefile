@@ -3,7 +3,7 @@
 # Every module of go.work is listed once in MODULES: `go test ./...` at the
 # root does not reach nested modules, so each target runs inside each module.
 
-MODULES  := pkg scripts tests services/console services/order services/payment services/inventory services/points services/notification services/reconciliation examples/shipping
+MODULES  := pkg scripts tests services/console services/order services/payment services/inventory services/points services/notification services/reconciliation examples/shipping tools/dev
 SERVICES := order payment inventory points notification reconciliation
 BIN_DIR  := bin
 
@@ -116,7 +116,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time
 # run named by its UTC start to the minute, headed by the date and the
 # machine as `key: value` lines (go test adds goos, goarch, pkg and cpu),
 # then regenerates the Latest figures of docs/benchmarks.md from that file
-# (scripts/benchtables). A failed module stops it: the raw file stays, the
+# (tools/dev/benchtables). A failed module stops it: the raw file stays, the
 # figures are left as they were.
 bench: ## run the benchmarks of every module, keep the raw output, regenerate docs/benchmarks.md's figures
 	@mkdir -p $(BENCH_DIR); set -- $$(date -u '+%Y-%m-%dT%H%M %Y-%m-%dT%H:%M:%SZ'); \
@@ -136,12 +136,13 @@ bench: ## run the benchmarks of every module, keep the raw output, regenerate do
 	} 2>&1 | tee $$raw; \
 	rc=$$(cat $$status); rm -f $$status; \
 	if [ "$$rc" -ne 0 ]; then echo "make bench: FAILED; raw output in $$raw, docs/benchmarks.md left as it was"; exit 1; fi; \
-	echo; echo "raw output: $$raw"; $(GO) run ./scripts/benchtables $$raw
+	echo; echo "raw output: $$raw"; $(GO) run ./tools/dev/benchtables $$raw
 
 # `make mutate` is mutation testing (docs/testing.md, Mutation testing):
 # gremlins, pinned as a tool in the tools/ module (outside go.work, so its
 # dependencies never change the suite's build list and `make test` never
-# reaches it), mutates pkg/versionguard, pkg/inbox, pkg/outbox and every
+# reaches it; tools/dev beneath it is a module of go.work and MODULES, the
+# repository's own checks: docs/decisions.md, Development tools), mutates pkg/versionguard, pkg/inbox, pkg/outbox and every
 # service's internal/domain and internal/app packages one at a time, runs
 # the package's tests against each mutant and prints a table and the
 # survivors; the raw output is kept in docs/mutation/. Slow (tens of

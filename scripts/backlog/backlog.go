@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 // The services the drill knows by their short names.
@@ -222,7 +222,7 @@ type Target struct {
 	// the drill reads their databases, never writes.
 	DatabaseURL string
 	// Databases names each service's database; nil: the suite's
-	// (scripts/internal/suite).
+	// (scripts/suite).
 	Databases map[string]string
 	// Groups names each consumer service's group; nil: the suite's.
 	Groups map[string]string

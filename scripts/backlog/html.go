@@ -118,16 +118,11 @@ Started %s.</p>
 		}
 		b.WriteString("</tr>\n")
 	}
-	row("peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) })
-	row("peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) })
-	row("consumed/s before scaling", func(g GroupReport) string { return count(g.Before) })
-	row("consumed/s after scaling", func(g GroupReport) string { return count(g.After) })
-	row("consumed/s peak", func(g GroupReport) string { return count(g.Peak) })
-	row("retries", func(g GroupReport) string { return count(g.Retries) })
-	row("dead letters", func(g GroupReport) string { return count(g.DeadLetters) })
-	row("handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) })
-	row("instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) })
-	row("peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) })
+	for _, gr := range groupRows() {
+		if !gr.tableOnly {
+			row(gr.name, gr.cell)
+		}
+	}
 	b.WriteString("</table>\n")
 
 	markers := reportMarkers(r)

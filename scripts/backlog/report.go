@@ -106,6 +106,30 @@ type ConnectionReport struct {
 	PeakInUse int    `json:"peakInUse"`
 }
 
+// groupRow is a row of the per-group figures, in the table and the page.
+type groupRow struct {
+	name string
+	cell func(GroupReport) string
+	// tableOnly rows are left out of the page, whose charts show them.
+	tableOnly bool
+}
+
+func groupRows() []groupRow {
+	return []groupRow{
+		{"peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) }, false},
+		{"peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) }, false},
+		{"consumed/s before scaling", func(g GroupReport) string { return count(g.Before) }, false},
+		{"consumed/s after scaling", func(g GroupReport) string { return count(g.After) }, false},
+		{"consumed/s peak", func(g GroupReport) string { return count(g.Peak) }, false},
+		{"consumed", func(g GroupReport) string { return count(g.Consumed) }, true},
+		{"retries", func(g GroupReport) string { return count(g.Retries) }, false},
+		{"dead letters", func(g GroupReport) string { return count(g.DeadLetters) }, false},
+		{"handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) }, false},
+		{"instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) }, false},
+		{"peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) }, false},
+	}
+}
+
 // buildReport computes the figures from the timeline and adds the checks
 // that need no database: published, drained, scaled out, one owner per
 // partition.
@@ -315,17 +339,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintln(tw)
 	}
 	row("", func(g GroupReport) string { return g.Service })
-	row("peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) })
-	row("peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) })
-	row("consumed/s before scaling", func(g GroupReport) string { return count(g.Before) })
-	row("consumed/s after scaling", func(g GroupReport) string { return count(g.After) })
-	row("consumed/s peak", func(g GroupReport) string { return count(g.Peak) })
-	row("consumed", func(g GroupReport) string { return count(g.Consumed) })
-	row("retries", func(g GroupReport) string { return count(g.Retries) })
-	row("dead letters", func(g GroupReport) string { return count(g.DeadLetters) })
-	row("handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) })
-	row("instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) })
-	row("peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) })
+	for _, gr := range groupRows() {
+		row(gr.name, gr.cell)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

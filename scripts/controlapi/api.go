@@ -7,7 +7,7 @@ import (
 )
 
 // The requests and answers of the control API, written by the runner
-// (scripts/internal/devrun) and read by its clients.
+// (scripts/devrun) and read by its clients.
 
 // ServiceView is the control API's answer about one service.
 type ServiceView struct {

@@ -1,6 +1,6 @@
 // Package controlapi is the HTTP client of the `make run` runner's control
 // API (CONTROL_ADDR, README.md (Drills)) and the types of its requests and
-// answers, which the runner (scripts/internal/devrun) writes: shared by the
+// answers, which the runner (scripts/devrun) writes: shared by the
 // drills (scripts/drill) and the backlog drill (scripts/backlog), which each
 // wrap it in the small interfaces they need, and the console
 // (services/console), which shows and flips its switches.

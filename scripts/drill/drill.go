@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 // The services, by the short names the URLs of a Target and a Controller use.
@@ -343,8 +343,8 @@ func Drills() []string {
 // Cases returns every case, drill by drill.
 func Cases() []Case {
 	var all []Case
-	for _, group := range [][]Case{duplicateCases(), lossCases(), reorderCases(), poisonCases(), replayCases(), reconcileCases()} {
-		all = append(all, group...)
+	for _, c := range cases() {
+		all = append(all, newCase(c))
 	}
 	return all
 }
@@ -401,29 +401,30 @@ func Failed(results []Result) int {
 	return n
 }
 
-// body is a case's work: it returns what it saw, or the error that broke
-// the promise.
-type body func(s *session) (seen string, err error)
+// body is a case's work: it returns what it saw; a step that breaks the
+// promise ends it (session.run).
+type body func(s *session) (seen string)
 
-// newCase wraps a body into a Case: it checks the target, skips a crash case
-// without a Controller, and turns the outcome into a Result.
-func newCase(drill, name, expected string, needsController bool, run body) Case {
-	full := drill + "/" + name
-	return Case{Name: full, Drill: drill, Run: func(ctx context.Context, t Target) Result {
-		r := Result{Case: full, Expected: expected}
+// newCase turns a row of the case table into a Case: it checks the target,
+// skips a crash case without a Controller, and turns the outcome into a
+// Result.
+func newCase(c caseSpec) Case {
+	full := c.drill + "/" + c.name
+	return Case{Name: full, Drill: c.drill, Run: func(ctx context.Context, t Target) Result {
+		r := Result{Case: full, Expected: c.expected}
 		t = t.withDefaults()
 		if err := t.Validate(); err != nil {
 			r.Seen = "target: " + err.Error()
 			return r
 		}
-		if needsController && t.Controller == nil {
+		if c.needsController && t.Controller == nil {
 			r.Skipped = true
 			r.Seen = "no controller to restart services (make run's control API, or the test harness)"
 			return r
 		}
 		s := newSession(ctx, t, strings.ReplaceAll(full, "/", "-"))
 		defer s.close()
-		seen, err := run(s)
+		seen, err := s.run(c.run)
 		// The evidence is read: whatever the verdict, the synthetic
 		// orders the case planted go.
 		note, cerr := s.removePlanted()
@@ -454,15 +455,6 @@ type skipError struct{ reason string }
 func (e *skipError) Error() string { return e.reason }
 
 func skip(reason string) error { return &skipError{reason: reason} }
-
-// brokerControl returns the target's BrokerController, or a skip.
-func brokerControl(s *session) (BrokerController, error) {
-	bc, ok := s.t.Controller.(BrokerController)
-	if !ok {
-		return nil, skip("the controller cannot stop the broker or fault it")
-	}
-	return bc, nil
-}
 
 // skipIfNoBroker turns a controller's ErrNoBrokerControl into a skip.
 func skipIfNoBroker(err error) error {

@@ -1,7 +1,6 @@
 package drill
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,379 +12,142 @@ import (
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// Tutorial: "在每个确认窗口测试消息丢失" (test message loss at every
-// acknowledgement window). The relay's two crash windows are driven with
-// fail points through the Controller; the consumer window and the
-// rolled-back transaction with run-time fail points; the broker windows (a
-// lost acknowledgement, an outage) and the callback sink's outage through
-// the Controller's optional BrokerController and ServiceStopper
-// (outage.go). The outages come last: they take the longest.
-func lossCases() []Case {
-	return []Case{
-		newCase("loss", "before-publish",
-			"order service killed after the commit, before the publish: OrderPaid stays PENDING, delivered after the restart, applied once",
-			true, lossBeforePublish),
-		newCase("loss", "after-publish",
-			"order service killed after the publish, before marking SENT: the same eventId is sent again, applied once",
-			true, lossAfterPublish),
-		newCase("loss", "lost-ack",
-			"the broker appends OrderPaid but the relay never sees the ack: the same eventId is sent again, applied once",
-			true, lossLostAck),
-		newCase("loss", "consumer-crash",
-			"inventory killed after its commit, before the ack: the OrderPaid is delivered again, seen as a duplicate, effects once",
-			true, lossConsumerCrash),
-		newCase("loss", "consumer-failure",
-			"inventory fails twice: not acknowledged, retried, applied once, nothing dead-lettered",
-			false, lossConsumerFailure),
-		newCase("loss", "rollback",
-			"the checkout's transaction rolls back after its outbox insert: no outbox row, status unchanged; the same checkout then writes exactly one",
-			false, lossRollback),
-		newCase("loss", "broker-outage",
-			"the broker is away: OrderPaid stays PENDING, attempts grow, next_attempt_at backs off with jitter; drained at the next attempt after the return, applied once",
-			true, lossBrokerOutage),
-		newCase("loss", "callback-outage",
-			"the order service is away: the payment callback stays PENDING, attempts grow, next_attempt_at backs off with jitter; delivered once it is back, applied once",
-			true, lossCallbackOutage),
-	}
-}
-
 // The fail point actions the crash drills use (pkg/failpoint).
 const (
 	failPointsVar = "FAILPOINTS"
 	exitStatus    = 137
 )
 
-// crashOrderService places and checks out an order, restarts the order
-// service with the relay fail point armed to exit, pays the order and waits
-// for the planned crash. It returns the order, its SKU and amount.
-func crashOrderService(s *session, failPoint string, quantity int) (orderID, sku string, err error) {
-	orderID, sku = s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
-		return "", "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
-	if err != nil {
-		return "", "", err
-	}
-	// OrderCreated and OrderCheckedOut leave first, so the fail point hits
-	// the payment's event and nothing earlier.
-	if err := s.waitRelayed(orderID, 2); err != nil {
-		return "", "", err
-	}
-	if err := s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: failPoint + "=exit"}); err != nil {
-		return "", "", fmt.Errorf("restart the order service with %s=exit: %w", failPoint, err)
-	}
-	// The payment service answers once it has recorded the payment; its
-	// callback reaches the order service, which commits and then dies in
-	// its relay.
-	if err := s.pay(orderID, amount); err != nil {
-		return "", "", err
-	}
-	code, err := s.t.Controller.WaitExit(s.ctx, Order)
-	if err != nil {
-		return "", "", fmt.Errorf("wait for the order service to exit: %w", err)
-	}
+// crash restarts service with the fail point armed to exit, calls cause
+// (which makes the service reach it) and waits for the planned crash. The
+// case restarts the service with its usual environment when it ends.
+func (s *session) crash(service, failPoint string, cause func()) (restore func()) {
+	restore = s.restart(service, map[string]string{failPointsVar: failPoint + "=exit"})
+	cause()
+	code, err := s.t.Controller.WaitExit(s.ctx, service)
+	checkf(err, "wait for the %s service to exit", service)
 	if code != exitStatus {
-		return "", "", fmt.Errorf("the order service exited with %d, want the fail point's %d", code, exitStatus)
+		fail("the %s service exited with %d, want the fail point's %d", service, code, exitStatus)
 	}
-	return orderID, sku, nil
+	return restore
 }
 
-// holdRelay starts the order service again with its relay held (the
-// before-publish fail point returns an error), so the drill can read the
-// outbox row as the crash left it before anything moves.
-func holdRelay(s *session) error {
-	err := s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"})
-	if err != nil {
-		return fmt.Errorf("restart the order service with its relay held: %w", err)
+// crashRelay places and checks out an order, restarts the order service
+// with the relay fail point armed to exit, pays the order and waits for
+// the planned crash: the payment service answers once it has recorded the
+// payment; its callback reaches the order service, which commits and then
+// dies in its relay. The order service then starts again with its relay
+// held (the before-publish fail point returns an error), so the drill
+// reads the outbox row as the crash left it before anything moves: the
+// payment's commit survived the crash, and its OrderPaid is PENDING.
+func (s *session) crashRelay(failPoint string, whileDown func(o drillOrder)) (drillOrder, orderEvent) {
+	o := s.placedRelayed(2)
+	s.crash(Order, failPoint, func() { s.pay(o) })
+	whileDown(o)
+	checkf(s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"}),
+		"restart the order service with its relay held")
+	if v := s.order(o.id); v.Status != "PAID" || v.Version != 3 {
+		fail("after the crash the order is %s v%d, want PAID v3 (the commit happened)", v.Status, v.Version)
 	}
-	return nil
+	paid := s.orderEvent(o.id, "OrderPaid")
+	if st := must(s.api.OutboxStatus(s.ctx, paid.EventID)); st.Status != outbox.StatusPending {
+		fail("after the crash OrderPaid %s is %s, want PENDING", paid.EventID, st.Status)
+	}
+	return o, paid
 }
 
 // releaseRelay disarms the held relay once it has held the pending row
 // at least once.
-func releaseRelay(s *session) error {
-	if err := s.waitFired(Order, outbox.FailPointBeforePublish, 1); err != nil {
-		return fmt.Errorf("the held relay: %w", err)
-	}
-	return s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0)
-}
-
-// restoreOrderService restarts the order service with its usual
-// environment, whatever the case did to it.
-func restoreOrderService(s *session, err *error) {
-	if rerr := s.t.Controller.Restart(s.ctx, Order, nil); rerr != nil {
-		*err = errors.Join(*err, fmt.Errorf("restore the order service: %w", rerr))
-	}
-}
-
-// pendingPaid reads the order after the restart: the payment's commit
-// survived the crash, and its OrderPaid row is still PENDING.
-func pendingPaid(s *session, orderID string) (orderEvent, error) {
-	o, err := s.api.Order(s.ctx, orderID)
-	if err != nil {
-		return orderEvent{}, err
-	}
-	if o.Status != "PAID" || o.Version != 3 {
-		return orderEvent{}, fmt.Errorf("after the crash the order is %s v%d, want PAID v3 (the commit happened)", o.Status, o.Version)
-	}
-	paid, err := s.orderEvent(orderID, "OrderPaid")
-	if err != nil {
-		return orderEvent{}, err
-	}
-	st, err := s.api.OutboxStatus(s.ctx, paid.EventID)
-	if err != nil {
-		return orderEvent{}, err
-	}
-	if st.Status != outbox.StatusPending {
-		return orderEvent{}, fmt.Errorf("after the crash OrderPaid %s is %s, want PENDING", paid.EventID, st.Status)
-	}
-	return paid, nil
+func (s *session) releaseRelay() {
+	checkf(s.waitFired(Order, outbox.FailPointBeforePublish, 1), "the held relay")
+	check(s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0))
 }
 
 // waitSent waits until the relay has marked the event SENT.
-func waitSent(s *session, eventID string) (outboxStatus, error) {
-	var st outboxStatus
-	_, err := s.waitUntil(eventID+" marked SENT", func() (bool, error) {
+func (s *session) waitSent(eventID string) suiteapi.OutboxStatus {
+	var st suiteapi.OutboxStatus
+	must(s.waitUntil(eventID+" marked SENT", func() (bool, error) {
 		var err error
 		st, err = s.api.OutboxStatus(s.ctx, eventID)
 		return st.Status == outbox.StatusSent, err
-	})
-	return st, err
+	}))
+	return st
 }
 
 // Tutorial window "生产后进程崩溃 — 事务提交但消息未发 — Outbox 中仍有待投递记录".
-func lossBeforePublish(s *session) (seen string, err error) {
-	defer restoreOrderService(s, &err)
-	const quantity = 2
-	orderID, sku, err := crashOrderService(s, outbox.FailPointBeforePublish, quantity)
-	if err != nil {
-		return "", err
-	}
-	// Nothing left the order service: no consumer has seen the payment.
-	eff, err := s.effects(orderID)
-	if err != nil {
-		return "", err
-	}
-	if eff.Inventory != "NONE" || len(eff.Ledger) != 0 || len(eff.Notifications) != 0 {
-		return "", fmt.Errorf("while the order service was down: %s, want NONE, 0, 0 (nothing published)", eff)
-	}
-	if err := holdRelay(s); err != nil {
-		return "", err
-	}
-	paid, err := pendingPaid(s, orderID)
-	if err != nil {
-		return "", err
-	}
-	if err := releaseRelay(s); err != nil {
-		return "", err
-	}
+func lossBeforePublish(s *session) string {
+	o, paid := s.crashRelay(outbox.FailPointBeforePublish, func(o drillOrder) {
+		// Nothing left the order service: no consumer has seen the payment.
+		s.noEffects(o.id, "while the order service was down")
+	})
+	s.releaseRelay()
 	start := time.Now()
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
-		return "", err
-	}
+	s.waitEffects(o.id, "DEDUCTED", 1, 1)
 	s.converged = time.Since(start)
-	st, err := waitSent(s, paid.EventID)
-	if err != nil {
-		return "", err
-	}
-	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
-	if err != nil {
-		return "", err
-	}
+	st := s.waitSent(paid.EventID)
 	return fmt.Sprintf("exit %d; nothing consumed while down; after restart PAID v3 with OrderPaid PENDING; released: SENT (attempts %d); %s",
-		exitStatus, st.Attempts, effectsOnce), nil
+		exitStatus, st.Attempts, s.paidOnce(o, paid.EventID))
 }
 
 // Tutorial: "当 Relay 发送后未更新状态就崩溃时，允许重发但业务结果不重复".
-func lossAfterPublish(s *session) (seen string, err error) {
-	defer restoreOrderService(s, &err)
-	const quantity = 2
-	orderID, sku, err := crashOrderService(s, outbox.FailPointAfterPublish, quantity)
-	if err != nil {
-		return "", err
-	}
-	// The event left before the crash, so the consumers apply it meanwhile.
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
-		return "", fmt.Errorf("the copy published before the crash: %w", err)
-	}
-	if err := holdRelay(s); err != nil {
-		return "", err
-	}
-	paid, err := pendingPaid(s, orderID)
-	if err != nil {
-		return "", err
-	}
-	before, err := s.handledNow()
-	if err != nil {
-		return "", err
-	}
-	if err := releaseRelay(s); err != nil {
-		return "", err
-	}
+func lossAfterPublish(s *session) string {
+	o, paid := s.crashRelay(outbox.FailPointAfterPublish, func(o drillOrder) {
+		// The event left before the crash, so the consumers apply it meanwhile.
+		s.waitEffectsFor(s.t.Timeout, "the copy published before the crash", o.id, "DEDUCTED", 1, 1)
+	})
+	before := s.counts(handled, consumers...)
+	s.releaseRelay()
 	start := time.Now()
-	if _, err := waitSent(s, paid.EventID); err != nil {
-		return "", err
-	}
-	if _, err := s.waitHandled(before, 1); err != nil {
-		return "", fmt.Errorf("the re-sent copy: %w", err)
-	}
+	s.waitSent(paid.EventID)
+	s.waitGrown(handled, before, 1, "the re-sent copy read by each consumer")
 	s.converged = time.Since(start)
-	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
-	if err != nil {
-		return "", err
-	}
 	return fmt.Sprintf("exit %d; consumers applied the copy sent before the crash; OrderPaid still PENDING; re-sent with the same eventId and read again by each consumer; %s",
-		exitStatus, effectsOnce), nil
-}
-
-// consumerAfterCommit is the consumer kit's fail point between a
-// consumer's commit and its acknowledgement.
-const consumerAfterCommit = consumer.FailPointAfterCommit
-
-// outcomes reads the inventory consumer's consumer_event_outcomes_total of
-// one inbox outcome (APPLIED, DUPLICATE, ...).
-func (s *session) outcomes(service, outcome string) (float64, error) {
-	return s.api.Metric(s.ctx, service, "consumer_event_outcomes_total", map[string]string{"outcome": outcome})
+		exitStatus, s.paidOnce(o, paid.EventID))
 }
 
 // Tutorial window "消费完成前崩溃 — 消息再次投递 — 副作用只发生一次" (crash
 // before the consume completes: delivered again, the effect happens once).
-func lossConsumerCrash(s *session) (seen string, err error) {
-	const quantity = 2
-	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
-		return "", err
-	}
-	before, err := s.handled(Inventory)
-	if err != nil {
-		return "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
-	if err != nil {
-		return "", err
-	}
+func lossConsumerCrash(s *session) string {
+	before := s.counts(handled, Inventory)
+	o := s.placed("", 2, "40.00", seedStock)
 	// The fail point fires after every message: inventory must have read
 	// OrderCreated and OrderCheckedOut first (the graceful stop of the
 	// restart commits their offsets), so it hits the payment.
-	if _, err := s.waitUntil("inventory reads OrderCreated and OrderCheckedOut", func() (bool, error) {
-		n, err := s.handled(Inventory)
-		return n >= before+2, err
-	}); err != nil {
-		return "", err
-	}
-	restored := false
-	defer func() {
-		if restored {
-			return
-		}
-		if rerr := s.t.Controller.Restart(s.ctx, Inventory, nil); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("restore the inventory service: %w", rerr))
-		}
-	}()
-	if err := s.t.Controller.Restart(s.ctx, Inventory, map[string]string{failPointsVar: consumerAfterCommit + "=exit"}); err != nil {
-		return "", fmt.Errorf("restart inventory with %s=exit: %w", consumerAfterCommit, err)
-	}
-	if err := s.pay(orderID, amount); err != nil {
-		return "", err
-	}
-	code, err := s.t.Controller.WaitExit(s.ctx, Inventory)
-	if err != nil {
-		return "", fmt.Errorf("wait for inventory to exit: %w", err)
-	}
-	if code != exitStatus {
-		return "", fmt.Errorf("inventory exited with %d, want the fail point's %d", code, exitStatus)
-	}
+	s.waitGrown(handled, before, 2, "inventory reads OrderCreated and OrderCheckedOut")
+	restore := s.crash(Inventory, consumer.FailPointAfterCommit, func() { s.pay(o) })
 	start := time.Now()
-	restored = true
-	if err := s.t.Controller.Restart(s.ctx, Inventory, nil); err != nil {
-		return "", fmt.Errorf("restart inventory: %w", err)
-	}
+	restore()
 	// The restarted process has handled nothing else: a DUPLICATE is the
 	// OrderPaid whose offset the crash left uncommitted.
-	if _, err := s.waitUntil("the OrderPaid delivered again", func() (bool, error) {
-		n, err := s.outcomes(Inventory, "DUPLICATE")
-		return n >= 1, err
-	}); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
-		return "", err
-	}
+	s.waitGrown(outcomes("DUPLICATE"), map[string]float64{Inventory: 0}, 1, "the OrderPaid delivered again")
+	s.waitEffects(o.id, "DEDUCTED", 1, 1)
 	s.converged = time.Since(start)
-	applied, err := s.outcomes(Inventory, "APPLIED")
-	if err != nil {
-		return "", err
+	if applied := s.counts(outcomes("APPLIED"), Inventory)[Inventory]; applied != 0 {
+		fail("the restarted inventory applied %v events, want 0 (the deduction committed before the crash)", applied)
 	}
-	if applied != 0 {
-		return "", fmt.Errorf("the restarted inventory applied %v events, want 0 (the deduction committed before the crash)", applied)
-	}
-	paid, err := s.orderEvent(orderID, "OrderPaid")
-	if err != nil {
-		return "", err
-	}
-	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("exit %d after the commit; restarted: OrderPaid delivered again as a DUPLICATE, 0 applied; %s", exitStatus, effectsOnce), nil
+	return fmt.Sprintf("exit %d after the commit; restarted: OrderPaid delivered again as a DUPLICATE, 0 applied; %s", exitStatus, s.paidOnce(o, ""))
 }
 
 // Tutorial: "当消费者处理失败时，不得提前提交位点" and
 // `test_当支付成功事件短暂失败时_业务最终一致`.
-func lossConsumerFailure(s *session) (seen string, err error) {
-	const quantity, failures = 2, 2
-	orderID, sku := s.orderID(""), s.sku("")
-	if err := s.api.SetStock(s.ctx, sku, seedStock); err != nil {
-		return "", err
-	}
-	amount, err := s.placeOrder(orderID, sku, quantity, "40.00")
-	if err != nil {
-		return "", err
-	}
-	retries := func() (float64, error) { return s.api.Metric(s.ctx, Inventory, "consumer_retries_total", nil) }
-	retriesBefore, err := retries()
-	if err != nil {
-		return "", err
-	}
-	if err := s.api.ArmFailPoint(s.ctx, Inventory, "inventory.apply", "error", failures); err != nil {
-		return "", err
-	}
-	defer disarm(s, Inventory, &err)
+func lossConsumerFailure(s *session) string {
+	const failures = 2
+	o := s.placed("", 2, "40.00", seedStock)
+	before := s.counts(retries, Inventory)
+	s.failApply(Inventory, failures)
 	start := time.Now()
-	if err := s.pay(orderID, amount); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(orderID, "DEDUCTED", 1, 1); err != nil {
-		return "", err
-	}
+	s.pay(o)
+	s.waitEffects(o.id, "DEDUCTED", 1, 1)
 	s.converged = time.Since(start)
-	retriesAfter, err := retries()
-	if err != nil {
-		return "", err
+	retried := s.grown(retries, before)[Inventory]
+	if retried < failures {
+		fail("consumer_retries_total of inventory grew by %v, want at least %d", retried, failures)
 	}
-	if got := retriesAfter - retriesBefore; got < failures {
-		return "", fmt.Errorf("consumer_retries_total of inventory grew by %v, want at least %d", got, failures)
+	check(s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", failures))
+	if dl := must(s.api.DeadLetters(s.ctx, Inventory, o.id, "")); len(dl) != 0 {
+		fail("%d dead letters for %s, want 0", len(dl), o.id)
 	}
-	if err := s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", failures); err != nil {
-		return "", err
-	}
-	dl, err := s.api.DeadLetters(s.ctx, Inventory, orderID, "")
-	if err != nil {
-		return "", err
-	}
-	if len(dl) != 0 {
-		return "", fmt.Errorf("%d dead letters for %s, want 0", len(dl), orderID)
-	}
-	paid, err := s.orderEvent(orderID, "OrderPaid")
-	if err != nil {
-		return "", err
-	}
-	effectsOnce, err := s.paidOnce(orderID, paid.EventID, sku, seedStock, quantity)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("inventory failed %d times and was retried (retries +%v), DLQ 0; %s", failures, retriesAfter-retriesBefore, effectsOnce), nil
+	return fmt.Sprintf("inventory failed %d times and was retried (retries +%v), DLQ 0; %s", failures, retried, s.paidOnce(o, ""))
 }
 
 // failPointBeforeCommit is the order service's fail point after a state
@@ -395,84 +157,47 @@ const failPointBeforeCommit = "order.before-commit"
 
 // Tutorial: "当业务事务回滚时，不得留下可投递的 Outbox 记录" (a rolled-back
 // business transaction leaves no deliverable outbox row).
-func lossRollback(s *session) (seen string, err error) {
+func lossRollback(s *session) string {
 	orderID := s.orderID("")
-	var res commandResult
-	if err := s.api.Call(s.ctx, Order, "POST", "/orders", map[string]any{"orderId": orderID, "customerId": "C-drill", "currency": "CNY",
-		"items": []map[string]any{{"sku": s.sku(""), "quantity": 1, "unitPrice": "40.00"}}}, &res); err != nil {
-		return "", err
-	}
+	res := must(s.api.CreateOrder(s.ctx, suiteapi.NewOrder{OrderID: orderID, CustomerID: "C-drill", Currency: "CNY",
+		Items: []suiteapi.Item{{SKU: s.sku(""), Quantity: 1, UnitPrice: "40.00"}}}))
 	if res.BusinessCode != "SUCCESS" {
-		return "", fmt.Errorf("create %s: businessCode %s", orderID, res.BusinessCode)
+		fail("create %s: businessCode %s", orderID, res.BusinessCode)
 	}
-	if err := s.waitRelayed(orderID, 1); err != nil {
-		return "", err
-	}
-	if err := s.api.ArmFailPoint(s.ctx, Order, failPointBeforeCommit, "error", 1); err != nil {
-		return "", err
-	}
-	defer func() {
-		if derr := s.api.ArmFailPoint(s.ctx, Order, failPointBeforeCommit, "off", 0); derr != nil {
-			err = errors.Join(err, fmt.Errorf("disarm %s: %w", failPointBeforeCommit, derr))
-		}
-	}()
+	s.waitRelayed(orderID, 1)
+	s.arm(Order, failPointBeforeCommit, "error", 1)
 	checkout := "/orders/" + url.PathEscape(orderID) + "/checkout"
 	// One command, sent again after its 500 with the same key, as a
 	// client retries: a 5xx is not kept, so the retry runs it.
-	key, err := suiteapi.NewIdempotencyKey()
-	if err != nil {
-		return "", err
-	}
-	keyed := http.Header{suiteapi.IdempotencyKeyHeader: {key}}
+	keyed := http.Header{suiteapi.IdempotencyKeyHeader: {must(suiteapi.NewIdempotencyKey())}}
 	res = commandResult{}
-	code, err := s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res, http.StatusInternalServerError)
-	if err != nil {
-		return "", err
-	}
+	code := must(s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res, http.StatusInternalServerError))
 	if code != http.StatusInternalServerError {
-		return "", fmt.Errorf("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
+		fail("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
 	}
-	if err := s.api.FailPointFired(s.ctx, Order, failPointBeforeCommit, 1); err != nil {
-		return "", err
+	check(s.api.FailPointFired(s.ctx, Order, failPointBeforeCommit, 1))
+	if o := s.order(orderID); o.Status != "CREATED" || o.Version != 1 {
+		fail("after the rollback the order is %s v%d, want CREATED v1 (unchanged)", o.Status, o.Version)
 	}
-	o, err := s.api.Order(s.ctx, orderID)
-	if err != nil {
-		return "", err
-	}
-	if o.Status != "CREATED" || o.Version != 1 {
-		return "", fmt.Errorf("after the rollback the order is %s v%d, want CREATED v1 (unchanged)", o.Status, o.Version)
-	}
-	rows, err := s.outboxRows(Order, orderID)
-	if err != nil {
-		return "", err
-	}
-	if len(rows) != 1 || rows[0].EventType != "OrderCreated" {
-		return "", fmt.Errorf("after the rollback %s has outbox rows %s, want OrderCreated only", orderID, describeRows(rows))
+	if rows := s.outboxRows(Order, orderID); len(rows) != 1 || rows[0].EventType != "OrderCreated" {
+		fail("after the rollback %s has outbox rows %s, want OrderCreated only", orderID, describeRows(rows))
 	}
 
 	// Disarmed (it fired once), the same request with the same key goes
 	// through.
 	start := time.Now()
 	res = commandResult{}
-	if _, err := s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res); err != nil {
-		return "", err
-	}
+	must(s.api.Do(s.ctx, Order, "POST", checkout, keyed, nil, &res))
 	if res.BusinessCode != "SUCCESS" || res.Status != "PENDING_PAYMENT" || res.Version != 2 {
-		return "", fmt.Errorf("the checkout again: %s %s v%d, want SUCCESS PENDING_PAYMENT v2", res.BusinessCode, res.Status, res.Version)
+		fail("the checkout again: %s %s v%d, want SUCCESS PENDING_PAYMENT v2", res.BusinessCode, res.Status, res.Version)
 	}
-	if err := s.waitRelayed(orderID, 2); err != nil {
-		return "", err
-	}
+	s.waitRelayed(orderID, 2)
 	s.converged = time.Since(start)
-	rows, err = s.outboxRows(Order, orderID)
-	if err != nil {
-		return "", err
-	}
-	if len(rows) != 2 || rows[1].EventType != "OrderCheckedOut" {
-		return "", fmt.Errorf("after the checkout %s has outbox rows %s, want OrderCreated, OrderCheckedOut", orderID, describeRows(rows))
+	if rows := s.outboxRows(Order, orderID); len(rows) != 2 || rows[1].EventType != "OrderCheckedOut" {
+		fail("after the checkout %s has outbox rows %s, want OrderCreated, OrderCheckedOut", orderID, describeRows(rows))
 	}
 	return fmt.Sprintf("%s fired: checkout answered %d, order still CREATED v1 with 1 outbox row (OrderCreated); the same checkout: PENDING_PAYMENT v2, exactly 1 OrderCheckedOut row, SENT",
-		failPointBeforeCommit, code), nil
+		failPointBeforeCommit, code)
 }
 
 // describeRows lists outbox rows as type:status.

@@ -25,22 +25,18 @@ import (
 // APIs.
 
 // database returns the database URL of service, or a skip.
-func (s *session) database(service string) (string, error) {
+func (s *session) database(service string) string {
 	dsn := s.t.Databases[service]
 	if dsn == "" {
-		return "", skip("no database URL of " + service + " to play a restored backup on")
+		check(skip("no database URL of " + service + " to play a restored backup on"))
 	}
-	return dsn, nil
+	return dsn
 }
 
 // restoreBackup plays a restore of service's database from a backup taken
 // before the order was paid (RestoreBackup).
-func (s *session) restoreBackup(service, orderID string, eventIDs []string) error {
-	dsn, err := s.database(service)
-	if err != nil {
-		return err
-	}
-	return RestoreBackup(s.ctx, dsn, service, orderID, eventIDs)
+func (s *session) restoreBackup(service, orderID string, eventIDs []string) {
+	check(RestoreBackup(s.ctx, s.database(service), service, orderID, eventIDs))
 }
 
 // RestoreBackup plays a restore of the inventory service's database (at
@@ -139,20 +135,17 @@ func pgTool(ctx context.Context, name string, args ...string) error {
 
 // whileStopped stops service, runs during and starts the service again,
 // also when during fails.
-func (s *session) whileStopped(service string, during func() error) (err error) {
+func (s *session) whileStopped(service string, during func() error) {
 	stopper, ok := s.t.Controller.(ServiceStopper)
 	if !ok {
-		return skip("the controller cannot stop a service")
+		check(skip("the controller cannot stop a service"))
 	}
-	if err := stopper.Stop(s.ctx, service); err != nil {
-		return fmt.Errorf("stop the %s service: %w", service, err)
-	}
-	defer func() {
-		if rerr := s.t.Controller.Restart(context.WithoutCancel(s.ctx), service, nil); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("start the %s service again: %w", service, rerr))
-		}
-	}()
-	return during()
+	checkf(stopper.Stop(s.ctx, service), "stop the %s service", service)
+	start := s.cleanup("start the "+service+" service again", func(ctx context.Context) error {
+		return s.t.Controller.Restart(ctx, service, nil)
+	})
+	check(during())
+	start()
 }
 
 // reconcileRestoreFromBackup: the order service's database is backed up
@@ -166,61 +159,33 @@ func (s *session) whileStopped(service string, during func() error) (err error) 
 // order then reaches every consumer; what the lost refund leaves (the
 // payment and the customer's messages hold it, the order does not) is
 // named for a person too.
-func reconcileRestoreFromBackup(s *session) (string, error) {
-	dsn, err := s.database(Order)
-	if err != nil {
-		return "", err
-	}
-	if err := havePGTools(); err != nil {
-		return "", err
-	}
+func reconcileRestoreFromBackup(s *session) string {
+	dsn := s.database(Order)
+	check(havePGTools())
 	if _, ok := s.t.Controller.(ServiceStopper); !ok {
-		return "", skip("the controller cannot stop the order service for the restore")
+		check(skip("the controller cannot stop the order service for the restore"))
 	}
-	fenced, sku, _, err := s.paidOrder("-fenced", refundQuantity, refundUnitPrice, refundStock)
-	if err != nil {
-		return "", err
-	}
-	if err := s.waitRelayed(fenced, 3); err != nil {
-		return "", err
-	}
-	backup, err := BackUp(s.ctx, dsn)
-	if err != nil {
-		return "", err
-	}
-	defer backup.Remove() //nolint:errcheck // a temporary file
+	fenced := s.paidForRefund("-fenced")
+	s.waitRelayed(fenced.id, 3)
+	backup := must(BackUp(s.ctx, dsn))
+	s.cleanup("remove the backup", func(context.Context) error { return backup.Remove() })
 
 	// After the backup: the paid order is refunded (versions 4 and 5,
 	// which the consumers apply), and a second order is paid.
-	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 5, lostRefund()); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(fenced, "DEDUCTED", 2, 2); err != nil {
-		return "", err
-	}
-	orphan, _, _, err := s.paidOrder("-orphan", 1, "10.00", 10)
-	if err != nil {
-		return "", err
-	}
-	for _, id := range []string{fenced, orphan} {
-		if _, err := s.waitConverged(id); err != nil {
-			return "", err
-		}
-	}
+	s.refund(fenced.id, "PARTIALLY_REFUNDED", 5, refundBody{Amount: "10.00"})
+	s.waitEffects(fenced.id, "DEDUCTED", 2, 2)
+	orphan := s.paidOrder("-orphan", 1, "10.00", 10).id
+	s.waitConverged(fenced.id)
+	s.waitConverged(orphan)
 
-	if err := s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) }); err != nil {
-		return "", err
-	}
-	if o, err := s.api.Order(s.ctx, fenced); err != nil {
-		return "", fmt.Errorf("after the restore, %s: %w", fenced, err)
+	s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) })
+	if o, err := s.api.Order(s.ctx, fenced.id); err != nil {
+		fail("after the restore, %s: %w", fenced.id, err)
 	} else if o.Status != "PAID" || o.Version != 3 {
-		return "", fmt.Errorf("after the restore %s is %s v%d; want PAID v3, as backed up", fenced, o.Status, o.Version)
+		fail("after the restore %s is %s v%d; want PAID v3, as backed up", fenced.id, o.Status, o.Version)
 	}
-	var missing *StatusError
-	if _, err := s.api.Order(s.ctx, orphan); err == nil {
-		return "", fmt.Errorf("after the restore the order service has %s; want 404, the order is not in the backup", orphan)
-	} else if !errors.As(err, &missing) || missing.Status != 404 {
-		return "", fmt.Errorf("after the restore the order service answers %w for %s; want 404, the order is not in the backup", err, orphan)
+	if _, err := s.api.Order(s.ctx, orphan); !suiteapi.IsStatus(err, 404) {
+		fail("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)
 	}
 
 	// Before traffic: a run over the case's orders. The procedure's run is
@@ -228,61 +193,32 @@ func reconcileRestoreFromBackup(s *session) (string, error) {
 	// meets their orders and their synthetic orphans, and names at most
 	// 100 orphans a service, so it might not reach this case's.
 	start := time.Now()
-	run, took, err := s.reconcile(fenced, orphan)
-	if err != nil {
-		return "", err
-	}
-	regressed, orphaned, err := restoreFindings(run.Findings, fenced, orphan)
-	if err != nil {
-		return "", err
-	}
-	o, err := s.api.Order(s.ctx, fenced)
-	if err != nil {
-		return "", err
-	}
-	if o.Status != "PAID" || o.Version != 5 {
-		return "", fmt.Errorf("after the run %s is %s v%d; want PAID fenced at v5, the highest version its consumers applied", fenced, o.Status, o.Version)
+	r := runView(must(s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, fenced.id, orphan)))
+	took := time.Since(start)
+	regressed, orphaned := restoreFindings(r.Findings, fenced.id, orphan)
+	if o := s.order(fenced.id); o.Status != "PAID" || o.Version != 5 {
+		fail("after the run %s is %s v%d; want PAID fenced at v5, the highest version its consumers applied", fenced.id, o.Status, o.Version)
 	}
 
-	// The next change of the fenced order: a unit and half the money back.
-	// Every consumer applies it: none ignores it as stale.
-	if _, err := s.refund(fenced, "PARTIALLY_REFUNDED", 7, nextRefund(sku)); err != nil {
-		return "", err
-	}
-	if _, err := s.waitEffects(fenced, "PARTIALLY_RESTOCKED", 3, 3); err != nil {
-		return "", err
-	}
+	// The next change of the fenced order: a unit and 40.00 back. Every
+	// consumer applies it: none ignores it as stale.
+	s.refund(fenced.id, "PARTIALLY_REFUNDED", 7, refundBody{Amount: "40.00", Items: []refundLine{{SKU: fenced.sku, Quantity: 1}}})
+	s.waitEffects(fenced.id, "PARTIALLY_RESTOCKED", 3, 3)
 	s.converged = time.Since(start)
-	st, err := s.refundStateOf(fenced, sku)
-	if err != nil {
-		return "", err
-	}
-	if st.order.RefundedAmount != "40.00" || st.refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
+	st := s.refundStateOf(fenced)
+	if st.order.RefundedAmount != "40.00" || st.payment.Refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
 		ledgerPoints(st.effects.Ledger) != 40 {
-		return "", fmt.Errorf("%s, %d points; want order refunded 40.00, payment 50.00 (the lost 10.00 too), stock %d/1, 40 points",
+		fail("%s, %d points; want order refunded 40.00, payment 50.00 (the lost 10.00 too), stock %d/1, 40 points",
 			st, ledgerPoints(st.effects.Ledger), refundStock-1)
 	}
-	// What is left is the refund the restore lost, for a person.
-	after, _, err := s.reconcile(fenced)
-	if err != nil {
-		return "", err
-	}
-	if err := expectFindings(after, "AMOUNT_MISMATCH payment MANUAL_REVIEW", "EXTRA_EFFECT notification MANUAL_REVIEW"); err != nil {
-		return "", fmt.Errorf("after the next refund: %w (the lost refund's two findings)", err)
-	}
+	// What is left is the refund the restore lost, for a person: its two
+	// findings.
+	after, _ := s.reconcile([]string{fenced.id}, "AMOUNT_MISMATCH payment MANUAL_REVIEW", "EXTRA_EFFECT notification MANUAL_REVIEW")
 	return fmt.Sprintf("pg_dump, then %s refunded and %s paid, pg_restore; the run before traffic in %s fenced %s at v5 "+
 		"(%s regressed, one action) and named only %s for a person (ORPHAN_EFFECT at %s); the next refund reached every consumer: %s; "+
 		"left for a person: the lost refund (%s)",
-		fenced, orphan, took.Round(time.Millisecond), fenced, strings.Join(regressed, ", "), orphan, strings.Join(orphaned, ", "),
-		st, after), nil
-}
-
-// lostRefund is the refund the restore loses: 10.00, no goods.
-func lostRefund() refundBody { return refundBody{Amount: "10.00"} }
-
-// nextRefund is the fenced order's next change: a unit and 40.00 back.
-func nextRefund(sku string) refundBody {
-	return refundBody{Amount: "40.00", Items: []refundLine{{SKU: sku, Quantity: 1}}}
+		fenced.id, orphan, took.Round(time.Millisecond), fenced.id, strings.Join(regressed, ", "), orphan, strings.Join(orphaned, ", "),
+		st, after)
 }
 
 // restoreFindings checks the run's findings of the case's orders: every
@@ -290,7 +226,7 @@ func nextRefund(sku string) refundBody {
 // (DONE) and ALREADY_TAKEN for the other consumers; every one of orphan
 // is ORPHAN_EFFECT for a person; nothing else. It returns the regressed
 // consumers and the services holding the orphan's effects.
-func restoreFindings(findings []suiteapi.Finding, fenced, orphan string) (regressed, orphaned []string, err error) {
+func restoreFindings(findings []suiteapi.Finding, fenced, orphan string) (regressed, orphaned []string) {
 	done := 0
 	for _, f := range findings {
 		switch {
@@ -299,27 +235,27 @@ func restoreFindings(findings []suiteapi.Finding, fenced, orphan string) (regres
 			if strings.HasPrefix(f.Outcome, "DONE") {
 				done++
 			} else if !strings.HasPrefix(f.Outcome, "ALREADY_TAKEN") {
-				return nil, nil, fmt.Errorf("fence of %s for %s: %s; want DONE once, ALREADY_TAKEN for the others", fenced, f.Service, f.Outcome)
+				fail("fence of %s for %s: %s; want DONE once, ALREADY_TAKEN for the others", fenced, f.Service, f.Outcome)
 			}
 		case f.OrderID == orphan && f.Kind == "ORPHAN_EFFECT" && f.Action == "MANUAL_REVIEW":
 			orphaned = append(orphaned, f.Service)
 		default:
-			return nil, nil, fmt.Errorf("finding %s %s %s %s (%s); want only the FENCE of %s and ORPHAN_EFFECT of %s",
+			fail("finding %s %s %s %s (%s); want only the FENCE of %s and ORPHAN_EFFECT of %s",
 				f.OrderID, f.Kind, f.Service, f.Action, f.Outcome, fenced, orphan)
 		}
 	}
 	for _, c := range consumers {
 		if !slices.Contains(regressed, c) {
-			return nil, nil, fmt.Errorf("regressed at %v: want %s among them (it applied the lost refund)", regressed, c)
+			fail("regressed at %v: want %s among them (it applied the lost refund)", regressed, c)
 		}
 	}
 	for _, c := range append([]string{Payment}, consumers...) {
 		if !slices.Contains(orphaned, c) {
-			return nil, nil, fmt.Errorf("orphan effects at %v: want %s among them (it holds effects of the order the restore lost)", orphaned, c)
+			fail("orphan effects at %v: want %s among them (it holds effects of the order the restore lost)", orphaned, c)
 		}
 	}
 	if done != 1 {
-		return nil, nil, fmt.Errorf("%d fences of %s taken, want 1", done, fenced)
+		fail("%d fences of %s taken, want 1", done, fenced)
 	}
-	return regressed, orphaned, nil
+	return regressed, orphaned
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
 // A synthetic order is one the order service never held, or never held as
@@ -300,14 +302,11 @@ func (s *session) planted(orderID string, eventIDs ...string) {
 // newOrderEvents builds the events of a synthetic order, as the order
 // service would emit them, and records the order and each event built as
 // planted.
-func (s *session) newOrderEvents(orderID, sku string, quantity int, amount string) (orderEvents, error) {
-	o, err := newOrderEvents(orderID, sku, quantity, amount)
-	if err != nil {
-		return o, err
-	}
+func (s *session) newOrderEvents(orderID, sku string, quantity int, amount string) orderEvents {
+	m, err := event.ParseMoney(amount)
+	checkf(err, "amount %q", amount)
 	s.planted(orderID)
-	o.plants = &s.plants
-	return o, nil
+	return orderEvents{orderID: orderID, sku: sku, quantity: quantity, amount: m, plants: &s.plants}
 }
 
 // cleanupTimeout bounds the removal of a case's planted orders. It runs on

@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/reliable-orders/fulfillment/scripts/internal/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/devrun"
 )
 
 func main() {

@@ -24,8 +24,8 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
 	"github.com/reliable-orders/fulfillment/scripts/seedorders"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 func main() {

@@ -183,7 +183,7 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 		// unless -v is given, and a sweep's table is the figure. The
 		// heading must not start with "Benchmark": in the benchmark
 		// format such a line is a result, and benchfmt (so
-		// scripts/benchtables) reads it as a broken one.
+		// tools/dev/benchtables) reads it as a broken one.
 		fmt.Printf("Sweep of BenchmarkAPIPayToConverged, %d orders per rate × %d round(s):\n%s\n", set.APIOrders, b.N, sweepTable(steps, curve))
 	}
 	for _, name := range []string{"payment", "order"} {
@@ -335,7 +335,7 @@ func goodputSteps(steps []stepResult) []bench.Step {
 }
 
 // reportStep reports one offered rate's point of the goodput curve, the
-// rate in each unit (rate-200-p99-ms): scripts/benchtables draws the
+// rate in each unit (rate-200-p99-ms): tools/dev/benchtables draws the
 // curve from them, a figure not reported as an empty cell.
 func reportStep(b *testing.B, st stepResult) {
 	b.Helper()

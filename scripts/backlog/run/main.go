@@ -30,7 +30,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 func main() {

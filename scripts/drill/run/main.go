@@ -28,14 +28,12 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
-	"github.com/reliable-orders/fulfillment/scripts/internal/suite"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
 func main() {
@@ -134,25 +132,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if fs.NArg() == 0 {
 		return options{}, fmt.Errorf("%w: name a drill: %s or all", errUsage, strings.Join(drill.Drills(), ", "))
 	}
-	retry := drill.DefaultRetryMaxAttempts
-	if v := strings.TrimSpace(getenv("RETRY_MAX_ATTEMPTS")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return options{}, fmt.Errorf("%w: RETRY_MAX_ATTEMPTS=%q: want a positive integer", errUsage, v)
-		}
-		retry = n
-	}
-	initial, err := envDuration(getenv, "RETRY_INITIAL_INTERVAL", drill.DefaultRetryInitial)
-	if err != nil {
-		return options{}, err
-	}
-	maxInterval, err := envDuration(getenv, "RETRY_MAX_INTERVAL", drill.DefaultRetryMax)
-	if err != nil {
-		return options{}, err
-	}
-	parkDeadline, err := envDuration(getenv, "PARK_DEADLINE", drill.DefaultParkDeadline)
-	if err != nil {
-		return options{}, err
+	// The suite's own settings the cases must know, read as it reads them.
+	retry := env.Int("RETRY_MAX_ATTEMPTS", drill.DefaultRetryMaxAttempts)
+	initial := env.Duration("RETRY_INITIAL_INTERVAL", drill.DefaultRetryInitial)
+	maxInterval := env.Duration("RETRY_MAX_INTERVAL", drill.DefaultRetryMax)
+	parkDeadline := env.Duration("PARK_DEADLINE", drill.DefaultParkDeadline)
+	if err := env.Err(); err != nil {
+		return options{}, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	urls := drill.LocalURLs()
 	if *targets != "" {
@@ -218,17 +204,4 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		return options{}, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return opts, nil
-}
-
-// envDuration reads a duration the suite reads too, or def when unset.
-func envDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := strings.TrimSpace(getenv(name))
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%w: %s=%q: want a positive duration such as 1s", errUsage, name, v)
-	}
-	return d, nil
 }

@@ -1,0 +1,258 @@
+package devrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
+)
+
+// Errors of the broker part of the control API.
+var (
+	// ErrExternalBroker refuses broker control when the suite runs against
+	// KAFKA_BROKERS: the runner only owns its embedded broker.
+	ErrExternalBroker = errors.New("the suite uses the brokers of KAFKA_BROKERS: the runner can stop, start and fault only its embedded broker")
+	// ErrBrokerStopped refuses a fault while the broker is stopped.
+	ErrBrokerStopped = errors.New("the embedded broker is stopped (POST /broker/start)")
+)
+
+// FaultLostAck is the one fault the control API arms: REQUEST_TIMED_OUT on
+// a Produce request, which kfake answers after appending the records — the
+// tutorial's "Broker 确认丢失" (the broker's acknowledgement is lost).
+const FaultLostAck = "lost-ack"
+
+// brokerControl owns the embedded broker so the control API can take it
+// away (an outage drill) and bring it back on the same address with the
+// same data directory, and arm protocol faults on it.
+type brokerControl struct {
+	cfg broker.Config // Addr is the address it actually listens on
+	log *prefixed
+
+	mu     sync.Mutex
+	b      *broker.Broker // nil while stopped
+	stops  int
+	fault  *kfake.FaultHandle
+	armed  FaultRequest
+	closed bool
+}
+
+// startBrokerControl starts the embedded broker on addr with its data in
+// dataDir/broker (StartBroker).
+func startBrokerControl(addr, dataDir string, log *prefixed) (*brokerControl, error) {
+	b, err := StartBroker(addr, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := brokerConfig(addr, dataDir)
+	// A restart comes back where clients look for it, also when addr asked
+	// for any free port.
+	cfg.Addr = b.Addrs()[0]
+	return &brokerControl{cfg: cfg, log: log, b: b}, nil
+}
+
+// Addrs are the bootstrap addresses of the broker.
+func (bc *brokerControl) Addrs() []string { return []string{bc.cfg.Addr} }
+
+// close stops the broker for good, when the runner ends.
+func (bc *brokerControl) close() {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	bc.closed = true
+	if bc.b != nil {
+		bc.b.Close()
+		bc.b = nil
+	}
+}
+
+// BrokerView is the control API's answer about the embedded broker.
+type BrokerView struct {
+	// Embedded is false when the suite uses KAFKA_BROKERS.
+	Embedded bool `json:"embedded"`
+	// State is "running" or "stopped".
+	State   string `json:"state,omitempty"`
+	Addr    string `json:"addr,omitempty"`
+	DataDir string `json:"dataDir,omitempty"`
+	// Stops counts the stops by the control API.
+	Stops int `json:"stops"`
+	// Fault is the fault armed last, with how often it has answered.
+	Fault *FaultView `json:"fault,omitempty"`
+	Error string     `json:"error,omitempty"`
+}
+
+// FaultRequest is the body of POST /broker/faults.
+type FaultRequest struct {
+	// Type is the fault; only "lost-ack" (the default) exists.
+	Type string `json:"type"`
+	// Count is how many Produce requests it answers (default 1).
+	Count int `json:"count"`
+	// Topic limits it to one topic (default the order events topic).
+	Topic string `json:"topic"`
+}
+
+// FaultView is an armed fault and how often it has answered so far.
+type FaultView struct {
+	FaultRequest
+	Error string `json:"error"`
+	Hits  int    `json:"hits"`
+}
+
+func (bc *brokerControl) viewLocked() BrokerView {
+	v := BrokerView{Embedded: true, State: "running", Addr: bc.cfg.Addr, DataDir: bc.cfg.DataDir, Stops: bc.stops}
+	if bc.b == nil {
+		v.State = "stopped"
+	}
+	if bc.fault != nil {
+		v.Fault = &FaultView{FaultRequest: bc.armed, Error: kerr.RequestTimedOut.Message, Hits: bc.fault.Hits()}
+	}
+	return v
+}
+
+// stop closes the broker, keeping its data; stopping it again does nothing.
+func (bc *brokerControl) stop() (BrokerView, error) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.b != nil && !bc.closed {
+		bc.b.Close()
+		bc.b, bc.fault = nil, nil
+		bc.stops++
+		bc.log.Printf("embedded broker on %s stopped by the control API (data kept in %s); POST /broker/start brings it back", bc.cfg.Addr, bc.cfg.DataDir)
+	}
+	return bc.viewLocked(), nil
+}
+
+// start brings the broker back on its address with its data; starting a
+// running broker does nothing.
+func (bc *brokerControl) start() (BrokerView, error) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.closed {
+		return bc.viewLocked(), fmt.Errorf("the runner is stopping: %w", ErrBrokerStopped)
+	}
+	if bc.b == nil {
+		b, err := broker.Start(bc.cfg)
+		if err != nil {
+			return bc.viewLocked(), fmt.Errorf("restart the embedded broker on %s: %w", bc.cfg.Addr, err)
+		}
+		bc.b = b
+		bc.log.Printf("embedded broker started again on %s by the control API", bc.cfg.Addr)
+	}
+	return bc.viewLocked(), nil
+}
+
+// arm installs req, replacing the fault armed before.
+func (bc *brokerControl) arm(req FaultRequest) (BrokerView, error) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.b == nil {
+		return bc.viewLocked(), ErrBrokerStopped
+	}
+	if bc.fault != nil {
+		bc.fault.Remove()
+	}
+	// REQUEST_TIMED_OUT on a produce is answered after the append (kfake's
+	// fault semantics): every try of the producer, its own retries
+	// included, lands on the log and reports failure.
+	bc.fault = bc.b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: req.Topic, Err: kerr.RequestTimedOut, Count: req.Count})
+	bc.armed = req
+	bc.log.Printf("broker fault armed by the control API: the next %d Produce requests to %s are answered %s after the append",
+		req.Count, req.Topic, kerr.RequestTimedOut.Message)
+	return bc.viewLocked(), nil
+}
+
+// clear removes the armed fault, used up or not.
+func (bc *brokerControl) clear() BrokerView {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.fault != nil {
+		bc.fault.Remove()
+		bc.fault = nil
+	}
+	return bc.viewLocked()
+}
+
+// register adds the broker routes; without an embedded broker (bc nil) each
+// answers 409 with ErrExternalBroker, except GET /broker.
+func (bc *brokerControl) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, _ *http.Request) {
+		if bc == nil {
+			writeJSON(w, http.StatusOK, BrokerView{Embedded: false, Error: ErrExternalBroker.Error()})
+			return
+		}
+		bc.mu.Lock()
+		v := bc.viewLocked()
+		bc.mu.Unlock()
+		writeJSON(w, http.StatusOK, v)
+	})
+	mux.HandleFunc("POST /broker/stop", bc.serve(func(*http.Request) (BrokerView, error) { return bc.stop() }))
+	mux.HandleFunc("POST /broker/start", bc.serve(func(*http.Request) (BrokerView, error) { return bc.start() }))
+	mux.HandleFunc("DELETE /broker/faults", bc.serve(func(*http.Request) (BrokerView, error) { return bc.clear(), nil }))
+	mux.HandleFunc("POST /broker/faults", bc.serve(func(r *http.Request) (BrokerView, error) {
+		req, err := decodeFault(r)
+		if err != nil {
+			return BrokerView{}, err
+		}
+		return bc.arm(req)
+	}))
+}
+
+// errBadFault is a POST /broker/faults body the API cannot arm.
+var errBadFault = errors.New(`body: want {"type":"lost-ack","count":N,"topic":"..."}`)
+
+func decodeFault(r *http.Request) (FaultRequest, error) {
+	req := FaultRequest{}
+	if r.ContentLength != 0 {
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, fmt.Errorf("%w: %w", errBadFault, err)
+		}
+	}
+	if req.Type == "" {
+		req.Type = FaultLostAck
+	}
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Topic == "" {
+		req.Topic = suite.OrderEventsTopic
+	}
+	switch {
+	case req.Type != FaultLostAck:
+		return req, fmt.Errorf("%w: unknown type %q (only %q)", errBadFault, req.Type, FaultLostAck)
+	case req.Count < 1 || req.Count > 1000:
+		return req, fmt.Errorf("%w: count %d: want 1..1000", errBadFault, req.Count)
+	}
+	return req, nil
+}
+
+// serve answers a broker request with its view or its error's status.
+func (bc *brokerControl) serve(do func(*http.Request) (BrokerView, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if bc == nil {
+			writeJSON(w, http.StatusConflict, BrokerView{Embedded: false, Error: ErrExternalBroker.Error()})
+			return
+		}
+		v, err := do(r)
+		switch {
+		case err == nil:
+			writeJSON(w, http.StatusOK, v)
+		case errors.Is(err, errBadFault):
+			writeError(w, http.StatusBadRequest, err)
+		case errors.Is(err, ErrBrokerStopped):
+			v.Error = err.Error()
+			writeJSON(w, http.StatusConflict, v)
+		default:
+			v.Error = err.Error()
+			writeJSON(w, http.StatusInternalServerError, v)
+		}
+	}
+}

@@ -1,0 +1,748 @@
+package devrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
+	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
+	"github.com/reliable-orders/fulfillment/scripts/suite"
+)
+
+// The compose backend of the control API (`make compose-control`, README.md
+// (Drills)): the same routes and answers as `make run`'s, served on this
+// machine for a suite started by `docker compose up`, and carried out with
+// the Docker CLI. docs/decisions.md (Drills under compose) says why each
+// route is done the way it is.
+
+// ErrNoComposeFault answers POST /broker/faults under compose when the
+// fault proxy does not answer (a compose file without the service
+// faultproxy, or the service down): the drill that needs it reports SKIP.
+var ErrNoComposeFault = errors.New("the compose suite's fault proxy (service faultproxy) does not answer, and Redpanda cannot lose a Produce acknowledgement itself")
+
+// DefaultFaultProxyURL is where this machine reaches the admin API of the
+// compose suite's fault proxy (docker-compose.yml publishes it).
+const DefaultFaultProxyURL = "http://127.0.0.1:9094"
+
+// FaultLostConnection is the error a client sees when the fault proxy
+// loses an answer: its connection closes instead.
+const FaultLostConnection = "connection closed instead of the answer"
+
+// ComposeConfig configures the compose backend.
+type ComposeConfig struct {
+	// ControlAddr is where the control API listens (CONTROL_ADDR),
+	// loopback only.
+	ControlAddr string
+	// File is the compose file (COMPOSE_FILE's first entry; default
+	// docker-compose.yml in Dir).
+	File string
+	// Dir is the directory docker runs in, the repository root.
+	Dir string
+	// Project is the compose project name: the file's `name:`.
+	Project string
+	// Docker is the Docker CLI (DOCKER; default "docker" on PATH).
+	Docker string
+	// BrokerService is the compose service of the broker.
+	BrokerService string
+	// BrokerAddr is where this machine reaches the broker.
+	BrokerAddr string
+	// FaultProxyURL is the admin API of the fault proxy the order
+	// service reaches the broker through (scripts/faultproxy).
+	FaultProxyURL string
+	// Services are the suite's services; compose names each FullName and
+	// publishes it on 127.0.0.1 at its Port.
+	Services []suite.Service
+	// ReadyTimeout bounds a wait for a container to become ready.
+	ReadyTimeout time.Duration
+	// PollInterval is how often `docker compose ps` and /readyz are asked.
+	PollInterval time.Duration
+	// FailpointsEnabled is the FAILPOINTS_ENABLED docker compose
+	// interpolates into the file when it recreates a container: "true"
+	// unless FAILPOINTS_ENABLED says otherwise, since the drills this
+	// backend serves arm fail points, and a recreate from a shell without
+	// it would turn them off.
+	FailpointsEnabled string
+}
+
+// LoadComposeConfig reads CONTROL_ADDR, COMPOSE_FILE, COMPOSE_PROJECT_NAME
+// and DOCKER and fills in the defaults of everything else.
+func LoadComposeConfig(getenv func(string) string) ComposeConfig {
+	env := envconfig.New(getenv)
+	file, _, _ := strings.Cut(env.String("COMPOSE_FILE", "docker-compose.yml"), string(os.PathListSeparator))
+	return ComposeConfig{
+		ControlAddr:   env.String("CONTROL_ADDR", DefaultControlAddr),
+		File:          file,
+		Dir:           ".",
+		Project:       env.String("COMPOSE_PROJECT_NAME", "fulfillment"),
+		Docker:        env.String("DOCKER", "docker"),
+		BrokerService: "redpanda",
+		BrokerAddr:    suite.DefaultKafkaBrokers,
+		FaultProxyURL: DefaultFaultProxyURL,
+		Services:      suite.Services(),
+		ReadyTimeout:  DefaultReadyTimeout,
+		PollInterval:  pollInterval,
+		// The drills arm fail points: a container recreated by a
+		// restart keeps them on even when this shell did not set it.
+		FailpointsEnabled: env.String("FAILPOINTS_ENABLED", "true"),
+	}
+}
+
+// Validate reports every setting the backend cannot work with.
+func (c ComposeConfig) Validate() error {
+	var errs []error
+	if err := checkLoopback(c.ControlAddr); err != nil {
+		errs = append(errs, fmt.Errorf("CONTROL_ADDR (127.0.0.1:port): %w", err))
+	}
+	if c.File == "" || c.Dir == "" || c.Project == "" || c.Docker == "" || c.BrokerService == "" || c.FaultProxyURL == "" {
+		errs = append(errs, errors.New("compose file, directory, project, docker, broker service and fault proxy are required"))
+	}
+	if len(c.Services) == 0 {
+		errs = append(errs, errors.New("no services"))
+	}
+	if c.ReadyTimeout <= 0 || c.PollInterval <= 0 {
+		errs = append(errs, errors.New("ready timeout and poll interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Docker runs the Docker CLI: the compose backend's one way to the engine,
+// so its tests can put a fake docker on PATH.
+type Docker interface {
+	// Run runs docker with args and extra environment (NAME=value) and
+	// returns its standard output.
+	Run(ctx context.Context, env []string, args ...string) ([]byte, error)
+}
+
+// DockerCLI is the docker executable.
+type DockerCLI struct {
+	// Path is the executable, looked up on PATH when it has no slash.
+	Path string
+	// Dir is the directory it runs in.
+	Dir string
+}
+
+// Run runs the executable; a failure carries its standard error.
+func (d DockerCLI) Run(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, d.Path, args...)
+	cmd.Dir = d.Dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", d.Path, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// composeService is what the backend remembers of one service.
+type composeService struct {
+	svc     suite.Service
+	run     int
+	env     map[string]string
+	stopped bool
+	busy    bool         // a restart or stop is under way
+	scaling bool         // a scale request is under way
+	extras  map[int]bool // the instances k ≥ 2 it started
+}
+
+// ComposeControl is the control API of a compose suite.
+type ComposeControl struct {
+	cfg    ComposeConfig
+	docker Docker
+	client *http.Client
+	proxy  *controlapi.Client
+	log    *prefixed
+	tmp    string // where restart overrides are written
+
+	mu          sync.Mutex
+	services    map[string]*composeService
+	brokerStops int
+	brokerDown  bool
+}
+
+// NewComposeControl returns the backend; it writes its log to log.
+func NewComposeControl(cfg ComposeConfig, docker Docker, log io.Writer) (*ComposeControl, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "compose-control-")
+	if err != nil {
+		return nil, err
+	}
+	c := &ComposeControl{
+		cfg: cfg, docker: docker, tmp: tmp,
+		client:   &http.Client{Timeout: 2 * time.Second},
+		proxy:    controlapi.New(cfg.FaultProxyURL, 5*time.Second),
+		log:      &prefixed{out: log, prefix: "compose-control | "},
+		services: map[string]*composeService{},
+	}
+	for _, s := range cfg.Services {
+		c.services[s.Name] = &composeService{svc: s, run: 1, extras: map[int]bool{}}
+	}
+	return c, nil
+}
+
+// Close removes the extra instances the backend started and its
+// temporary files.
+func (c *ComposeControl) Close(ctx context.Context) error {
+	var errs []error
+	for _, s := range c.cfg.Services {
+		c.mu.Lock()
+		extras := len(c.services[s.Name].extras)
+		c.mu.Unlock()
+		if extras == 0 {
+			continue
+		}
+		if _, err := c.scaleTo(ctx, s.Name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, os.RemoveAll(c.tmp))...)
+}
+
+// compose runs `docker compose` on the suite's file, with overrides after
+// it.
+func (c *ComposeControl) compose(ctx context.Context, env []string, overrides []string, args ...string) ([]byte, error) {
+	env = append([]string{"FAILPOINTS_ENABLED=" + c.cfg.FailpointsEnabled}, env...)
+	full := []string{"compose", "-p", c.cfg.Project, "-f", c.cfg.File}
+	for _, o := range overrides {
+		full = append(full, "-f", o)
+	}
+	return c.docker.Run(ctx, env, append(full, args...)...)
+}
+
+// container is the part of `docker compose ps --format json` the backend
+// reads.
+type container struct {
+	Name     string `json:"Name"`
+	Service  string `json:"Service"`
+	State    string `json:"State"`
+	Health   string `json:"Health"`
+	ExitCode int    `json:"ExitCode"`
+}
+
+// ps lists the containers of the suite's services, stopped ones too. Compose
+// prints a JSON array (before v2.21) or one object a line (since).
+func (c *ComposeControl) ps(ctx context.Context, services ...string) (map[string]container, error) {
+	out, err := c.compose(ctx, nil, nil, append([]string{"ps", "--all", "--format", "json"}, services...)...)
+	if err != nil {
+		return nil, err
+	}
+	var list []container
+	trimmed := bytes.TrimSpace(out)
+	if bytes.HasPrefix(trimmed, []byte("[")) {
+		if err := json.Unmarshal(trimmed, &list); err != nil {
+			return nil, fmt.Errorf("docker compose ps: %w", err)
+		}
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		for dec.More() {
+			var ct container
+			if err := dec.Decode(&ct); err != nil {
+				return nil, fmt.Errorf("docker compose ps: %w", err)
+			}
+			list = append(list, ct)
+		}
+	}
+	byService := map[string]container{}
+	for _, ct := range list {
+		// The extra instances are one-off containers, which ps leaves
+		// out; should a version list them, the service's own still wins.
+		if strings.Contains(ct.Name, "-extra-") {
+			continue
+		}
+		byService[ct.Service] = ct
+	}
+	return byService, nil
+}
+
+// lookup returns the state of a service by its short name, or marks it
+// busy for a change when busy is true.
+func (c *ComposeControl) lookup(name string, busy bool) (*composeService, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.services[name]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	case busy && st.busy:
+		return nil, fmt.Errorf("%s: %w", name, ErrRestartInProgress)
+	case busy:
+		st.busy = true
+	}
+	return st, nil
+}
+
+func (c *ComposeControl) done(st *composeService) {
+	c.mu.Lock()
+	st.busy = false
+	c.mu.Unlock()
+}
+
+// restart recreates the service's container, with env added through a
+// compose override that also sets `restart: "no"`, so a fail point's exit
+// stays down as under make run, and FAILPOINTS_ENABLED when FAILPOINTS is
+// set. Without env it is recreated from the compose file alone.
+func (c *ComposeControl) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
+	st, err := c.lookup(name, true)
+	if err != nil {
+		return ServiceView{}, err
+	}
+	defer c.done(st)
+	var overrides []string
+	if len(env) > 0 {
+		path, err := c.writeOverride(st.svc, env)
+		if err != nil {
+			return ServiceView{}, err
+		}
+		defer os.Remove(path)
+		overrides = append(overrides, path)
+	}
+	if _, err := c.compose(ctx, nil, overrides, "up", "-d", "--no-deps", "--force-recreate", st.svc.FullName()); err != nil {
+		return ServiceView{}, err
+	}
+	c.mu.Lock()
+	st.run++
+	st.env, st.stopped = env, false
+	run := st.run
+	c.mu.Unlock()
+	c.log.Printf("%s recreated (run %d)%s", st.svc.FullName(), run, describeEnv(env))
+	if err := c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL()); err != nil {
+		return ServiceView{}, err
+	}
+	return c.one(ctx, name)
+}
+
+// composeOverride is a compose file with the one service a restart changes;
+// JSON is YAML, so compose reads it as it is.
+type composeOverride struct {
+	Services map[string]overrideService `json:"services"`
+}
+
+type overrideService struct {
+	Restart     string            `json:"restart"`
+	Environment map[string]string `json:"environment"`
+}
+
+func (c *ComposeControl) writeOverride(svc suite.Service, env map[string]string) (string, error) {
+	vars := map[string]string{}
+	for k, v := range env {
+		vars[k] = v
+	}
+	if vars["FAILPOINTS"] != "" {
+		vars["FAILPOINTS_ENABLED"] = "true"
+	}
+	raw, err := json.Marshal(composeOverride{Services: map[string]overrideService{
+		svc.FullName(): {Restart: "no", Environment: vars},
+	}})
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(c.tmp, svc.Name+"-*.yml")
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(raw)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", err
+	}
+	return filepath.Abs(f.Name())
+}
+
+// waitReady polls url/readyz until it answers 200, failing when the
+// container has exited or the timeout passes.
+func (c *ComposeControl) waitReady(ctx context.Context, name, service, url string) error {
+	deadline := time.Now().Add(c.cfg.ReadyTimeout)
+	tick := time.NewTicker(c.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		err := probe(ctx, c.client, url+"/readyz")
+		if err == nil {
+			return nil
+		}
+		if service != "" {
+			cts, perr := c.ps(ctx, service)
+			if perr != nil {
+				return perr
+			}
+			if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
+				return &NotReadyError{Service: name, Reason: fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode)}
+			}
+		}
+		if time.Now().After(deadline) {
+			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.cfg.ReadyTimeout, err)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stop stops the service's container; it stays down until a restart.
+func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, error) {
+	st, err := c.lookup(name, true)
+	if err != nil {
+		return ServiceView{}, err
+	}
+	defer c.done(st)
+	if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
+		return ServiceView{}, err
+	}
+	c.mu.Lock()
+	st.stopped = true
+	c.mu.Unlock()
+	c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
+	return c.one(ctx, name)
+}
+
+// waitExit polls the service's container until it has exited.
+func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time.Duration) (ServiceView, error) {
+	if _, err := c.lookup(name, false); err != nil {
+		return ServiceView{}, err
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(c.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		v, err := c.one(ctx, name)
+		if err != nil || v.State == "exited" || v.State == "stopped" || time.Now().After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return ServiceView{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// view is one service's state: its container's, and "stopped" once the
+// API stopped it.
+func (c *ComposeControl) one(ctx context.Context, name string) (ServiceView, error) {
+	st, err := c.lookup(name, false)
+	if err != nil {
+		return ServiceView{}, err
+	}
+	cts, err := c.ps(ctx, st.svc.FullName())
+	if err != nil {
+		return ServiceView{}, err
+	}
+	return c.describe(st, cts), nil
+}
+
+func (c *ComposeControl) describe(st *composeService, cts map[string]container) ServiceView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := ServiceView{Name: st.svc.Name, Run: st.run, Env: st.env, Service: st.svc.Name, Instance: 1, URL: st.svc.LocalURL()}
+	ct, ok := cts[st.svc.FullName()]
+	switch {
+	case st.stopped:
+		v.State = "stopped"
+	case st.busy:
+		v.State = "restarting"
+	case !ok:
+		v.State, v.Exit = "exited", "no container (docker compose up)"
+	case ct.State == "running":
+		v.State = "running"
+	case ct.State == "exited" || ct.State == "dead":
+		code := ct.ExitCode
+		v.State, v.ExitCode, v.FailPoint = "exited", &code, code == FailPointExitCode
+		v.Exit = fmt.Sprintf("%s exited: exit status %d", st.svc.Name, code)
+	default:
+		v.State = ct.State // created, restarting, paused
+	}
+	return v
+}
+
+// views are every service's and every extra instance's state.
+func (c *ComposeControl) list(ctx context.Context) ([]ServiceView, error) {
+	cts, err := c.ps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ServiceView
+	for _, s := range c.cfg.Services {
+		st := c.services[s.Name]
+		out = append(out, c.describe(st, cts))
+		c.mu.Lock()
+		ks := make([]int, 0, len(st.extras))
+		for k := range st.extras {
+			ks = append(ks, k)
+		}
+		c.mu.Unlock()
+		sort.Ints(ks)
+		for _, k := range ks {
+			out = append(out, ServiceView{Name: InstanceName(s.Name, k), State: "running", Run: 1, Service: s.Name, Instance: k,
+				URL: loopbackURL(InstancePort(s.Port, k))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// extraName is the container of instance k of a service.
+func (c *ComposeControl) extraName(s suite.Service, k int) string {
+	return fmt.Sprintf("%s-%s-extra-%d", c.cfg.Project, s.FullName(), k)
+}
+
+// scale runs n instances of a consumer: instance 1 is the compose service's
+// container, each extra one a `docker compose run` container of the same
+// service (its environment, network, secrets and CONSUMER_GROUP) that
+// publishes its port on 127.0.0.1 at InstancePort, as make run's instances
+// listen. Compose's own --scale cannot: its replicas share the one fixed
+// host port of the service.
+func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
+	c.mu.Lock()
+	st, ok := c.services[name]
+	switch {
+	case !ok:
+		c.mu.Unlock()
+		return ScaleView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	case st.svc.ConsumerGroup == "":
+		c.mu.Unlock()
+		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrNotConsumer)
+	case n < 1 || n > MaxInstances:
+		c.mu.Unlock()
+		return ScaleView{}, fmt.Errorf("%w: %d, want 1 … %d", ErrBadInstances, n, MaxInstances)
+	case st.scaling:
+		c.mu.Unlock()
+		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrScaleInProgress)
+	}
+	st.scaling = true
+	var drop []int
+	for k := range st.extras {
+		if k > n {
+			drop = append(drop, k)
+		}
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		st.scaling = false
+		c.mu.Unlock()
+	}()
+	// Highest number first, as make run scales in.
+	slices.Sort(drop)
+	slices.Reverse(drop)
+	for _, k := range drop {
+		// Stopped first, so the instance leaves its group at once.
+		cname := c.extraName(st.svc, k)
+		if _, err := c.docker.Run(ctx, nil, "stop", cname); err != nil {
+			return ScaleView{}, err
+		}
+		if _, err := c.docker.Run(ctx, nil, "rm", cname); err != nil {
+			return ScaleView{}, err
+		}
+		c.mu.Lock()
+		delete(st.extras, k)
+		c.mu.Unlock()
+		c.log.Printf("%s stopped and removed", InstanceName(name, k))
+	}
+	for k := 2; k <= n; k++ {
+		c.mu.Lock()
+		running := st.extras[k]
+		c.mu.Unlock()
+		if running {
+			continue
+		}
+		port := InstancePort(st.svc.Port, k)
+		if _, err := c.compose(ctx, nil, nil, "run", "-d", "--no-deps", "--name", c.extraName(st.svc, k),
+			"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, st.svc.Port), st.svc.FullName()); err != nil {
+			return ScaleView{}, err
+		}
+		c.mu.Lock()
+		st.extras[k] = true
+		c.mu.Unlock()
+		if err := c.waitReady(ctx, InstanceName(name, k), "", loopbackURL(port)); err != nil {
+			return ScaleView{}, err
+		}
+		c.log.Printf("%s ready on 127.0.0.1:%d", InstanceName(name, k), port)
+	}
+	all, err := c.list(ctx)
+	if err != nil {
+		return ScaleView{}, err
+	}
+	v := ScaleView{Service: name}
+	for _, sv := range all {
+		if sv.Service == name {
+			v.Instances = append(v.Instances, sv)
+		}
+	}
+	return v, nil
+}
+
+// broker stops or starts the broker's container; a start waits until its
+// health check passes.
+func (c *ComposeControl) broker(ctx context.Context, start bool) (BrokerView, error) {
+	verb := "stop"
+	if start {
+		verb = "start"
+	}
+	if _, err := c.compose(ctx, nil, nil, verb, c.cfg.BrokerService); err != nil {
+		return BrokerView{}, err
+	}
+	c.mu.Lock()
+	c.brokerDown = !start
+	if !start {
+		c.brokerStops++
+	}
+	c.mu.Unlock()
+	if start {
+		deadline := time.Now().Add(c.cfg.ReadyTimeout)
+		tick := time.NewTicker(c.cfg.PollInterval)
+		defer tick.Stop()
+		for {
+			cts, err := c.ps(ctx, c.cfg.BrokerService)
+			if err != nil {
+				return BrokerView{}, err
+			}
+			if ct := cts[c.cfg.BrokerService]; ct.State == "running" && (ct.Health == "healthy" || ct.Health == "") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return BrokerView{}, fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
+			}
+			select {
+			case <-ctx.Done():
+				return BrokerView{}, ctx.Err()
+			case <-tick.C:
+			}
+		}
+	}
+	c.log.Printf("%s %s", c.cfg.BrokerService, map[bool]string{true: "started and healthy", false: "stopped"}[start])
+	return c.brokerView(), nil
+}
+
+func (c *ComposeControl) brokerView() BrokerView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	state := "running"
+	if c.brokerDown {
+		state = "stopped"
+	}
+	return BrokerView{State: state, Addr: c.cfg.BrokerAddr, Stops: c.brokerStops}
+}
+
+// faultView asks the fault proxy for its fault and adds it to the broker
+// view; a proxy that does not answer is the view's error.
+func (c *ComposeControl) faultView(ctx context.Context, req FaultRequest) BrokerView {
+	v := c.brokerView()
+	var pv faultproxy.View
+	if err := c.proxy.Do(ctx, http.MethodGet, "/fault", nil, &pv); err != nil {
+		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
+		return v
+	}
+	if pv.Fault != nil {
+		if req.Type == "" {
+			req = FaultRequest{Type: FaultLostAck, Count: pv.Fault.Count, Topic: pv.Fault.Topic}
+		}
+		v.Fault = &FaultView{FaultRequest: req, Error: FaultLostConnection, Hits: pv.Fault.Hits}
+	}
+	return v
+}
+
+// armFault arms a lost acknowledgement on the fault proxy.
+func (c *ComposeControl) armFault(ctx context.Context, req FaultRequest) (BrokerView, error) {
+	if err := c.proxy.Do(ctx, http.MethodPost, "/fault", faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count}, nil); err != nil {
+		return c.brokerView(), fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+	}
+	c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
+		req.Count, req.Topic, c.cfg.BrokerService)
+	return c.faultView(ctx, req), nil
+}
+
+// clearFault removes the proxy's fault; a proxy that does not answer has
+// nothing armed.
+func (c *ComposeControl) clearFault(ctx context.Context) BrokerView {
+	if err := c.proxy.Do(ctx, http.MethodDelete, "/fault", nil, nil); err != nil {
+		v := c.brokerView()
+		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
+		return v
+	}
+	return c.brokerView()
+}
+
+// Handler serves the control API's routes (control.go's handler) to this
+// machine's programs only.
+func (c *ComposeControl) Handler() http.Handler {
+	mux := http.NewServeMux()
+	serviceRoutes(mux, c)
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.faultView(r.Context(), FaultRequest{}))
+	})
+	for path, start := range map[string]bool{"POST /broker/stop": false, "POST /broker/start": true} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			v, err := c.broker(r.Context(), start)
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		})
+	}
+	// The faults are the fault proxy's: a proxy that does not answer has
+	// nothing to clear, and refuses to arm with 409, as make run refuses
+	// brokers it does not own, which the drills report as SKIP.
+	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.clearFault(r.Context()))
+	})
+	mux.HandleFunc("POST /broker/faults", func(w http.ResponseWriter, r *http.Request) {
+		req, err := decodeFault(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		v, err := c.armFault(r.Context(), req)
+		if err != nil {
+			v.Error = err.Error()
+			writeJSON(w, http.StatusConflict, v)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+	return guard(mux)
+}
+
+// ServeCompose serves the compose backend on cfg.ControlAddr until ctx
+// ends, then removes the extra instances it started.
+func ServeCompose(ctx context.Context, cfg ComposeConfig, stdout io.Writer) error {
+	c, err := NewComposeControl(cfg, DockerCLI{Path: cfg.Docker, Dir: cfg.Dir}, stdout)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ps(ctx); err != nil {
+		_ = c.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("the compose suite (docker compose up first): %w", err)
+	}
+	stop, err := serveControl(ctx, cfg.ControlAddr, c.Handler())
+	if err != nil {
+		_ = c.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	c.log.Printf("control API of the compose project %s on http://%s (Ctrl-C stops it)", cfg.Project, cfg.ControlAddr)
+	<-ctx.Done()
+	stop()
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return c.Close(closeCtx)
+}
+
+// loopbackURL is the base URL of a port on this machine's loopback.
+func loopbackURL(port int) string { return "http://" + suite.LoopbackAddr(port) }
