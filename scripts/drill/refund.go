@@ -156,8 +156,8 @@ func refundSentTwice(s *session, suffix, key string, version int64, want refundW
 		if err != nil {
 			return refundState{}, err
 		}
-		if a.BusinessCode != suiteapi.Success || a.Amount != "30.00" {
-			return refundState{}, fmt.Errorf("refund %d answered %s %s %s, want SUCCESS 30.00", i+1, a.BusinessCode, a.Amount, a.Message)
+		if a.BusinessCode != suiteapi.Success || suiteapi.AmountText(a.Amount) != "30.00" {
+			return refundState{}, fmt.Errorf("refund %d answered %s %s %s, want SUCCESS 30.00", i+1, a.BusinessCode, suiteapi.AmountText(a.Amount), a.Message)
 		}
 		answers[i] = a
 		if err := retryAnswered(key != "", answers[:i+1]); err != nil {
@@ -184,7 +184,7 @@ func refundSentTwice(s *session, suffix, key string, version int64, want refundW
 	if key == "" {
 		refunds = 2
 	}
-	if st.order.Status != "PARTIALLY_REFUNDED" || st.order.Version != version || st.order.RefundedAmount != want.refunded ||
+	if st.order.Status != "PARTIALLY_REFUNDED" || st.order.Version != version || st.order.RefundedAmount.String() != want.refunded ||
 		len(st.order.Refunds) != refunds || st.payment != "PARTIALLY_REFUNDED" || st.refunded != want.refunded ||
 		st.stock.Available != want.available || st.stock.Deducted != want.deducted {
 		return st, fmt.Errorf("%s; want order and payment PARTIALLY_REFUNDED %s (v%d, %d refunds), stock %d/%d",
@@ -275,7 +275,7 @@ func reconcileOperatorRefund(s *session) (string, error) {
 	}
 	r := st.order.Refunds[0]
 	if r.RefundID != refund.RefundID || r.RequestedBy != operator || r.Reason != refund.Reason || r.Status != "SUCCEEDED" ||
-		st.order.RefundedAmount != "10.00" || st.payment != "PARTIALLY_REFUNDED" || st.refunded != "10.00" ||
+		st.order.RefundedAmount.String() != "10.00" || st.payment != "PARTIALLY_REFUNDED" || st.refunded != "10.00" ||
 		st.stock.Available != refundStock-1 || st.stock.Deducted != 1 {
 		return "", fmt.Errorf("refund %+v; %s; want %s SUCCEEDED requested by %s, order and payment PARTIALLY_REFUNDED 10.00, stock %d/1",
 			r, st, refund.RefundID, operator, refundStock-1)

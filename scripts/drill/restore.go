@@ -257,7 +257,7 @@ func reconcileRestoreFromBackup(s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if st.order.RefundedAmount != "40.00" || st.refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
+	if st.order.RefundedAmount.String() != "40.00" || st.refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
 		ledgerPoints(st.effects.Ledger) != 40 {
 		return "", fmt.Errorf("%s, %d points; want order refunded 40.00, payment 50.00 (the lost 10.00 too), stock %d/1, 40 points",
 			st, ledgerPoints(st.effects.Ledger), refundStock-1)

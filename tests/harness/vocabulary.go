@@ -9,6 +9,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // The vocabulary below is scripts/suiteapi, the suite's one API client,
@@ -247,7 +248,7 @@ func (s *Suite) Order(orderID string) OrderView {
 // whatever its status.
 func (s *Suite) Pay(orderID, amount, currency string) (int, map[string]any) {
 	s.t.Helper()
-	code, raw := s.Call(suiteapi.Payment, "POST", "/payments", suiteapi.PaymentRequest{OrderID: orderID, Amount: amount, Currency: currency})
+	code, raw := s.Call(suiteapi.Payment, "POST", "/payments", paymentapi.PayRequest{OrderID: orderID, Amount: paymentapi.Amount(amount), Currency: currency})
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out) // a refusal's body is judged by the test
 	return code, out
