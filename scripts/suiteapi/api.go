@@ -172,7 +172,7 @@ func (c *Client) WaitSnapshot(ctx context.Context, orderID string, want Snapshot
 	took, err := c.WaitFor(ctx, timeout, "snapshot of "+orderID, func() (bool, error) {
 		var err error
 		last, err = c.Snapshot(ctx, orderID)
-		return held(last) == held(want), err
+		return Held(last) == Held(want), err
 	})
 	if err != nil {
 		return took, fmt.Errorf("%w:\n got %+v\nwant %+v", err, last, want)
@@ -180,9 +180,10 @@ func (c *Client) WaitSnapshot(ctx context.Context, orderID string, want Snapshot
 	return took, nil
 }
 
-// held is what the services hold of an order in s, without
-// reconciliation's verdict.
-func held(s Snapshot) Snapshot {
+// Held is what the services hold of an order in s, without
+// reconciliation's verdict (Converged, Findings), which follows them: the
+// part a test compares with the snapshot it expects.
+func Held(s Snapshot) Snapshot {
 	s.Converged, s.Findings = nil, 0
 	return s
 }

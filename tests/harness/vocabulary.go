@@ -138,12 +138,14 @@ func (s *Suite) NotificationCount(orderID string) int {
 // GET /orders/{id}/snapshot).
 type Snapshot = suiteapi.Snapshot
 
-// Snapshot reads GET /orders/{id}/snapshot.
+// Snapshot reads GET /orders/{id}/snapshot: what the services hold of the
+// order (suiteapi.Held), so a test compares it with the snapshot it
+// expects; reconciliation's verdict is Converged's.
 func (s *Suite) Snapshot(orderID string) Snapshot {
 	s.t.Helper()
 	snap, err := s.api.Snapshot(ctx(), orderID)
 	s.must(err)
-	return snap
+	return suiteapi.Held(snap)
 }
 
 // WaitSnapshot waits until the snapshot equals want and returns how long
