@@ -10,6 +10,12 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/procfs v0.23.0
 	github.com/reliable-orders/fulfillment/pkg v0.0.0
+	github.com/reliable-orders/fulfillment/services/inventory v0.0.0
+	github.com/reliable-orders/fulfillment/services/notification v0.0.0
+	github.com/reliable-orders/fulfillment/services/order v0.0.0
+	github.com/reliable-orders/fulfillment/services/payment v0.0.0
+	github.com/reliable-orders/fulfillment/services/points v0.0.0
+	github.com/reliable-orders/fulfillment/services/reconciliation v0.0.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -91,3 +97,15 @@ require (
 )
 
 replace github.com/reliable-orders/fulfillment/pkg => ../pkg
+
+replace github.com/reliable-orders/fulfillment/services/order => ../services/order
+
+replace github.com/reliable-orders/fulfillment/services/payment => ../services/payment
+
+replace github.com/reliable-orders/fulfillment/services/inventory => ../services/inventory
+
+replace github.com/reliable-orders/fulfillment/services/points => ../services/points
+
+replace github.com/reliable-orders/fulfillment/services/notification => ../services/notification
+
+replace github.com/reliable-orders/fulfillment/services/reconciliation => ../services/reconciliation

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/reliable-orders/fulfillment/pkg v0.0.0
 	github.com/reliable-orders/fulfillment/scripts v0.0.0
+	github.com/reliable-orders/fulfillment/services/payment v0.0.0
 )
 
 require (
@@ -17,6 +18,11 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/prometheus v0.305.0
+	github.com/reliable-orders/fulfillment/services/inventory v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/notification v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/order v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/points v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/reconciliation v0.0.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -118,3 +124,15 @@ require (
 replace github.com/reliable-orders/fulfillment/pkg => ../pkg
 
 replace github.com/reliable-orders/fulfillment/scripts => ../scripts
+
+replace github.com/reliable-orders/fulfillment/services/order => ../services/order
+
+replace github.com/reliable-orders/fulfillment/services/payment => ../services/payment
+
+replace github.com/reliable-orders/fulfillment/services/inventory => ../services/inventory
+
+replace github.com/reliable-orders/fulfillment/services/points => ../services/points
+
+replace github.com/reliable-orders/fulfillment/services/notification => ../services/notification
+
+replace github.com/reliable-orders/fulfillment/services/reconciliation => ../services/reconciliation

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -110,10 +111,7 @@ func Document(title, description string, ops []Operation) ([]byte, error) {
 	r := openapi31.NewReflector()
 	r.Spec.Info.WithTitle(title).WithVersion(Version).WithDescription(description)
 	r.Spec.SetHTTPBearerTokenSecurity(adminSecurity, "", "ADMIN_TOKEN, sent as Authorization: Bearer <token>.")
-	// A service's own types live in its package ports: their names need
-	// no prefix; the kit's keep their package's (AdminDeadLetters).
-	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptSchema(shape), jsonschema.StripDefinitionNamePrefix("Ports"),
-		jsonschema.InterceptDefName(genericName))
+	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptSchema(shape), jsonschema.InterceptDefName(defName))
 	sorted := slices.Clone(ops)
 	slices.SortFunc(sorted, func(a, b Operation) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) })
 	for _, op := range sorted {
@@ -193,12 +191,21 @@ func parameters(path, query []string) any {
 	return reflect.New(reflect.StructOf(fields)).Interface()
 }
 
-// genericName names an instance of a generic type by the type alone
+// defName names a schema after its Go type. A service's own types (its
+// contract package, <service>api, and its ports) are named by the type
+// alone: a document holds one service's. The kit's keep their package's
+// name (AdminDeadLetters, OutboxEvent), which tells them apart from the
+// service's. An instance of a generic type is named by the type alone
 // (ReconciliationViews, not the type argument's import path spelt out):
 // a service's document holds one instance of each.
-func genericName(t reflect.Type, def string) string {
+func defName(t reflect.Type, def string) string {
 	if name, _, ok := strings.Cut(t.Name(), "["); ok {
 		return name
+	}
+	kit := path.Dir(reflect.TypeFor[Operation]().PkgPath())
+	if pkg := t.PkgPath(); strings.HasPrefix(pkg, path.Dir(kit)+"/") && !strings.HasPrefix(pkg, kit+"/") {
+		name := t.Name()
+		return strings.ToUpper(name[:1]) + name[1:]
 	}
 	return def
 }

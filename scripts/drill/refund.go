@@ -137,8 +137,8 @@ func (s *session) refundSentTwice(suffix, key string, version int64, want refund
 	var answers [2]suiteapi.RefundAnswer
 	for i := range answers {
 		a := must(s.api.Refund(s.ctx, o.id, key, body))
-		if a.BusinessCode != suiteapi.Success || a.Amount != "30.00" {
-			fail("%s: refund %d answered %s %s %s, want SUCCESS 30.00", with, i+1, a.BusinessCode, a.Amount, a.Message)
+		if a.BusinessCode != suiteapi.Success || suiteapi.AmountText(a.Amount) != "30.00" {
+			fail("%s: refund %d answered %s %s %s, want SUCCESS 30.00", with, i+1, a.BusinessCode, suiteapi.AmountText(a.Amount), a.Message)
 		}
 		answers[i] = a
 		checkf(retryAnswered(key != "", answers[:i+1]), "%s", with)
@@ -154,7 +154,7 @@ func (s *session) refundSentTwice(suffix, key string, version int64, want refund
 	if key == "" {
 		refunds = 2
 	}
-	if st.order.Status != "PARTIALLY_REFUNDED" || st.order.Version != version || st.order.RefundedAmount != want.refunded ||
+	if st.order.Status != "PARTIALLY_REFUNDED" || st.order.Version != version || st.order.RefundedAmount.String() != want.refunded ||
 		len(st.order.Refunds) != refunds || st.payment.Status != "PARTIALLY_REFUNDED" || st.payment.Refunded != want.refunded ||
 		st.stock.Available != want.available || st.stock.Deducted != want.deducted {
 		fail("%s: %s; want order and payment PARTIALLY_REFUNDED %s (v%d, %d refunds), stock %d/%d",
@@ -220,7 +220,7 @@ func reconcileOperatorRefund(s *session) string {
 	}
 	r := st.order.Refunds[0]
 	if r.RefundID != refund.RefundID || r.RequestedBy != operator || r.Reason != refund.Reason || r.Status != "SUCCEEDED" ||
-		st.order.RefundedAmount != "10.00" || st.payment.Status != "PARTIALLY_REFUNDED" || st.payment.Refunded != "10.00" ||
+		st.order.RefundedAmount.String() != "10.00" || st.payment.Status != "PARTIALLY_REFUNDED" || st.payment.Refunded != "10.00" ||
 		st.stock.Available != refundStock-1 || st.stock.Deducted != 1 {
 		fail("refund %+v; %s; want %s SUCCEEDED requested by %s, order and payment PARTIALLY_REFUNDED 10.00, stock %d/1",
 			r, st, refund.RefundID, operator, refundStock-1)

@@ -206,7 +206,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	s.waitEffects(fenced.id, "PARTIALLY_RESTOCKED", 3, 3)
 	s.converged = time.Since(start)
 	st := s.refundStateOf(fenced)
-	if st.order.RefundedAmount != "40.00" || st.payment.Refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
+	if st.order.RefundedAmount.String() != "40.00" || st.payment.Refunded != "50.00" || st.stock.Available != refundStock-1 || st.stock.Deducted != 1 ||
 		ledgerPoints(st.effects.Ledger) != 40 {
 		fail("%s, %d points; want order refunded 40.00, payment 50.00 (the lost 10.00 too), stock %d/1, 40 points",
 			st, ledgerPoints(st.effects.Ledger), refundStock-1)

@@ -10,106 +10,90 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/reconciliationapi"
 )
 
 // Success is the businessCode of an accepted command.
 const Success = "SUCCESS"
 
-// Item is an order line as POST /orders takes it.
+// The answers are the services' own types (orderapi, paymentapi,
+// inventoryapi, pointsapi, notificationapi, reconciliationapi and the
+// kit's): the names below are the client's vocabulary for them, so a
+// drill, a test and the console read the same words. The arguments of the
+// commands (NewOrder, PaymentRequest, Refund, OperatorRefund) take amounts
+// as text and are sent as the service's request type.
+
+// Item is an order line of NewOrder.
 type Item struct {
-	SKU       string `json:"sku"`
-	Quantity  int    `json:"quantity"`
-	UnitPrice string `json:"unitPrice"`
+	SKU       string
+	Quantity  int
+	UnitPrice string
 }
 
-// NewOrder is the body of POST /orders; an empty OrderID lets the service
-// choose one.
+// NewOrder is an order to create (POST /orders, orderapi.CreateRequest);
+// an empty OrderID lets the service choose one.
 type NewOrder struct {
-	OrderID    string `json:"orderId,omitempty"`
-	CustomerID string `json:"customerId"`
-	Currency   string `json:"currency"`
-	Items      []Item `json:"items"`
+	OrderID    string
+	CustomerID string
+	Currency   string
+	Items      []Item
+}
+
+// request is the body of POST /orders for o.
+func (o NewOrder) request() orderapi.CreateRequest {
+	req := orderapi.CreateRequest{OrderID: o.OrderID, CustomerID: o.CustomerID, Currency: o.Currency}
+	if o.Items != nil {
+		req.Items = make([]orderapi.ItemRequest, len(o.Items))
+	}
+	for i, it := range o.Items {
+		req.Items[i] = orderapi.ItemRequest{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: &it.UnitPrice}
+	}
+	return req
 }
 
 // CommandResult is the answer of the order and payment commands
 // (create, checkout, pay): businessCode and, for an order, its state.
-type CommandResult struct {
-	BusinessCode string `json:"businessCode"`
-	Message      string `json:"message"`
-	OrderID      string `json:"orderId"`
-	PaymentID    string `json:"paymentId"`
-	Status       string `json:"status"`
-	Version      int64  `json:"version"`
-	Amount       string `json:"amount"`
-}
+type CommandResult = orderapi.Result
 
-// PaymentRequest is the body of POST /payments.
+// PaymentRequest is a payment of an order (POST /payments,
+// paymentapi.PayRequest).
 type PaymentRequest struct {
-	OrderID  string `json:"orderId"`
-	Amount   string `json:"amount"`
-	Currency string `json:"currency"`
+	OrderID  string
+	Amount   string
+	Currency string
 }
 
-// OrderView is GET /orders/{id}, the fields the callers read.
-type OrderView struct {
-	OrderID string `json:"orderId"`
-	Status  string `json:"status"`
-	Version int64  `json:"version"`
-	Amount  string `json:"amount"`
-	// Reason says why the order ended where it is (OUT_OF_STOCK).
-	Reason string `json:"reason,omitempty"`
-	// RefundedAmount is the money its refunds have given back so far.
-	RefundedAmount string `json:"refundedAmount"`
-	// Refunds are its refunds and returned payments, oldest first.
-	Refunds []RefundView `json:"refunds"`
-}
+// OrderView is GET /orders/{id}.
+type OrderView = orderapi.OrderView
 
 // RefundView is one refund of an order as GET /orders/{id} shows it.
-type RefundView struct {
-	RefundID string `json:"refundId"`
-	Kind     string `json:"kind"`
-	Amount   string `json:"amount"`
-	Items    []Line `json:"items"`
-	Status   string `json:"status"`
-	Reason   string `json:"reason,omitempty"`
-	// RequestedBy is the operator who asked; empty for the customer.
-	RequestedBy string `json:"requestedBy,omitempty"`
-}
+type RefundView = orderapi.RefundView
 
 // OrderEvent is one of an order's outbox events (GET /orders/{id}/events).
-type OrderEvent struct {
-	EventID          string `json:"eventId"`
-	EventType        string `json:"eventType"`
-	AggregateVersion int64  `json:"aggregateVersion"`
-	Status           string `json:"status"`
-	Attempts         int    `json:"attempts"`
-}
+type OrderEvent = orderapi.EventView
 
 // OutboxStatus is one outbox row (GET /admin/outbox/{eventId}).
-type OutboxStatus struct {
-	EventID  string `json:"eventId"`
-	Status   string `json:"status"`
-	Attempts int    `json:"attempts"`
-}
+type OutboxStatus = outbox.Status
 
 // Snapshot is the order's state across every service (README.md, API:
 // GET /orders/{id}/snapshot).
-type Snapshot struct {
-	Order         string `json:"order"`
-	OrderVersion  int64  `json:"orderVersion"`
-	Payment       string `json:"payment"`
-	Inventory     string `json:"inventory"`
-	PointsLedger  int    `json:"pointsLedger"`
-	Notifications int    `json:"notifications"`
-	DLQ           int    `json:"dlq"`
-}
+type Snapshot = orderapi.Snapshot
 
 // CreateOrder sends POST /orders. A 2xx answer with a businessCode other
 // than SUCCESS is returned as it is, for the caller to judge.
 func (c *Client) CreateOrder(ctx context.Context, o NewOrder) (CommandResult, error) {
 	var res CommandResult
-	err := c.Call(ctx, Order, http.MethodPost, "/orders", o, &res)
+	err := c.Call(ctx, Order, http.MethodPost, "/orders", o.request(), &res)
 	return res, err
 }
 
@@ -136,14 +120,18 @@ func (c *Client) PlaceOrder(ctx context.Context, o NewOrder) (string, error) {
 	if res.BusinessCode != Success || res.Status != "PENDING_PAYMENT" {
 		return "", fmt.Errorf("checkout %s: %s %s", o.OrderID, res.BusinessCode, res.Status)
 	}
-	return res.Amount, nil
+	if res.Amount == nil {
+		return "", fmt.Errorf("checkout %s: no amount in the answer", o.OrderID)
+	}
+	return res.Amount.String(), nil
 }
 
 // Pay sends POST /payments. As CreateOrder, it leaves the businessCode of
 // a 2xx answer to the caller.
 func (c *Client) Pay(ctx context.Context, p PaymentRequest) (CommandResult, error) {
 	var res CommandResult
-	err := c.Call(ctx, Payment, http.MethodPost, "/payments", p, &res)
+	body := paymentapi.PayRequest{OrderID: p.OrderID, Amount: paymentapi.Amount(p.Amount), Currency: p.Currency}
+	err := c.Call(ctx, Payment, http.MethodPost, "/payments", body, &res)
 	return res, err
 }
 
@@ -156,9 +144,7 @@ func (c *Client) Order(ctx context.Context, orderID string) (OrderView, error) {
 
 // OrderEvents reads the order's outbox events, oldest first.
 func (c *Client) OrderEvents(ctx context.Context, orderID string) ([]OrderEvent, error) {
-	var out struct {
-		Events []OrderEvent `json:"events"`
-	}
+	var out orderapi.EventsView
 	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID)+"/events", nil, &out)
 	return out.Events, err
 }
@@ -177,14 +163,16 @@ func (c *Client) Snapshot(ctx context.Context, orderID string) (Snapshot, error)
 	return snap, err
 }
 
-// WaitSnapshot waits until the order's snapshot equals want and returns
-// how long that took; on a timeout the error shows the last one seen.
+// WaitSnapshot waits until the order's snapshot equals want in what the
+// services hold (reconciliation's verdict, Converged and Findings, is not
+// compared: it follows them) and returns how long that took; on a timeout
+// the error shows the last one seen.
 func (c *Client) WaitSnapshot(ctx context.Context, orderID string, want Snapshot, timeout time.Duration) (time.Duration, error) {
 	var last Snapshot
 	took, err := c.WaitFor(ctx, timeout, "snapshot of "+orderID, func() (bool, error) {
 		var err error
 		last, err = c.Snapshot(ctx, orderID)
-		return last == want, err
+		return Held(last) == Held(want), err
 	})
 	if err != nil {
 		return took, fmt.Errorf("%w:\n got %+v\nwant %+v", err, last, want)
@@ -192,16 +180,20 @@ func (c *Client) WaitSnapshot(ctx context.Context, orderID string, want Snapshot
 	return took, nil
 }
 
-// Stock is a SKU's inventory.
-type Stock struct {
-	SKU       string `json:"sku"`
-	Available int    `json:"available"`
-	Deducted  int    `json:"deducted"`
+// Held is what the services hold of an order in s, without
+// reconciliation's verdict (Converged, Findings), which follows them: the
+// part a test compares with the snapshot it expects.
+func Held(s Snapshot) Snapshot {
+	s.Converged, s.Findings = nil, 0
+	return s
 }
+
+// Stock is a SKU's inventory.
+type Stock = inventoryapi.StockResponse
 
 // SetStock sets a SKU's available stock (PUT /inventory/{sku}).
 func (c *Client) SetStock(ctx context.Context, sku string, available int) error {
-	return c.Call(ctx, Inventory, http.MethodPut, "/inventory/"+url.PathEscape(sku), map[string]int{"available": available}, nil)
+	return c.Call(ctx, Inventory, http.MethodPut, "/inventory/"+url.PathEscape(sku), inventoryapi.SetStockRequest{Available: &available}, nil)
 }
 
 // Stock reads a SKU's inventory.
@@ -214,41 +206,27 @@ func (c *Client) Stock(ctx context.Context, sku string) (Stock, error) {
 // InventoryState is the inventory consumer's state for an order (NONE,
 // DEDUCTED, PARTIALLY_RESTOCKED, RESTOCKED, REJECTED).
 func (c *Client) InventoryState(ctx context.Context, orderID string) (string, error) {
-	var out struct {
-		Status string `json:"status"`
-	}
+	var out inventoryapi.OrderResponse
 	err := c.Call(ctx, Inventory, http.MethodGet, "/inventory/orders/"+url.PathEscape(orderID), nil, &out)
 	return out.Status, err
 }
 
 // PointsEntry is one entry of an order's points ledger.
-type PointsEntry struct {
-	EventID string `json:"eventId"`
-	Type    string `json:"type"`
-	Points  int64  `json:"points"`
-}
+type PointsEntry = pointsapi.Entry
 
 // PointsLedger reads an order's points ledger entries.
 func (c *Client) PointsLedger(ctx context.Context, orderID string) ([]PointsEntry, error) {
-	var out struct {
-		Entries []PointsEntry `json:"entries"`
-	}
+	var out pointsapi.OrderResponse
 	err := c.Call(ctx, Points, http.MethodGet, "/points/orders/"+url.PathEscape(orderID), nil, &out)
 	return out.Entries, err
 }
 
 // Notice is one notification sent for an order.
-type Notice struct {
-	EventID string `json:"eventId"`
-	Kind    string `json:"kind"`
-	Body    string `json:"body"`
-}
+type Notice = notificationapi.Item
 
 // Notifications reads the notifications sent for an order.
 func (c *Client) Notifications(ctx context.Context, orderID string) ([]Notice, error) {
-	var out struct {
-		Items []Notice `json:"items"`
-	}
+	var out notificationapi.ListResponse
 	err := c.Call(ctx, Notification, http.MethodGet, "/notifications?orderId="+url.QueryEscape(orderID), nil, &out)
 	return out.Items, err
 }
@@ -260,14 +238,10 @@ func (c *Client) ProcessedEventCount(ctx context.Context, service, eventID strin
 }
 
 // Dedup is a consumer's dedup record of one event, as
-// GET /admin/processed-events/{eventId} answers it.
-type Dedup struct {
-	// Count is the number of dedup rows: 0 or 1.
-	Count int `json:"count"`
-	// Duplicates counts the copies after the first that the consumer
-	// recognised as duplicates.
-	Duplicates int `json:"duplicates"`
-}
+// GET /admin/processed-events/{eventId} answers it: Count is the number of
+// dedup rows (0 or 1), Duplicates the copies after the first that the
+// consumer recognised as duplicates.
+type Dedup = admin.ProcessedEvent
 
 // Dedup reads a consumer's dedup record of eventID.
 func (c *Client) Dedup(ctx context.Context, service, eventID string) (Dedup, error) {
@@ -292,25 +266,7 @@ func (c *Client) WaitConsumed(ctx context.Context, timeout time.Duration, eventI
 // DeadLetter is a DLQ record with the metadata of docs/design.md, Dead
 // letters (key and value arrive base64-encoded, as encoding/json writes
 // and reads []byte).
-type DeadLetter struct {
-	ID                int64             `json:"id"`
-	Consumer          string            `json:"consumer"`
-	EventID           string            `json:"eventId"`
-	AggregateID       string            `json:"aggregateId"`
-	EventType         string            `json:"eventType"`
-	OriginalTopic     string            `json:"originalTopic"`
-	OriginalPartition int32             `json:"originalPartition"`
-	OriginalOffset    int64             `json:"originalOffset"`
-	Key               []byte            `json:"key"`
-	Value             []byte            `json:"value"`
-	Headers           map[string]string `json:"headers"`
-	FailureReason     string            `json:"failureReason"`
-	ErrorClass        string            `json:"errorClass"`
-	Attempts          int               `json:"attempts"`
-	FirstFailedAt     time.Time         `json:"firstFailedAt"`
-	DeadLetteredAt    time.Time         `json:"deadLetteredAt"`
-	Status            string            `json:"status"`
-}
+type DeadLetter = dlq.Record
 
 // DeadLetters lists a consumer's dead letters of an aggregate; status
 // (DEAD, REPLAYED) filters them, "" lists all.
@@ -319,9 +275,7 @@ func (c *Client) DeadLetters(ctx context.Context, service, aggregateID, status s
 	if status != "" {
 		q.Set("status", status)
 	}
-	var out struct {
-		Items []DeadLetter `json:"items"`
-	}
+	var out admin.DeadLetters
 	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out)
 	return out.Items, err
 }
@@ -331,9 +285,7 @@ func (c *Client) DeadLetters(ctx context.Context, service, aggregateID, status s
 func (c *Client) DLQCount(ctx context.Context, orderID string, services ...string) (int, error) {
 	n := 0
 	for _, svc := range services {
-		var out struct {
-			Count int `json:"count"`
-		}
+		var out admin.DeadLetters
 		q := url.Values{"status": {"DEAD"}, "aggregateId": {orderID}}
 		if err := c.Call(ctx, svc, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out); err != nil {
 			return 0, err
@@ -344,30 +296,18 @@ func (c *Client) DLQCount(ctx context.Context, orderID string, services ...strin
 }
 
 // ReplayAudit is one audited replay request of a dead letter.
-type ReplayAudit struct {
-	RequestedBy string `json:"requestedBy"`
-	RequestedAt string `json:"requestedAt"`
-	Outcome     string `json:"outcome"`
-}
+type ReplayAudit = dlq.ReplayAudit
 
 // Inspect reads a dead letter and the audit of its replays
 // (GET /admin/dlq/{id}), oldest first.
 func (c *Client) Inspect(ctx context.Context, service string, id int64) (DeadLetter, []ReplayAudit, error) {
-	var out struct {
-		DeadLetter
-		Replays []ReplayAudit `json:"replays"`
-	}
+	var out admin.DeadLetter
 	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq/"+strconv.FormatInt(id, 10), nil, &out)
-	return out.DeadLetter, out.Replays, err
+	return out.Record, out.Replays, err
 }
 
 // ReplayResult is the answer of a replay.
-type ReplayResult struct {
-	ID            int64  `json:"id"`
-	EventID       string `json:"eventId"`
-	OriginalTopic string `json:"originalTopic"`
-	Outcome       string `json:"outcome"`
-}
+type ReplayResult = dlq.ReplayResult
 
 // Replay replays a dead letter in the name of requestedBy, who the audit
 // records (X-Operator, pkg/admin).
@@ -388,11 +328,29 @@ func (c *Client) ReplayWithKey(ctx context.Context, service string, id int64, re
 	return out, err
 }
 
-// Refund is a customer's refund (POST /orders/{id}/refunds): an amount,
-// goods returned, or both.
+// Refund is a customer's refund (POST /orders/{id}/refunds,
+// orderapi.RefundRequest): an amount, goods returned, or both.
 type Refund struct {
-	Amount string `json:"amount,omitempty"`
-	Items  []Line `json:"items,omitempty"`
+	Amount string
+	Items  []Line
+}
+
+// request is the body of the refund r asks for.
+func (r Refund) request() orderapi.RefundRequest {
+	req := orderapi.RefundRequest{Items: r.Items}
+	if r.Amount != "" {
+		req.Amount = &r.Amount
+	}
+	return req
+}
+
+// AmountText is an amount of an answer as text: "" when the answer has
+// none.
+func AmountText(m *event.Money) string {
+	if m == nil {
+		return ""
+	}
+	return m.String()
 }
 
 // RefundAnswer is the order service's answer to a refund: SUCCESS or a
@@ -400,13 +358,8 @@ type Refund struct {
 // and whether the answer was given again for a key the service had seen
 // (Idempotent-Replayed).
 type RefundAnswer struct {
-	BusinessCode string `json:"businessCode"`
-	Message      string `json:"message"`
-	RefundID     string `json:"refundId"`
-	Amount       string `json:"amount"`
-	Status       string `json:"status"`
-	Version      int64  `json:"version"`
-	Replayed     bool   `json:"-"`
+	orderapi.Result
+	Replayed bool
 }
 
 // Refund sends r for orderID with key as its Idempotency-Key. An empty
@@ -418,7 +371,7 @@ func (c *Client) Refund(ctx context.Context, orderID, key string, r Refund) (Ref
 		header = http.Header{IdempotencyKeyHeader: {key}}
 	}
 	path := "/orders/" + url.PathEscape(orderID) + "/refunds"
-	code, answer, raw, err := c.roundTrip(ctx, Order, http.MethodPost, path, header, r, false)
+	code, answer, raw, err := c.roundTrip(ctx, Order, http.MethodPost, path, header, r.request(), false)
 	if err != nil {
 		return RefundAnswer{}, err
 	}
@@ -426,7 +379,7 @@ func (c *Client) Refund(ctx context.Context, orderID, key string, r Refund) (Ref
 		return RefundAnswer{}, statusError(http.MethodPost, c.URL(Order)+path, code, raw)
 	}
 	var out RefundAnswer
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := json.Unmarshal(raw, &out.Result); err != nil {
 		return RefundAnswer{}, fmt.Errorf("POST %s: answer is not the JSON expected: %w", c.URL(Order)+path, err)
 	}
 	out.Replayed = answer.Get(ReplayedHeader) == "true"
@@ -447,39 +400,50 @@ func requestedByHeader(who string) http.Header {
 }
 
 // OperatorRefund is an operator's refund (POST
-// /admin/payments/orders/{id}/refunds): an amount, goods returned, or
-// both, and why.
+// /admin/payments/orders/{id}/refunds, paymentapi.RefundBody): an amount,
+// goods returned, or both, and why.
 type OperatorRefund struct {
-	RefundID string `json:"refundId,omitempty"`
-	Amount   string `json:"amount,omitempty"`
-	Items    []Line `json:"items,omitempty"`
-	Reason   string `json:"reason"`
+	RefundID string
+	Amount   string
+	Items    []Line
+	Reason   string
 }
 
-// Line is a quantity of one SKU.
-type Line struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
+// body is the request of the refund r asks for; what r leaves empty is
+// left out.
+func (r OperatorRefund) body() (paymentapi.RefundBody, error) {
+	b := paymentapi.RefundBody{RefundID: r.RefundID, Reason: r.Reason}
+	if r.Amount != "" {
+		b.Amount = paymentapi.Amount(r.Amount)
+	}
+	if len(r.Items) > 0 {
+		items, err := json.Marshal(r.Items)
+		if err != nil {
+			return b, fmt.Errorf("encode refund items: %w", err)
+		}
+		b.Items = items
+	}
+	return b, nil
 }
+
+// Line is a quantity of one SKU, as a refund returns it.
+type Line = orderapi.LineRequest
 
 // OperatorRefundAnswer is the payment service's answer: REQUESTED when the
 // order service recorded it (the order holds the payment), SUCCEEDED or
 // REJECTED when made at once.
-type OperatorRefundAnswer struct {
-	BusinessCode string `json:"businessCode"`
-	RefundID     string `json:"refundId"`
-	Status       string `json:"status"`
-	Reason       string `json:"reason"`
-	Message      string `json:"message"`
-	OrderStatus  string `json:"orderStatus"`
-}
+type OperatorRefundAnswer = paymentapi.RefundResponse
 
 // OperatorRefund sends r for orderID in the name of operator (X-Operator,
 // which the refund's audit records).
 func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r OperatorRefund) (OperatorRefundAnswer, error) {
 	var out OperatorRefundAnswer
-	_, err := c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
-		requestedByHeader(operator), r, &out)
+	body, err := r.body()
+	if err != nil {
+		return out, err
+	}
+	_, err = c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
+		requestedByHeader(operator), body, &out)
 	return out, err
 }
 
@@ -490,7 +454,7 @@ func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r
 // lists the declared ones).
 func (c *Client) ArmFailPoint(ctx context.Context, service, name, action string, times int) error {
 	err := c.Call(ctx, service, http.MethodPut, "/admin/failpoints/"+url.PathEscape(name),
-		map[string]any{"action": action, "times": times}, nil)
+		admin.FailPointRequest{Action: action, Times: times}, nil)
 	return failPointsError(service, err)
 }
 
@@ -518,9 +482,7 @@ type FailPoint = failpoint.Point
 // FailPoints lists a service's declared fail points with their action,
 // remaining count and hits.
 func (c *Client) FailPoints(ctx context.Context, service string) ([]FailPoint, error) {
-	var out struct {
-		Points []FailPoint `json:"points"`
-	}
+	var out admin.FailPoints
 	if err := c.Call(ctx, service, http.MethodGet, "/admin/failpoints", nil, &out); err != nil {
 		return nil, failPointsError(service, err)
 	}
@@ -562,68 +524,25 @@ func (c *Client) FailConsumer(ctx context.Context, service string, times int) er
 	return c.ArmFailPoint(ctx, service, service+".apply", "error", times)
 }
 
-// Finding is one mismatch a reconciliation run found and what it did.
-type Finding struct {
-	OrderID  string `json:"orderId"`
-	Kind     string `json:"kind"`
-	Service  string `json:"service"`
-	Expected string `json:"expected"`
-	Actual   string `json:"actual"`
-	Action   string `json:"action"`
-	Outcome  string `json:"outcome"`
-	// RunID and DetectedAt say which run recorded it, and when.
-	RunID      int64     `json:"runId"`
-	DetectedAt time.Time `json:"detectedAt"`
-}
+// Finding is one mismatch a reconciliation run found, what it did, and
+// which run recorded it, when.
+type Finding = reconciliationapi.FindingView
 
 // Run is a reconciliation run as POST /admin/reconciliation/runs (the run
 // started, RUNNING) and GET /admin/reconciliation/runs/{id} (how far it
 // has got, or how it ended) answer it.
-type Run struct {
-	ID         int64      `json:"id"`
-	Status     string     `json:"status"`
-	StartedBy  string     `json:"startedBy"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-	OrderIDs   []string   `json:"orderIds"`
-	MinAge     string     `json:"minAge"`
-	Checked    int        `json:"checked"`
-	Actions    int        `json:"actions"`
-	Error      string     `json:"error"`
-	Findings   []Finding  `json:"findings"`
-	// InFlight are the orders named that were not compared: their last
-	// change is younger than MinAge.
-	InFlight []string `json:"inFlight"`
-	// Phase is the part of the run going on, or the last it reached:
-	// COMPARING, then (a run over every order) ORPHANS.
-	Phase string `json:"phase"`
-	// Phases are when each phase the run reached began and ended.
-	Phases []RunPhase `json:"phases"`
-	// OrphanScan is how far the orphan pass has read each consumer's
-	// orders.
-	OrphanScan []OrphanScan `json:"orphanScan"`
-}
+type Run = reconciliationapi.RunView
 
 // RunPhase is when a phase of a run began and ended (FinishedAt nil while
 // it goes on).
-type RunPhase struct {
-	Phase      string     `json:"phase"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-}
+type RunPhase = reconciliationapi.PhaseView
 
 // OrphanScan is how far a run's orphan pass has read one consumer's list
 // of the orders it holds effects for.
-type OrphanScan struct {
-	Service string `json:"service"`
-	Pages   int    `json:"pages"`
-	Orders  int    `json:"orders"`
-	Orphans int    `json:"orphans"`
-	Done    bool   `json:"done"`
-}
+type OrphanScan = reconciliationapi.OrphanScanView
 
 // Kinds lists the run's findings as "KIND service ACTION".
-func (r Run) Kinds() []string {
+func Kinds(r Run) []string {
 	out := []string{}
 	for _, f := range r.Findings {
 		out = append(out, f.Kind+" "+f.Service+" "+f.Action)
@@ -635,10 +554,7 @@ func (r Run) Kinds() []string {
 // to reconcile (none: every order, and the effects of orders the order
 // service does not know) and the minimum age of their last change ("":
 // the convergence deadline, "0s": any age).
-type RunRequest struct {
-	OrderIDs []string `json:"orderIds,omitempty"`
-	MinAge   string   `json:"minAge,omitempty"`
-}
+type RunRequest = reconciliationapi.RunRequest
 
 // Running is the status of a run the service is still doing.
 const Running = "RUNNING"
@@ -750,18 +666,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Mismatch is what keeps an order from converging.
-type Mismatch struct {
-	Kind     string `json:"kind"`
-	Service  string `json:"service"`
-	Expected string `json:"expected"`
-	Actual   string `json:"actual"`
-}
+type Mismatch = reconciliationapi.MismatchView
 
-// Convergence is reconciliation's verdict on an order at the time of the call.
-type Convergence struct {
-	Converged  bool       `json:"converged"`
-	Mismatches []Mismatch `json:"mismatches"`
-}
+// Convergence is reconciliation's verdict on an order at the time of the
+// call.
+type Convergence = reconciliationapi.CheckView
 
 // Converged asks reconciliation whether every service has reached what
 // the order's state requires (GET /admin/reconciliation/orders/{id}).

@@ -9,6 +9,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/lag"
 	"github.com/reliable-orders/fulfillment/pkg/tracing"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/reconciliationapi"
 )
 
 // The answers below are the kit's own types (pkg/admin, pkg/lag,
@@ -65,9 +66,7 @@ func (c *Client) Lag(ctx context.Context, service string) (LagReport, error) {
 // Findings reads everything reconciliation's runs recorded for an order
 // (GET /admin/reconciliation/findings?orderId=), oldest first.
 func (c *Client) Findings(ctx context.Context, orderID string) ([]Finding, error) {
-	var out struct {
-		Findings []Finding `json:"findings"`
-	}
+	var out reconciliationapi.FindingsView
 	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/findings?"+url.Values{"orderId": {orderID}}.Encode(), nil, &out)
 	return out.Findings, err
 }

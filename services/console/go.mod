@@ -50,6 +50,12 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
+	github.com/reliable-orders/fulfillment/services/inventory v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/notification v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/order v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/payment v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/points v0.0.0 // indirect
+	github.com/reliable-orders/fulfillment/services/reconciliation v0.0.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/shopspring/decimal v1.6.0 // indirect
@@ -88,3 +94,15 @@ require (
 replace github.com/reliable-orders/fulfillment/pkg => ../../pkg
 
 replace github.com/reliable-orders/fulfillment/scripts => ../../scripts
+
+replace github.com/reliable-orders/fulfillment/services/order => ../order
+
+replace github.com/reliable-orders/fulfillment/services/payment => ../payment
+
+replace github.com/reliable-orders/fulfillment/services/inventory => ../inventory
+
+replace github.com/reliable-orders/fulfillment/services/points => ../points
+
+replace github.com/reliable-orders/fulfillment/services/notification => ../notification
+
+replace github.com/reliable-orders/fulfillment/services/reconciliation => ../reconciliation

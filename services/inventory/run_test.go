@@ -11,7 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/ports"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
 )
 
 // adapter is how the conformance suite starts the service and reads what
@@ -54,16 +54,16 @@ func setStock(s *servicetest.Service, sku string, available int) {
 	}
 }
 
-func stock(s *servicetest.Service, sku string) ports.StockResponse {
+func stock(s *servicetest.Service, sku string) inventoryapi.StockResponse {
 	s.T().Helper()
-	var out ports.StockResponse
+	var out inventoryapi.StockResponse
 	s.GetJSON("/inventory/"+sku, &out)
 	return out
 }
 
 func status(s *servicetest.Service, orderID string) string {
 	s.T().Helper()
-	var out ports.OrderResponse
+	var out inventoryapi.OrderResponse
 	s.GetJSON("/inventory/orders/"+orderID, &out)
 	return out.Status
 }
@@ -71,7 +71,7 @@ func status(s *servicetest.Service, orderID string) string {
 // movements lists an order's stock movements as "KIND SKU delta", in order.
 func movements(s *servicetest.Service, orderID string) []string {
 	s.T().Helper()
-	var out ports.MovementsResponse
+	var out inventoryapi.MovementsResponse
 	s.GetJSON("/inventory/orders/"+orderID+"/movements", &out)
 	moves := make([]string, len(out.Movements))
 	for i, m := range out.Movements {

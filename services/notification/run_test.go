@@ -11,7 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/app"
-	"github.com/reliable-orders/fulfillment/services/notification/internal/ports"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
 )
 
 // adapter is how the conformance suite starts the service and reads what
@@ -48,9 +48,9 @@ func TestConformance(t *testing.T) {
 	consumertest.Run(t, consumertest.Features{Consumer: "notification-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
-func list(s *servicetest.Service, orderID string) ports.ListResponse {
+func list(s *servicetest.Service, orderID string) notificationapi.ListResponse {
 	s.T().Helper()
-	var out ports.ListResponse
+	var out notificationapi.ListResponse
 	s.GetJSON("/notifications?orderId="+orderID, &out)
 	return out
 }

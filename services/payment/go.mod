@@ -8,6 +8,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/lib/pq v1.12.3
 	github.com/reliable-orders/fulfillment/pkg v0.0.0
+	github.com/reliable-orders/fulfillment/services/order v0.0.0
 	github.com/shopspring/decimal v1.6.0
 	pgregory.net/rapid v1.3.0
 )
@@ -83,3 +84,5 @@ require (
 )
 
 replace github.com/reliable-orders/fulfillment/pkg => ../../pkg
+
+replace github.com/reliable-orders/fulfillment/services/order => ../order

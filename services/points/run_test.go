@@ -11,7 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/points/internal/app"
-	"github.com/reliable-orders/fulfillment/services/points/internal/ports"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 )
 
 // adapter is how the conformance suite starts the service and reads what
@@ -43,15 +43,15 @@ func TestConformance(t *testing.T) {
 	consumertest.Run(t, consumertest.Features{Consumer: "points-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
 }
 
-func ledger(s *servicetest.Service, orderID string) ports.OrderResponse {
+func ledger(s *servicetest.Service, orderID string) pointsapi.OrderResponse {
 	s.T().Helper()
-	var out ports.OrderResponse
+	var out pointsapi.OrderResponse
 	s.GetJSON("/points/orders/"+orderID, &out)
 	return out
 }
 
 // entries lists a ledger as "TYPE points amount", in order.
-func entries(l ports.OrderResponse) []string {
+func entries(l pointsapi.OrderResponse) []string {
 	out := make([]string, len(l.Entries))
 	for i, e := range l.Entries {
 		out[i] = fmt.Sprintf("%s %d %s", e.Type, e.Points, e.Amount)
@@ -61,7 +61,7 @@ func entries(l ports.OrderResponse) []string {
 
 func balance(s *servicetest.Service, customerID string) int64 {
 	s.T().Helper()
-	var out ports.BalanceResponse
+	var out pointsapi.BalanceResponse
 	s.GetJSON("/points/customers/"+customerID, &out)
 	return out.Balance
 }

@@ -9,6 +9,11 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/reliable-orders/fulfillment/pkg v0.0.0
+	github.com/reliable-orders/fulfillment/services/inventory v0.0.0
+	github.com/reliable-orders/fulfillment/services/notification v0.0.0
+	github.com/reliable-orders/fulfillment/services/order v0.0.0
+	github.com/reliable-orders/fulfillment/services/payment v0.0.0
+	github.com/reliable-orders/fulfillment/services/points v0.0.0
 	github.com/shopspring/decimal v1.6.0
 	golang.org/x/sync v0.25.0
 	pgregory.net/rapid v1.3.0
@@ -82,3 +87,13 @@ require (
 )
 
 replace github.com/reliable-orders/fulfillment/pkg => ../../pkg
+
+replace github.com/reliable-orders/fulfillment/services/order => ../order
+
+replace github.com/reliable-orders/fulfillment/services/payment => ../payment
+
+replace github.com/reliable-orders/fulfillment/services/inventory => ../inventory
+
+replace github.com/reliable-orders/fulfillment/services/points => ../points
+
+replace github.com/reliable-orders/fulfillment/services/notification => ../notification

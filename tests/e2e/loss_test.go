@@ -45,7 +45,7 @@ func effectsOnce(t *testing.T, s *harness.Suite, orderID, eventID string, read, 
 		t.Errorf("stock deducted %d, want 2 (once)", st.Deducted)
 	}
 	for _, svc := range []string{"inventory", "points", "notification"} {
-		if d := s.Dedup(svc, eventID); d != (harness.Dedup{Count: 1, Duplicates: dups[svc]}) {
+		if d := s.Dedup(svc, eventID); d.Count != 1 || d.Duplicates != dups[svc] {
 			t.Errorf("%s: dedup record of %s %+v, want 1 row and %d duplicates", svc, eventID, d, dups[svc])
 		}
 		if got := since[svc].Outcomes["DUPLICATE"]; got != float64(dups[svc]) {

@@ -234,7 +234,7 @@ func requireRefunded(t *testing.T, s *harness.Suite, orderID, amount string) har
 	t.Helper()
 	order := s.Order(orderID)
 	payment := s.JSON("payment", "GET", "/payments/orders/"+orderID, nil, 200)
-	if order.RefundedAmount != amount || payment["refunded"] != amount {
+	if order.RefundedAmount.String() != amount || payment["refunded"] != amount {
 		t.Fatalf("%s refunded %s at the order, %v at the payment, want %s", orderID, order.RefundedAmount, payment["refunded"], amount)
 	}
 	return order

@@ -100,7 +100,7 @@ func TestAReconciliationRunOutlivesItsRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if done.Status != "SUCCEEDED" || done.Checked < 1 || done.FinishedAt == nil ||
-		!strings.Contains(strings.Join(done.Kinds(), ","), "MISSING_EFFECT inventory REPUBLISH") {
+		!strings.Contains(strings.Join(suiteapi.Kinds(done), ","), "MISSING_EFFECT inventory REPUBLISH") {
 		t.Fatalf("finished run: %+v, want SUCCEEDED with O-R1's lost inventory effect", done)
 	}
 }

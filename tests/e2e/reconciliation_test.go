@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/drill"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
 
@@ -52,7 +53,7 @@ func TestConvergenceDeadlineIsMeasuredAndReconciled(t *testing.T) {
 	})
 
 	run := s.Reconcile("O-D1", "O-D2")
-	if got := run.Kinds(); !slices.Equal(got, []string{"MISSING_EFFECT inventory REPUBLISH"}) || run.Actions != 1 {
+	if got := suiteapi.Kinds(run); !slices.Equal(got, []string{"MISSING_EFFECT inventory REPUBLISH"}) || run.Actions != 1 {
 		t.Fatalf("run %+v, want one MISSING_EFFECT of O-D1 compensated", run)
 	}
 	s.WaitUntil(30*time.Second, "both orders converged", func() bool {

@@ -66,7 +66,7 @@ func TestSeededPaidOrdersReconcileClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	if run.Status != "SUCCEEDED" || run.Checked != cfg.Count || len(run.Findings) != 0 {
-		t.Fatalf("run over the seeded orders: %s, %d checked, findings %v; want SUCCEEDED, 30, none", run.Status, run.Checked, run.Kinds())
+		t.Fatalf("run over the seeded orders: %s, %d checked, findings %v; want SUCCEEDED, 30, none", run.Status, run.Checked, suiteapi.Kinds(run))
 	}
 	// The run's answer says what it did: it compared the orders, then read
 	// every consumer's 30 effect orders (in one page each) and looked them
@@ -89,7 +89,7 @@ func TestSeededPaidOrdersReconcileClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := run.Kinds(); len(got) != 1 || got[0] != "AMOUNT_MISMATCH payment MANUAL_REVIEW" || run.Findings[0].OrderID != "O-SEED-4" {
+	if got := suiteapi.Kinds(run); len(got) != 1 || got[0] != "AMOUNT_MISMATCH payment MANUAL_REVIEW" || run.Findings[0].OrderID != "O-SEED-4" {
 		t.Fatalf("run after O-SEED-4's payment changed: %v, want its AMOUNT_MISMATCH alone", run.Findings)
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // The vocabulary below is scripts/suiteapi, the suite's one API client,
@@ -137,12 +138,14 @@ func (s *Suite) NotificationCount(orderID string) int {
 // GET /orders/{id}/snapshot).
 type Snapshot = suiteapi.Snapshot
 
-// Snapshot reads GET /orders/{id}/snapshot.
+// Snapshot reads GET /orders/{id}/snapshot: what the services hold of the
+// order (suiteapi.Held), so a test compares it with the snapshot it
+// expects; reconciliation's verdict is Converged's.
 func (s *Suite) Snapshot(orderID string) Snapshot {
 	s.t.Helper()
 	snap, err := s.api.Snapshot(ctx(), orderID)
 	s.must(err)
-	return snap
+	return suiteapi.Held(snap)
 }
 
 // WaitSnapshot waits until the snapshot equals want and returns how long
@@ -247,7 +250,7 @@ func (s *Suite) Order(orderID string) OrderView {
 // whatever its status.
 func (s *Suite) Pay(orderID, amount, currency string) (int, map[string]any) {
 	s.t.Helper()
-	code, raw := s.Call(suiteapi.Payment, "POST", "/payments", suiteapi.PaymentRequest{OrderID: orderID, Amount: amount, Currency: currency})
+	code, raw := s.Call(suiteapi.Payment, "POST", "/payments", paymentapi.PayRequest{OrderID: orderID, Amount: paymentapi.Amount(amount), Currency: currency})
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out) // a refusal's body is judged by the test
 	return code, out

@@ -7,12 +7,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
 )
 
 // Store is what the handlers read and write.
@@ -21,46 +21,6 @@ type Store interface {
 	SetAvailable(ctx context.Context, sku string, available int) (inventory.Stock, error)
 	Order(ctx context.Context, orderID string) (inventory.Order, error)
 	Movements(ctx context.Context, orderID string) ([]inventory.AppliedMovement, error)
-}
-
-// StockResponse answers GET and PUT /inventory/{sku}.
-type StockResponse struct {
-	BusinessCode string `json:"businessCode,omitempty"`
-	SKU          string `json:"sku"`
-	Available    int    `json:"available"`
-	Deducted     int    `json:"deducted"`
-}
-
-// SetStockRequest is the body of PUT /inventory/{sku}. Available is a
-// pointer so a missing field is told apart from zero.
-type SetStockRequest struct {
-	Available *int `json:"available"`
-}
-
-// OrderResponse answers GET /inventory/orders/{orderId}: the order's
-// state, what it deducted and what refunds brought back.
-type OrderResponse struct {
-	OrderID   string           `json:"orderId"`
-	Status    string           `json:"status"`
-	Reason    string           `json:"reason,omitempty"`
-	Items     []inventory.Line `json:"items"`
-	Restocked []inventory.Line `json:"restocked"`
-}
-
-// Movement is one stock movement in MovementsResponse.
-type Movement struct {
-	EventID   string    `json:"eventId"`
-	SKU       string    `json:"sku"`
-	Delta     int       `json:"delta"`
-	Kind      string    `json:"kind"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// MovementsResponse answers GET /inventory/orders/{orderId}/movements.
-type MovementsResponse struct {
-	OrderID   string     `json:"orderId"`
-	Count     int        `json:"count"`
-	Movements []Movement `json:"movements"`
 }
 
 type handlers struct {
@@ -85,7 +45,7 @@ func (h handlers) stock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, StockResponse{SKU: s.SKU, Available: s.Available, Deducted: s.Deducted})
+	return c.JSON(http.StatusOK, inventoryapi.StockResponse{SKU: s.SKU, Available: s.Available, Deducted: s.Deducted})
 }
 
 func (h handlers) setStock(c echo.Context) error {
@@ -93,7 +53,7 @@ func (h handlers) setStock(c echo.Context) error {
 	if err := inventory.ValidateSKU(sku); err != nil {
 		return err
 	}
-	var req SetStockRequest
+	var req inventoryapi.SetStockRequest
 	if err := httpapi.Bind(c, &req); err != nil {
 		return err
 	}
@@ -107,7 +67,7 @@ func (h handlers) setStock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, StockResponse{
+	return c.JSON(http.StatusOK, inventoryapi.StockResponse{
 		BusinessCode: httpapi.CodeSuccess, SKU: s.SKU, Available: s.Available, Deducted: s.Deducted,
 	})
 }
@@ -117,7 +77,7 @@ func (h handlers) order(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, OrderResponse{OrderID: o.ID, Status: string(o.Status), Reason: o.Reason,
+	return c.JSON(http.StatusOK, inventoryapi.OrderResponse{OrderID: o.ID, Status: string(o.Status), Reason: o.Reason,
 		Items: lines(o.Items), Restocked: lines(o.Restocked)})
 }
 
@@ -127,19 +87,21 @@ func (h handlers) movements(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := MovementsResponse{OrderID: orderID, Count: len(rows), Movements: make([]Movement, len(rows))}
+	out := inventoryapi.MovementsResponse{OrderID: orderID, Count: len(rows), Movements: make([]inventoryapi.Movement, len(rows))}
 	for i, r := range rows {
-		out.Movements[i] = Movement{EventID: r.EventID, SKU: r.SKU, Delta: r.Delta, Kind: string(r.Kind), CreatedAt: r.CreatedAt.UTC()}
+		out.Movements[i] = inventoryapi.Movement{EventID: r.EventID, SKU: r.SKU, Delta: r.Delta, Kind: string(r.Kind), CreatedAt: r.CreatedAt.UTC()}
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// lines answers no lines as [], never null.
-func lines(ls []inventory.Line) []inventory.Line {
-	if ls == nil {
-		return []inventory.Line{}
+// lines converts the domain's lines, and answers no lines as [], never
+// null.
+func lines(ls []inventory.Line) []inventoryapi.Line {
+	out := make([]inventoryapi.Line, len(ls))
+	for i, l := range ls {
+		out[i] = inventoryapi.Line{SKU: l.SKU, Quantity: l.Quantity}
 	}
-	return ls
+	return out
 }
 
 // MapError is the one place inventory errors become HTTP answers.

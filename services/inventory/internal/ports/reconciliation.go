@@ -2,28 +2,13 @@ package ports
 
 import (
 	"context"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
 )
-
-// ReconciliationView is inventory's view of one order for the
-// reconciliation service: its state, what it deducted and what refunds
-// brought back, when that last changed (absent for NONE), and the
-// consumer's facts.
-type ReconciliationView struct {
-	OrderID   string           `json:"orderId"`
-	Status    string           `json:"status"`
-	Reason    string           `json:"reason"`
-	Items     []inventory.Line `json:"items"`
-	Restocked []inventory.Line `json:"restocked"`
-	UpdatedAt *time.Time       `json:"updatedAt,omitempty"`
-	admin.ConsumerFacts
-}
 
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
@@ -37,9 +22,9 @@ func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *
 	})
 }
 
-func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) inventoryapi.ReconciliationView {
 	rec := recs[orderID]
-	v := ReconciliationView{OrderID: orderID, Status: string(rec.Status), Reason: rec.Reason,
+	v := inventoryapi.ReconciliationView{OrderID: orderID, Status: string(rec.Status), Reason: rec.Reason,
 		Items: lines(rec.Items), Restocked: lines(rec.Restocked), ConsumerFacts: facts}
 	if !rec.UpdatedAt.IsZero() {
 		v.UpdatedAt = &rec.UpdatedAt

@@ -5,33 +5,17 @@ package ports
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
 )
 
 // Store is what the handlers read.
 type Store interface {
 	List(ctx context.Context, orderID string) ([]notification.Sent, error)
-}
-
-// Item is one notification in ListResponse.
-type Item struct {
-	EventID   string    `json:"eventId"`
-	Kind      string    `json:"kind"`
-	Channel   string    `json:"channel"`
-	Body      string    `json:"body"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// ListResponse answers GET /notifications?orderId=.
-type ListResponse struct {
-	OrderID string `json:"orderId"`
-	Count   int    `json:"count"`
-	Items   []Item `json:"items"`
 }
 
 type handlers struct {
@@ -53,9 +37,9 @@ func (h handlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := ListResponse{OrderID: orderID, Count: len(sent), Items: make([]Item, len(sent))}
+	out := notificationapi.ListResponse{OrderID: orderID, Count: len(sent), Items: make([]notificationapi.Item, len(sent))}
 	for i, n := range sent {
-		out.Items[i] = Item{EventID: n.EventID, Kind: string(n.Kind), Channel: n.Channel, Body: n.Body,
+		out.Items[i] = notificationapi.Item{EventID: n.EventID, Kind: string(n.Kind), Channel: n.Channel, Body: n.Body,
 			CreatedAt: n.CreatedAt.UTC()}
 	}
 	return c.JSON(http.StatusOK, out)

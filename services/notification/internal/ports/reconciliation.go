@@ -2,31 +2,14 @@ package ports
 
 import (
 	"context"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/domain/notification"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
 )
-
-// ReconciledNotification is one notification in a ReconciliationView:
-// which event it told the customer of, and when.
-type ReconciledNotification struct {
-	EventID   string    `json:"eventId"`
-	Kind      string    `json:"kind"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// ReconciliationView is the notification service's view of one order for
-// the reconciliation service: the notifications sent, oldest first, and
-// the consumer's facts.
-type ReconciliationView struct {
-	OrderID       string                   `json:"orderId"`
-	Notifications []ReconciledNotification `json:"notifications"`
-	admin.ConsumerFacts
-}
 
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
@@ -40,11 +23,11 @@ func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *
 	})
 }
 
-func reconciliationView(orderID string, sent map[string][]notification.Sent, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, sent map[string][]notification.Sent, facts admin.ConsumerFacts) notificationapi.ReconciliationView {
 	ns := sent[orderID]
-	v := ReconciliationView{OrderID: orderID, Notifications: make([]ReconciledNotification, len(ns)), ConsumerFacts: facts}
+	v := notificationapi.ReconciliationView{OrderID: orderID, Notifications: make([]notificationapi.ReconciledNotification, len(ns)), ConsumerFacts: facts}
 	for i, n := range ns {
-		v.Notifications[i] = ReconciledNotification{EventID: n.EventID, Kind: string(n.Kind), CreatedAt: n.CreatedAt}
+		v.Notifications[i] = notificationapi.ReconciledNotification{EventID: n.EventID, Kind: string(n.Kind), CreatedAt: n.CreatedAt}
 	}
 	return v
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 )
 
 // FailPointAfterCommit fires in the callback handler after the callback's
@@ -124,51 +125,27 @@ func (h *Handler) Register(srv *httpapi.Server, adminGroup *echo.Group) {
 	adminGroup.POST("/reconciliation/unknown-orders", h.unknown)
 }
 
-// result answers the order commands: SUCCESS or a named rejection, and
-// where the order stands.
-type result struct {
-	BusinessCode string       `json:"businessCode"`
-	Message      string       `json:"message,omitempty"`
-	OrderID      string       `json:"orderId,omitempty"`
-	Status       order.Status `json:"status"`
-	Version      int64        `json:"version"`
-	Amount       *event.Money `json:"amount,omitempty"`
-	RefundID     string       `json:"refundId,omitempty"`
-}
-
-// lineView is goods a refund returns.
-type lineView struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
-}
-
-func lineViews(ls []order.Line) []lineView {
-	out := make([]lineView, len(ls))
+func lineViews(ls []order.Line) []orderapi.LineView {
+	out := make([]orderapi.LineView, len(ls))
 	for i, l := range ls {
-		out[i] = lineView{SKU: l.SKU, Quantity: l.Quantity}
+		out[i] = orderapi.LineView{SKU: l.SKU, Quantity: l.Quantity}
 	}
 	return out
 }
 
-// refundView is one refund of an order, or one payment it returned.
-type refundView struct {
-	RefundID  string             `json:"refundId"`
-	Kind      order.RefundKind   `json:"kind"`
-	PaymentID string             `json:"paymentId"`
-	Amount    event.Money        `json:"amount"`
-	Currency  string             `json:"currency"`
-	Items     []lineView         `json:"items"`
-	Status    order.RefundStatus `json:"status"`
-	Reason    string             `json:"reason,omitempty"`
-	// RequestedBy is the operator who asked; absent for the customer.
-	RequestedBy string `json:"requestedBy,omitempty"`
+func refundViews(rs []order.Refund) []orderapi.RefundView {
+	out := make([]orderapi.RefundView, len(rs))
+	for i, r := range rs {
+		out[i] = orderapi.RefundView{RefundID: r.ID, Kind: string(r.Kind), PaymentID: r.PaymentID, Amount: event.NewMoney(r.Amount),
+			Currency: r.Currency, Items: lineViews(r.Items), Status: string(r.Status), Reason: r.Reason, RequestedBy: r.RequestedBy}
+	}
+	return out
 }
 
-func refundViews(rs []order.Refund) []refundView {
-	out := make([]refundView, len(rs))
-	for i, r := range rs {
-		out[i] = refundView{RefundID: r.ID, Kind: r.Kind, PaymentID: r.PaymentID, Amount: event.NewMoney(r.Amount),
-			Currency: r.Currency, Items: lineViews(r.Items), Status: r.Status, Reason: r.Reason, RequestedBy: r.RequestedBy}
+func itemViews(its []order.Item) []orderapi.ItemView {
+	out := make([]orderapi.ItemView, len(its))
+	for i, it := range its {
+		out[i] = orderapi.ItemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
 	}
 	return out
 }
@@ -191,11 +168,11 @@ func newID(c echo.Context, prefix string) string {
 }
 
 func (h *Handler) create(c echo.Context) error {
-	var req createRequest
+	var req orderapi.CreateRequest
 	if err := httpapi.Bind(c, &req); err != nil {
 		return err
 	}
-	o, err := req.order(func() string { return newID(c, "O-") })
+	o, err := newOrder(req, func() string { return newID(c, "O-") })
 	if err != nil {
 		return err
 	}
@@ -203,33 +180,8 @@ func (h *Handler) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, result{BusinessCode: httpapi.CodeSuccess, OrderID: stored.ID,
-		Status: stored.Status, Version: stored.Version, Amount: amount(stored.Amount)})
-}
-
-// orderView answers GET /orders/{id}; the payment service reads it before
-// accepting a payment.
-type orderView struct {
-	OrderID        string       `json:"orderId"`
-	Status         order.Status `json:"status"`
-	Version        int64        `json:"version"`
-	Amount         event.Money  `json:"amount"`
-	Currency       string       `json:"currency"`
-	CustomerID     string       `json:"customerId"`
-	Items          []itemView   `json:"items"`
-	PaymentID      string       `json:"paymentId,omitempty"`
-	RefundedAmount event.Money  `json:"refundedAmount"`
-	ReturnedItems  []lineView   `json:"returnedItems"`
-	Refunds        []refundView `json:"refunds"`
-	// Reason says why the order ended where it is (a cancellation's
-	// reason, OUT_OF_STOCK); empty otherwise.
-	Reason string `json:"reason,omitempty"`
-}
-
-type itemView struct {
-	SKU       string      `json:"sku"`
-	Quantity  int         `json:"quantity"`
-	UnitPrice event.Money `json:"unitPrice"`
+	return c.JSON(http.StatusOK, orderapi.Result{BusinessCode: httpapi.CodeSuccess, OrderID: stored.ID,
+		Status: string(stored.Status), Version: stored.Version, Amount: amount(stored.Amount)})
 }
 
 func (h *Handler) get(c echo.Context) error {
@@ -237,14 +189,11 @@ func (h *Handler) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := orderView{
-		OrderID: o.ID, Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount),
-		Currency: o.Currency, CustomerID: o.CustomerID, Items: make([]itemView, len(o.Items)),
+	v := orderapi.OrderView{
+		OrderID: o.ID, Status: string(o.Status), Version: o.Version, Amount: event.NewMoney(o.Amount),
+		Currency: o.Currency, CustomerID: o.CustomerID, Items: itemViews(o.Items),
 		PaymentID: o.PaymentID, RefundedAmount: event.NewMoney(o.RefundedAmount()),
 		ReturnedItems: lineViews(o.ReturnedItems()), Refunds: refundViews(o.Refunds), Reason: o.Reason,
-	}
-	for i, it := range o.Items {
-		v.Items[i] = itemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
 	}
 	return c.JSON(http.StatusOK, v)
 }
@@ -255,15 +204,15 @@ func (h *Handler) checkout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version, Amount: amount(o.Amount)})
+	return c.JSON(http.StatusOK, orderapi.Result{BusinessCode: code, Message: msg, Status: string(o.Status), Version: o.Version, Amount: amount(o.Amount)})
 }
 
 func (h *Handler) refund(c echo.Context) error {
-	var body refundRequest
+	var body orderapi.RefundRequest
 	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
-	req, err := body.refund(newID(c, "R-"))
+	req, err := refundOf(body, newID(c, "R-"))
 	if err != nil {
 		return err
 	}
@@ -280,7 +229,7 @@ func (h *Handler) operatorRefund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body operatorRefundRequest
+	var body orderapi.OperatorRefundRequest
 	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
@@ -288,22 +237,12 @@ func (h *Handler) operatorRefund(c echo.Context) error {
 	if id == "" {
 		id = "R-" + uuid.NewString()
 	}
-	req, err := body.refund(id)
+	req, err := refundOf(body.RefundRequest, id)
 	if err != nil {
 		return err
 	}
 	req.Reason, req.RequestedBy = body.Reason, operator
 	return h.requestRefund(c, req)
-}
-
-// fenceAnswer answers POST /admin/orders/{id}/version: the order's status
-// and version after the fence, and who asked.
-type fenceAnswer struct {
-	BusinessCode string       `json:"businessCode"`
-	OrderID      string       `json:"orderId"`
-	Status       order.Status `json:"status"`
-	Version      int64        `json:"version"`
-	FencedBy     string       `json:"fencedBy"`
 }
 
 // fenceVersion answers POST /admin/orders/{id}/version {"atLeast": n}: the
@@ -318,7 +257,7 @@ func (h *Handler) fenceVersion(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body fenceRequest
+	var body orderapi.FenceRequest
 	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
@@ -329,7 +268,7 @@ func (h *Handler) fenceVersion(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, fenceAnswer{BusinessCode: httpapi.CodeSuccess, OrderID: o.ID, Status: o.Status, Version: o.Version,
+	return c.JSON(http.StatusOK, orderapi.FenceAnswer{BusinessCode: httpapi.CodeSuccess, OrderID: o.ID, Status: string(o.Status), Version: o.Version,
 		FencedBy: operator})
 }
 
@@ -340,7 +279,7 @@ func (h *Handler) requestRefund(c echo.Context, req order.RefundRequest) error {
 	if err != nil {
 		return err
 	}
-	res := result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version}
+	res := orderapi.Result{BusinessCode: code, Message: msg, Status: string(o.Status), Version: o.Version}
 	if r := o.Refund(req.ID); code == httpapi.CodeSuccess && r != nil {
 		res.RefundID, res.Amount = r.ID, amount(r.Amount)
 	}
@@ -348,7 +287,7 @@ func (h *Handler) requestRefund(c echo.Context, req order.RefundRequest) error {
 }
 
 func (h *Handler) cancel(c echo.Context) error {
-	var req cancelRequest
+	var req orderapi.CancelRequest
 	if err := httpapi.BindOptional(c, &req); err != nil {
 		return err
 	}
@@ -357,7 +296,7 @@ func (h *Handler) cancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version})
+	return c.JSON(http.StatusOK, orderapi.Result{BusinessCode: code, Message: msg, Status: string(o.Status), Version: o.Version})
 }
 
 // callback applies a payment callback. The signature is checked over the
@@ -378,11 +317,11 @@ func (h *Handler) callback(c echo.Context) error {
 		h.keys.Now(), h.keys.Window); err != nil {
 		return err
 	}
-	var req callbackRequest
+	var req orderapi.CallbackRequest
 	if err := httpapi.Decode(body, &req); err != nil {
 		return err
 	}
-	cb, err := req.callback()
+	cb, err := callbackOf(req)
 	if err != nil {
 		return err
 	}
@@ -405,7 +344,7 @@ func (h *Handler) callback(c echo.Context) error {
 			return err
 		}
 	}
-	return c.JSON(http.StatusOK, result{BusinessCode: code, Message: msg, Status: o.Status, Version: o.Version})
+	return c.JSON(http.StatusOK, orderapi.Result{BusinessCode: code, Message: msg, Status: string(o.Status), Version: o.Version})
 }
 
 // returnOf returns the order's return of the payment cb reports, if the
@@ -422,22 +361,6 @@ func returnOf(o *order.Order, cb order.Callback) *order.Refund {
 	return nil
 }
 
-// snapshot answers GET /orders/{id}/snapshot.
-type snapshot struct {
-	Order         order.Status `json:"order"`
-	OrderVersion  int64        `json:"orderVersion"`
-	Payment       string       `json:"payment"`
-	Inventory     string       `json:"inventory"`
-	PointsLedger  int          `json:"pointsLedger"`
-	Notifications int          `json:"notifications"`
-	DLQ           int          `json:"dlq"`
-	// Converged is reconciliation's verdict: every service has reached
-	// what the order's state requires (null: reconciliation unreadable).
-	Converged *bool `json:"converged"`
-	// Findings counts what reconciliation runs recorded for the order.
-	Findings int `json:"findings"`
-}
-
 // snapshot shows the order and what every other service knows about it.
 // A service that cannot be read shows "UNKNOWN" (payment, inventory) or -1
 // (counts) instead of failing the whole snapshot.
@@ -447,26 +370,10 @@ func (h *Handler) snapshot(c echo.Context) error {
 		return err
 	}
 	o, v := s.Order, s.Peers
-	return c.JSON(http.StatusOK, snapshot{
-		Order: o.Status, OrderVersion: o.Version, Payment: v.Payment, Inventory: v.Inventory,
+	return c.JSON(http.StatusOK, orderapi.Snapshot{
+		Order: string(o.Status), OrderVersion: o.Version, Payment: v.Payment, Inventory: v.Inventory,
 		PointsLedger: v.PointsLedger, Notifications: v.Notifications, DLQ: v.DLQ, Converged: v.Converged, Findings: v.Findings,
 	})
-}
-
-type eventView struct {
-	EventID          string     `json:"eventId"`
-	EventType        string     `json:"eventType"`
-	AggregateVersion int64      `json:"aggregateVersion"`
-	Status           string     `json:"status"`
-	Attempts         int        `json:"attempts"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	SentAt           *time.Time `json:"sentAt,omitempty"`
-}
-
-type eventsView struct {
-	OrderID string      `json:"orderId"`
-	Count   int         `json:"count"`
-	Events  []eventView `json:"events"`
 }
 
 // events lists the order's outbox rows, so a drill can see which events
@@ -477,9 +384,9 @@ func (h *Handler) events(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := eventsView{OrderID: id, Count: len(records), Events: make([]eventView, len(records))}
+	out := orderapi.EventsView{OrderID: id, Count: len(records), Events: make([]orderapi.EventView, len(records))}
 	for i, r := range records {
-		out.Events[i] = eventView{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
+		out.Events[i] = orderapi.EventView{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
 			Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt, SentAt: r.SentAt}
 	}
 	return c.JSON(http.StatusOK, out)

@@ -9,78 +9,24 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/app"
-	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 )
 
 // DefaultPageLimit is how many orders GET /admin/reconciliation/orders
 // answers when the request names no limit.
 const DefaultPageLimit = 500
 
-// ReconciliationView is the order service's view of one order for the
-// reconciliation service, which compares it with what every other service
-// knows of the order. Found is false for an order the service never saw,
-// and then the view holds nothing else.
-type ReconciliationView struct {
-	OrderID string `json:"orderId"`
-	Found   bool   `json:"found"`
-	*ReconciledOrder
-}
-
-// ReconciledOrder is what a ReconciliationView holds of a stored order:
-// the order as GET /orders/{id} shows it, when it was created and last
-// changed, and its outbox rows, oldest first.
-type ReconciledOrder struct {
-	Status         order.Status   `json:"status"`
-	Version        int64          `json:"version"`
-	Amount         event.Money    `json:"amount"`
-	Currency       string         `json:"currency"`
-	CustomerID     string         `json:"customerId"`
-	Items          []itemView     `json:"items"`
-	PaymentID      string         `json:"paymentId"`
-	RefundedAmount event.Money    `json:"refundedAmount"`
-	ReturnedItems  []lineView     `json:"returnedItems"`
-	Refunds        []refundView   `json:"refunds"`
-	CreatedAt      time.Time      `json:"createdAt"`
-	UpdatedAt      time.Time      `json:"updatedAt"`
-	Events         []outbox.Event `json:"events"`
-}
-
-// ReconciliationViews answers POST /admin/reconciliation/orders: one view
-// per requested id, in the request's order.
-type ReconciliationViews struct {
-	Orders []ReconciliationView `json:"orders"`
-}
-
-// ChangedViews answers GET /admin/reconciliation/orders: a page of orders
-// in the order they last changed, and where the next page starts (null
-// after the last page).
-type ChangedViews struct {
-	Orders []ReconciliationView `json:"orders"`
-	Next   *PageCursor          `json:"next"`
-}
-
-// PageCursor continues GET /admin/reconciliation/orders: the
-// changedAfter and afterId of the next request.
-type PageCursor struct {
-	ChangedAfter string `json:"changedAfter"`
-	AfterID      string `json:"afterId"`
-}
-
-func reconciliationView(rec app.Record) ReconciliationView {
+func reconciliationView(rec app.Record) orderapi.ReconciliationView {
 	o := rec.Order
-	v := &ReconciledOrder{
-		Status: o.Status, Version: o.Version, Amount: event.NewMoney(o.Amount), Currency: o.Currency,
-		CustomerID: o.CustomerID, Items: make([]itemView, len(o.Items)), PaymentID: o.PaymentID,
+	v := &orderapi.ReconciledOrder{
+		Status: string(o.Status), Version: o.Version, Amount: event.NewMoney(o.Amount), Currency: o.Currency,
+		CustomerID: o.CustomerID, Items: itemViews(o.Items), PaymentID: o.PaymentID,
 		RefundedAmount: event.NewMoney(o.RefundedAmount()), ReturnedItems: lineViews(o.ReturnedItems()),
 		Refunds: refundViews(o.Refunds), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Events: rec.Events,
 	}
-	for i, it := range o.Items {
-		v.Items[i] = itemView{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: event.NewMoney(it.UnitPrice)}
-	}
-	return ReconciliationView{OrderID: o.ID, Found: true, ReconciledOrder: v}
+	return orderapi.ReconciliationView{OrderID: o.ID, Found: true, ReconciledOrder: v}
 }
 
 // reconcile answers the views of the requested orders, read with three
@@ -94,21 +40,15 @@ func (h *Handler) reconcile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := ReconciliationViews{Orders: make([]ReconciliationView, len(ids))}
+	out := orderapi.ReconciliationViews{Orders: make([]orderapi.ReconciliationView, len(ids))}
 	for i, id := range ids {
 		if rec, ok := recs[id]; ok {
 			out.Orders[i] = reconciliationView(rec)
 		} else {
-			out.Orders[i] = ReconciliationView{OrderID: id}
+			out.Orders[i] = orderapi.ReconciliationView{OrderID: id}
 		}
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// UnknownOrders answers POST /admin/reconciliation/unknown-orders: those
-// of the requested ids the service does not know, in the request's order.
-type UnknownOrders struct {
-	OrderIDs []string `json:"orderIds"`
 }
 
 // unknown answers which of the requested orders the service never saw,
@@ -123,7 +63,7 @@ func (h *Handler) unknown(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, UnknownOrders{OrderIDs: unknown})
+	return c.JSON(http.StatusOK, orderapi.UnknownOrders{OrderIDs: unknown})
 }
 
 // changed answers a page of the orders that changed in a window, so a
@@ -137,13 +77,13 @@ func (h *Handler) changed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := ChangedViews{Orders: make([]ReconciliationView, len(recs))}
+	out := orderapi.ChangedViews{Orders: make([]orderapi.ReconciliationView, len(recs))}
 	for i, rec := range recs {
 		out.Orders[i] = reconciliationView(rec)
 	}
 	if len(recs) == p.Limit {
 		last := recs[len(recs)-1]
-		out.Next = &PageCursor{ChangedAfter: last.UpdatedAt.Format(time.RFC3339Nano), AfterID: last.Order.ID}
+		out.Next = &orderapi.PageCursor{ChangedAfter: last.UpdatedAt.Format(time.RFC3339Nano), AfterID: last.Order.ID}
 	}
 	return c.JSON(http.StatusOK, out)
 }

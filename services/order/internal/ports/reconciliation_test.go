@@ -15,6 +15,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 )
 
 var auth = map[string]string{"Authorization": "Bearer " + adminToken, "X-Operator": "ops"}
@@ -221,18 +222,7 @@ func TestReconciliationViewsRefuseBadRequests(t *testing.T) {
 }
 
 // page is one answer of GET /admin/reconciliation/orders.
-type page struct {
-	Orders []struct {
-		OrderID   string `json:"orderId"`
-		Found     bool   `json:"found"`
-		Status    string `json:"status"`
-		UpdatedAt string `json:"updatedAt"`
-	} `json:"orders"`
-	Next *struct {
-		ChangedAfter string `json:"changedAfter"`
-		AfterID      string `json:"afterId"`
-	} `json:"next"`
-}
+type page orderapi.ChangedViews
 
 func (e *env) page(query url.Values) (page, string) {
 	e.t.Helper()
@@ -270,11 +260,11 @@ func TestChangedOrdersPages(t *testing.T) {
 	if fmt.Sprint(first.ids()) != "[O-a O-b]" || first.Next == nil || first.Next.ChangedAfter != updatedB || first.Next.AfterID != "O-b" {
 		t.Fatalf("first page %s, want O-a, O-b and next = (%s, O-b)", raw, updatedB)
 	}
-	if first.Orders[0].UpdatedAt != updatedA || !first.Orders[0].Found || first.Orders[0].Status != "CREATED" {
+	if stamp(first.Orders[0].UpdatedAt) != updatedA || !first.Orders[0].Found || first.Orders[0].Status != "CREATED" {
 		t.Fatalf("first page's O-a: %s", raw)
 	}
 	second, raw := e.page(url.Values{"limit": {"2"}, "changedAfter": {first.Next.ChangedAfter}, "afterId": {first.Next.AfterID}})
-	if fmt.Sprint(second.ids()) != "[O-c]" || second.Next != nil || second.Orders[0].Status != "PENDING_PAYMENT" || second.Orders[0].UpdatedAt != updatedC {
+	if fmt.Sprint(second.ids()) != "[O-c]" || second.Next != nil || second.Orders[0].Status != "PENDING_PAYMENT" || stamp(second.Orders[0].UpdatedAt) != updatedC {
 		t.Fatalf("second page %s, want O-c alone and next null", raw)
 	}
 	if !strings.Contains(raw, `"next":null`) {

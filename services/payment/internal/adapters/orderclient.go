@@ -11,12 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/service"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -64,16 +63,6 @@ func NewOrderClient(client *http.Client, baseURL, adminToken string) *OrderClien
 	return &OrderClient{http: client, baseURL: strings.TrimRight(baseURL, "/"), adminToken: adminToken}
 }
 
-// orderView is the part of GET /orders/{id} the payment service needs.
-type orderView struct {
-	OrderID   string `json:"orderId"`
-	Status    string `json:"status"`
-	Version   int64  `json:"version"`
-	Amount    string `json:"amount"`
-	Currency  string `json:"currency"`
-	PaymentID string `json:"paymentId"`
-}
-
 // Order returns the order orderID, or an error wrapping
 // payment.ErrOrderNotFound when the order service does not know it.
 func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order, error) {
@@ -99,20 +88,19 @@ func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order,
 	case resp.StatusCode != http.StatusOK:
 		return payment.Order{}, fmt.Errorf("look up order %s: order service answered %s", orderID, resp.Status)
 	}
-	var v orderView
+	var v orderapi.OrderView
 	if err := json.Unmarshal(body, &v); err != nil {
 		return payment.Order{}, fmt.Errorf("look up order %s: decode answer: %w", orderID, err)
 	}
-	amount, err := decimal.NewFromString(v.Amount)
-	if err != nil {
-		return payment.Order{}, fmt.Errorf("look up order %s: amount %q: %w", orderID, v.Amount, err)
-	}
-	return payment.Order{ID: v.OrderID, Status: v.Status, Version: v.Version, Amount: amount, Currency: v.Currency,
+	return payment.Order{ID: v.OrderID, Status: v.Status, Version: v.Version, Amount: v.Amount.Decimal, Currency: v.Currency,
 		PaymentID: v.PaymentID}, nil
 }
 
 // OperatorRefund is an operator's refund of a payment the order holds, as
-// the order service records it (POST /admin/orders/{id}/refunds).
+// the payment service forwards it to the order service (POST
+// /admin/orders/{id}/refunds, whose body is orderapi.OperatorRefundRequest).
+// Its items travel as the operator sent them, unparsed, so the order
+// service is the one to judge them and name what is wrong.
 type OperatorRefund struct {
 	RefundID string          `json:"refundId,omitempty"`
 	Amount   *string         `json:"amount,omitempty"`
@@ -122,29 +110,19 @@ type OperatorRefund struct {
 	Operator string `json:"-"`
 }
 
-// OrderAnswer is the order service's answer to an operator's refund.
-type OrderAnswer struct {
-	BusinessCode string `json:"businessCode"`
-	Message      string `json:"message"`
-	Status       string `json:"status"`
-	Version      int64  `json:"version"`
-	RefundID     string `json:"refundId"`
-	Amount       string `json:"amount"`
-}
-
 // RequestRefund asks the order service to record r on order orderID, with
 // the admin token, so the order, not the payment service alone, keeps the
 // books of every refund of the money it holds. A 400 is returned as an
 // *httpapi.Error carrying the order service's businessCode and message.
 // The client's timeout bounds the call.
-func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r OperatorRefund) (OrderAnswer, error) {
+func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r OperatorRefund) (orderapi.Result, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		return OrderAnswer{}, fmt.Errorf("encode refund of order %s: %w", orderID, err)
+		return orderapi.Result{}, fmt.Errorf("encode refund of order %s: %w", orderID, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/admin/orders/"+url.PathEscape(orderID)+"/refunds", bytes.NewReader(body))
 	if err != nil {
-		return OrderAnswer{}, fmt.Errorf("refund request: %w", err)
+		return orderapi.Result{}, fmt.Errorf("refund request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -154,25 +132,25 @@ func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r Opera
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return OrderAnswer{}, fmt.Errorf("refund of order %s at the order service: %w", orderID, err)
+		return orderapi.Result{}, fmt.Errorf("refund of order %s at the order service: %w", orderID, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return OrderAnswer{}, fmt.Errorf("refund of order %s: read answer: %w", orderID, err)
+		return orderapi.Result{}, fmt.Errorf("refund of order %s: read answer: %w", orderID, err)
 	}
 	if resp.StatusCode == http.StatusBadRequest {
 		var e httpapi.ErrorBody
 		if json.Unmarshal(raw, &e) == nil && e.BusinessCode != "" {
-			return OrderAnswer{}, &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: e.BusinessCode, Message: e.Message}
+			return orderapi.Result{}, &httpapi.Error{Status: http.StatusBadRequest, BusinessCode: e.BusinessCode, Message: e.Message}
 		}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return OrderAnswer{}, fmt.Errorf("refund of order %s: order service answered %s: %s", orderID, resp.Status, bytes.TrimSpace(raw))
+		return orderapi.Result{}, fmt.Errorf("refund of order %s: order service answered %s: %s", orderID, resp.Status, bytes.TrimSpace(raw))
 	}
-	var a OrderAnswer
+	var a orderapi.Result
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return OrderAnswer{}, fmt.Errorf("refund of order %s: decode answer: %w", orderID, err)
+		return orderapi.Result{}, fmt.Errorf("refund of order %s: decode answer: %w", orderID, err)
 	}
 	return a, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
@@ -40,8 +41,8 @@ func (memOrders) Order(_ context.Context, id string) (payment.Order, error) {
 
 // RequestRefund records an operator's refund of O-PAID as the order
 // service answers it.
-func (memOrders) RequestRefund(_ context.Context, _ string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
-	return adapters.OrderAnswer{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
+func (memOrders) RequestRefund(_ context.Context, _ string, r adapters.OperatorRefund) (orderapi.Result, error) {
+	return orderapi.Result{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
 }
 
 // memPayments holds O-PAID's payment of 80.00 CNY.

@@ -17,6 +17,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // Business codes of the payment API besides httpapi's shared ones.
@@ -60,32 +61,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/payments/orders/:orderId", h.get)
 }
 
-// PayRequest is the body of POST /payments. Amount is kept raw so that a
-// number instead of a decimal string gets a precise answer.
-type PayRequest struct {
-	OrderID  string          `json:"orderId"`
-	Amount   json.RawMessage `json:"amount"`
-	Currency string          `json:"currency"`
-}
-
-// PayResponse answers an accepted POST /payments.
-type PayResponse struct {
-	BusinessCode string `json:"businessCode"`
-	PaymentID    string `json:"paymentId"`
-}
-
-// PaymentView answers GET /payments/orders/{orderId}.
-type PaymentView struct {
-	OrderID   string `json:"orderId"`
-	PaymentID string `json:"paymentId"`
-	Status    string `json:"status"`
-	Amount    string `json:"amount"`
-	Refunded  string `json:"refunded"`
-	Currency  string `json:"currency"`
-}
-
 func (h *Handler) pay(c echo.Context) error {
-	var body PayRequest
+	var body paymentapi.PayRequest
 	if err := httpapi.Bind(c, &body); err != nil {
 		return err
 	}
@@ -151,7 +128,7 @@ func paid(c echo.Context, p payment.Payment, req payment.Request) error {
 	if err := p.Matches(req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, PayResponse{BusinessCode: httpapi.CodeSuccess, PaymentID: p.ID})
+	return c.JSON(http.StatusOK, paymentapi.PayResponse{BusinessCode: httpapi.CodeSuccess, PaymentID: p.ID})
 }
 
 // amountText unwraps the JSON string of amount.
@@ -171,7 +148,7 @@ func (h *Handler) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, PaymentView{
+	return c.JSON(http.StatusOK, paymentapi.PaymentView{
 		OrderID:   p.OrderID,
 		PaymentID: p.ID,
 		Status:    string(p.Status),

@@ -24,9 +24,11 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // fakeOrders stands in for the order service, which runs in another process.
@@ -54,11 +56,11 @@ func (f *fakeOrders) Order(_ context.Context, orderID string) (payment.Order, er
 
 // RequestRefund records an operator's refund as the order service would:
 // it answers SUCCESS and REFUNDING, and keeps what it was asked.
-func (f *fakeOrders) RequestRefund(_ context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error) {
+func (f *fakeOrders) RequestRefund(_ context.Context, orderID string, r adapters.OperatorRefund) (orderapi.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refunds = append(f.refunds, forwarded{orderID: orderID, refund: r})
-	return adapters.OrderAnswer{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
+	return orderapi.Result{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
 }
 
 // forwarded is an operator's refund the payment service forwarded.
@@ -370,7 +372,7 @@ func TestPayConcurrently(t *testing.T) {
 				return
 			}
 			defer resp.Body.Close()
-			var body ports.PayResponse
+			var body paymentapi.PayResponse
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				codes[i] = err.Error()
 				return

@@ -2,86 +2,26 @@ package ports
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // Refunds executes an operator's refund through the service's refund path.
 type Refunds interface {
 	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
 	RefundPayment(ctx context.Context, req payment.RefundRequest) (app.RefundOutcome, error)
-}
-
-// ReconciliationView is the payment service's view of one order for the
-// reconciliation service: its payment (null if none), the refunds ledger,
-// the callbacks to the order service and the refund consumer's facts.
-type ReconciliationView struct {
-	OrderID string             `json:"orderId"`
-	Payment *ReconciledPayment `json:"payment"`
-	Refunds []ReconciledRefund `json:"refunds"`
-	Outbox  []outbox.Event     `json:"outbox"`
-	admin.ConsumerFacts
-}
-
-// ReconciledPayment is an order's payment in a ReconciliationView.
-type ReconciledPayment struct {
-	PaymentID string      `json:"paymentId"`
-	Amount    event.Money `json:"amount"`
-	Currency  string      `json:"currency"`
-	Status    string      `json:"status"`
-	Refunded  event.Money `json:"refunded"`
-	CreatedAt time.Time   `json:"createdAt"`
-	UpdatedAt time.Time   `json:"updatedAt"`
-}
-
-// ReconciledRefund is one entry of the refunds ledger in a
-// ReconciliationView; Reason says why a REJECTED one was.
-type ReconciledRefund struct {
-	RefundID  string      `json:"refundId"`
-	Amount    event.Money `json:"amount"`
-	Currency  string      `json:"currency"`
-	Status    string      `json:"status"`
-	Reason    string      `json:"reason"`
-	CreatedAt time.Time   `json:"createdAt"`
-}
-
-// RefundBody is the body of POST /admin/payments/orders/{orderId}/refunds.
-// Amount is kept raw so that a number instead of a decimal string gets a
-// precise answer.
-type RefundBody struct {
-	RefundID string          `json:"refundId"`
-	Amount   json.RawMessage `json:"amount"`
-	// Items are the goods returned with a refund of a payment the order
-	// holds, as the order service's refunds take them.
-	Items  json.RawMessage `json:"items"`
-	Reason string          `json:"reason"`
-}
-
-// RefundResponse answers an operator's refund: SUCCEEDED or REJECTED, and
-// for a rejection why (NO_PAYMENT, REFUND_EXCEEDS_PAYMENT, ...).
-type RefundResponse struct {
-	BusinessCode string `json:"businessCode"`
-	RefundID     string `json:"refundId"`
-	Status       string `json:"status"`
-	Reason       string `json:"reason"`
-	// Message, Amount and OrderStatus are the order service's answer to a
-	// refund it recorded (Status REQUESTED) or refused.
-	Message     string `json:"message,omitempty"`
-	Amount      string `json:"amount,omitempty"`
-	OrderStatus string `json:"orderStatus,omitempty"`
 }
 
 // RegisterReconciliation adds to the admin group POST
@@ -96,15 +36,15 @@ func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *
 	})
 }
 
-func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) paymentapi.ReconciliationView {
 	rec := recs[orderID]
-	v := ReconciliationView{OrderID: orderID, Refunds: make([]ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
+	v := paymentapi.ReconciliationView{OrderID: orderID, Refunds: make([]paymentapi.ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
 	if p := rec.Payment; p != nil {
-		v.Payment = &ReconciledPayment{PaymentID: p.ID, Amount: event.NewMoney(p.Amount), Currency: p.Currency,
+		v.Payment = &paymentapi.ReconciledPayment{PaymentID: p.ID, Amount: event.NewMoney(p.Amount), Currency: p.Currency,
 			Status: string(p.Status), Refunded: event.NewMoney(p.Refunded), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	}
 	for i, r := range rec.Refunds {
-		v.Refunds[i] = ReconciledRefund{RefundID: r.RefundID, Amount: event.NewMoney(r.Amount), Currency: r.Currency,
+		v.Refunds[i] = paymentapi.ReconciledRefund{RefundID: r.RefundID, Amount: event.NewMoney(r.Amount), Currency: r.Currency,
 			Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt}
 	}
 	return v
@@ -115,7 +55,7 @@ func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, fa
 // recorded by it.
 type OperatorOrders interface {
 	Order(ctx context.Context, orderID string) (payment.Order, error)
-	RequestRefund(ctx context.Context, orderID string, r adapters.OperatorRefund) (adapters.OrderAnswer, error)
+	RequestRefund(ctx context.Context, orderID string, r adapters.OperatorRefund) (orderapi.Result, error)
 }
 
 // StatusRequested is the status of an operator's refund the order service
@@ -150,7 +90,7 @@ func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 		if err != nil {
 			return err
 		}
-		var body RefundBody
+		var body paymentapi.RefundBody
 		if err := httpapi.Bind(c, &body); err != nil {
 			return err
 		}
@@ -190,7 +130,7 @@ func RegisterRefunds(g *echo.Group, refunds Refunds, orders OperatorOrders) {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, RefundResponse{BusinessCode: httpapi.CodeSuccess, RefundID: body.RefundID,
+		return c.JSON(http.StatusOK, paymentapi.RefundResponse{BusinessCode: httpapi.CodeSuccess, RefundID: body.RefundID,
 			Status: out.Status, Reason: out.Reason})
 	})
 }
@@ -216,7 +156,7 @@ func heldByOrder(ctx context.Context, refunds Refunds, orders OperatorOrders, or
 }
 
 // forwardRefund has the order service record the operator's refund.
-func forwardRefund(c echo.Context, orders OperatorOrders, orderID string, body RefundBody, operator string) error {
+func forwardRefund(c echo.Context, orders OperatorOrders, orderID string, body paymentapi.RefundBody, operator string) error {
 	r := adapters.OperatorRefund{RefundID: body.RefundID, Items: body.Items, Reason: body.Reason, Operator: operator}
 	if len(body.Amount) > 0 {
 		text, err := amountText(body.Amount)
@@ -229,8 +169,10 @@ func forwardRefund(c echo.Context, orders OperatorOrders, orderID string, body R
 	if err != nil {
 		return err
 	}
-	res := RefundResponse{BusinessCode: a.BusinessCode, RefundID: a.RefundID, Message: a.Message, Amount: a.Amount,
-		OrderStatus: a.Status}
+	res := paymentapi.RefundResponse{BusinessCode: a.BusinessCode, RefundID: a.RefundID, Message: a.Message, OrderStatus: a.Status}
+	if a.Amount != nil {
+		res.Amount = a.Amount.String()
+	}
 	if a.BusinessCode == httpapi.CodeSuccess {
 		res.Status = StatusRequested
 	}

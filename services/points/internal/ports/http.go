@@ -5,11 +5,11 @@ package ports
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 )
 
 // Store is what the handlers read.
@@ -18,31 +18,6 @@ type Store interface {
 	Balance(ctx context.Context, customerID string) (int64, error)
 	// State is the order's points state (NONE for an order never seen).
 	State(ctx context.Context, orderID string) (points.State, error)
-}
-
-// Entry is one ledger entry in OrderResponse.
-type Entry struct {
-	EventID   string    `json:"eventId"`
-	Type      string    `json:"type"`
-	Points    int64     `json:"points"`
-	Amount    string    `json:"amount"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// OrderResponse answers GET /points/orders/{orderId}. Status names where
-// the order stands (EARNED, PARTIALLY_REVERSED, REVERSED), which the
-// entries alone leave to arithmetic.
-type OrderResponse struct {
-	OrderID string  `json:"orderId"`
-	Status  string  `json:"status"`
-	Count   int     `json:"count"`
-	Entries []Entry `json:"entries"`
-}
-
-// BalanceResponse answers GET /points/customers/{customerId}.
-type BalanceResponse struct {
-	CustomerID string `json:"customerId"`
-	Balance    int64  `json:"balance"`
 }
 
 type handlers struct {
@@ -67,15 +42,15 @@ func (h handlers) order(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := OrderResponse{OrderID: orderID, Status: string(state), Count: len(entries), Entries: make([]Entry, len(entries))}
+	out := pointsapi.OrderResponse{OrderID: orderID, Status: string(state), Count: len(entries), Entries: make([]pointsapi.Entry, len(entries))}
 	for i, e := range entries {
 		out.Entries[i] = entry(e)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-func entry(e points.LedgerEntry) Entry {
-	return Entry{EventID: e.EventID, Type: string(e.Type), Points: e.Points,
+func entry(e points.LedgerEntry) pointsapi.Entry {
+	return pointsapi.Entry{EventID: e.EventID, Type: string(e.Type), Points: e.Points,
 		Amount: e.Amount.StringFixed(2), CreatedAt: e.CreatedAt.UTC()}
 }
 
@@ -85,5 +60,5 @@ func (h handlers) balance(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, BalanceResponse{CustomerID: customerID, Balance: n})
+	return c.JSON(http.StatusOK, pointsapi.BalanceResponse{CustomerID: customerID, Balance: n})
 }

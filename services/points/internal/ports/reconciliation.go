@@ -8,17 +8,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 )
-
-// ReconciliationView is the points service's view of one order for the
-// reconciliation service: its ledger entries, in the order they were
-// applied (their points add up to what the order is worth,
-// rules.PointsFor), and the consumer's facts.
-type ReconciliationView struct {
-	OrderID string  `json:"orderId"`
-	Entries []Entry `json:"entries"`
-	admin.ConsumerFacts
-}
 
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
@@ -32,9 +23,9 @@ func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *
 	})
 }
 
-func reconciliationView(orderID string, entries map[string][]points.LedgerEntry, facts admin.ConsumerFacts) ReconciliationView {
+func reconciliationView(orderID string, entries map[string][]points.LedgerEntry, facts admin.ConsumerFacts) pointsapi.ReconciliationView {
 	es := entries[orderID]
-	v := ReconciliationView{OrderID: orderID, Entries: make([]Entry, len(es)), ConsumerFacts: facts}
+	v := pointsapi.ReconciliationView{OrderID: orderID, Entries: make([]pointsapi.Entry, len(es)), ConsumerFacts: facts}
 	for i, e := range es {
 		v.Entries[i] = entry(e)
 	}

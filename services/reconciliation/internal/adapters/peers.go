@@ -20,8 +20,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/dlq"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -155,10 +161,11 @@ func RequestedBy(ctx context.Context) string {
 	return by
 }
 
-// Cursor is a position in the order service's orders, by last change.
+// Cursor is a position in the order service's orders, by last change
+// (orderapi.PageCursor, its time parsed).
 type Cursor struct {
-	ChangedAfter time.Time `json:"changedAfter"`
-	AfterID      string    `json:"afterId"`
+	ChangedAfter time.Time
+	AfterID      string
 }
 
 // ChangedOrders returns up to limit orders that changed after cursor (and
@@ -176,18 +183,22 @@ func (p *Peers) ChangedOrders(ctx context.Context, after Cursor, before time.Tim
 		q.Set("changedBefore", before.UTC().Format(time.RFC3339Nano))
 	}
 	q.Set("limit", strconv.Itoa(limit))
-	var page struct {
-		Orders []orderJSON `json:"orders"`
-		Next   *Cursor     `json:"next"`
-	}
+	var page orderapi.ChangedViews
 	if err := p.call(ctx, rec.ServiceOrder, http.MethodGet, "/admin/reconciliation/orders?"+q.Encode(), nil, &page); err != nil {
 		return nil, nil, err
 	}
 	orders := make([]rec.Order, len(page.Orders))
 	for i, v := range page.Orders {
-		orders[i] = v.order()
+		orders[i] = orderOf(v)
 	}
-	return orders, page.Next, nil
+	if page.Next == nil {
+		return orders, nil, nil
+	}
+	changedAfter, err := time.Parse(time.RFC3339Nano, page.Next.ChangedAfter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: order service's next page: changedAfter %q: %w", ErrUnavailable, page.Next.ChangedAfter, err)
+	}
+	return orders, &Cursor{ChangedAfter: changedAfter, AfterID: page.Next.AfterID}, nil
 }
 
 // EffectOrders returns up to limit of the order ids service holds effects
@@ -200,10 +211,7 @@ func (p *Peers) EffectOrders(ctx context.Context, service, after string, before 
 	}
 	q.Set("before", before.UTC().Format(time.RFC3339Nano))
 	q.Set("limit", strconv.Itoa(limit))
-	var page struct {
-		OrderIDs []string `json:"orderIds"`
-		Next     string   `json:"next"`
-	}
+	var page admin.EffectOrders
 	if err := p.call(ctx, service, http.MethodGet, "/admin/reconciliation/effects?"+q.Encode(), nil, &page); err != nil {
 		return nil, "", err
 	}
@@ -212,9 +220,7 @@ func (p *Peers) EffectOrders(ctx context.Context, service, after string, before 
 
 // Orders returns the order service's view of each id, in order.
 func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
-	var page struct {
-		Orders []orderJSON `json:"orders"`
-	}
+	var page orderapi.ReconciliationViews
 	if err := p.call(ctx, rec.ServiceOrder, http.MethodPost, "/admin/reconciliation/orders", idsBody(ids), &page); err != nil {
 		return nil, err
 	}
@@ -223,7 +229,7 @@ func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
 	}
 	orders := make([]rec.Order, len(page.Orders))
 	for i, v := range page.Orders {
-		orders[i] = v.order()
+		orders[i] = orderOf(v)
 	}
 	return orders, nil
 }
@@ -232,16 +238,14 @@ func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
 // the order given: the orphan pass's look-up, which needs no view of the
 // orders it knows.
 func (p *Peers) UnknownOrders(ctx context.Context, ids []string) ([]string, error) {
-	var out struct {
-		OrderIDs []string `json:"orderIds"`
-	}
+	var out orderapi.UnknownOrders
 	if err := p.call(ctx, rec.ServiceOrder, http.MethodPost, "/admin/reconciliation/unknown-orders", idsBody(ids), &out); err != nil {
 		return nil, err
 	}
 	return out.OrderIDs, nil
 }
 
-func idsBody(ids []string) map[string][]string { return map[string][]string{"orderIds": ids} }
+func idsBody(ids []string) admin.OrderIDsRequest { return admin.OrderIDsRequest{OrderIDs: ids} }
 
 // Facts reads what the payment, inventory, points and notification
 // services know about orders, four requests at once, and returns the facts
@@ -252,10 +256,10 @@ func (p *Peers) Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, err
 		ids[i] = o.ID
 	}
 	var (
-		payments      struct{ Orders []paymentJSON }
-		inventories   struct{ Orders []inventoryJSON }
-		points        struct{ Orders []pointsJSON }
-		notifications struct{ Orders []notificationsJSON }
+		payments      admin.ReconciliationViews[paymentapi.ReconciliationView]
+		inventories   admin.ReconciliationViews[inventoryapi.ReconciliationView]
+		points        admin.ReconciliationViews[pointsapi.ReconciliationView]
+		notifications admin.ReconciliationViews[notificationapi.ReconciliationView]
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	for service, out := range map[string]any{rec.ServicePayment: &payments, rec.ServiceInventory: &inventories,
@@ -275,8 +279,12 @@ func (p *Peers) Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, err
 	}
 	facts := make([]rec.Facts, len(orders))
 	for i, o := range orders {
-		facts[i] = rec.Facts{Order: o, Payment: payments.Orders[i].payment(), Inventory: inventories.Orders[i].inventory(),
-			Points: points.Orders[i].points(), Notifications: notifications.Orders[i].notifications()}
+		pts, err := pointsOf(points.Orders[i])
+		if err != nil {
+			return nil, err
+		}
+		facts[i] = rec.Facts{Order: o, Payment: paymentOf(payments.Orders[i]), Inventory: inventoryOf(inventories.Orders[i]),
+			Points: pts, Notifications: notificationsOf(notifications.Orders[i])}
 	}
 	return facts, nil
 }
@@ -284,11 +292,8 @@ func (p *Peers) Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, err
 // Refund asks the payment service to refund amount of the order's payment
 // under refundID (idempotent per refundID), and returns what became of it.
 func (p *Peers) Refund(ctx context.Context, orderID, refundID string, amount decimal.Decimal, reason string) (string, error) {
-	var out struct {
-		Status string `json:"status"`
-		Reason string `json:"reason"`
-	}
-	body := map[string]any{"refundId": refundID, "amount": event.NewMoney(amount), "reason": reason}
+	var out paymentapi.RefundResponse
+	body := paymentapi.RefundBody{RefundID: refundID, Amount: paymentapi.Amount(money(amount)), Reason: reason}
 	if err := p.call(ctx, rec.ServicePayment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds", body, &out); err != nil {
 		return "", err
 	}
@@ -302,9 +307,7 @@ func (p *Peers) Refund(ctx context.Context, orderID, refundID string, amount dec
 // relay sends them under their original event ids.
 func (p *Peers) Republish(ctx context.Context, service string, eventIDs []string) (string, error) {
 	for _, id := range eventIDs {
-		var out struct {
-			Status string `json:"status"`
-		}
+		var out outbox.Status
 		if err := p.call(ctx, service, http.MethodPost, "/admin/outbox/"+url.PathEscape(id)+"/republish", nil, &out); err != nil {
 			return "", err
 		}
@@ -314,10 +317,7 @@ func (p *Peers) Republish(ctx context.Context, service string, eventIDs []string
 
 // Replay replays a dead letter of service and returns the replay's outcome.
 func (p *Peers) Replay(ctx context.Context, service string, deadLetterID int64) (string, error) {
-	var out struct {
-		Outcome string `json:"outcome"`
-		EventID string `json:"eventId"`
-	}
+	var out dlq.ReplayResult
 	if err := p.call(ctx, service, http.MethodPost, "/admin/dlq/"+strconv.FormatInt(deadLetterID, 10)+"/replay", nil, &out); err != nil {
 		return "", err
 	}
@@ -328,11 +328,8 @@ func (p *Peers) Replay(ctx context.Context, service string, deadLetterID int64) 
 // atLeast (POST /admin/orders/{id}/version), and returns where the order
 // stands after it.
 func (p *Peers) Fence(ctx context.Context, orderID string, atLeast int64) (string, error) {
-	var out struct {
-		Status  string `json:"status"`
-		Version int64  `json:"version"`
-	}
-	body := map[string]int64{"atLeast": atLeast}
+	var out orderapi.FenceAnswer
+	body := orderapi.FenceRequest{AtLeast: &atLeast}
 	if err := p.call(ctx, rec.ServiceOrder, http.MethodPost, "/admin/orders/"+url.PathEscape(orderID)+"/version", body, &out); err != nil {
 		return "", err
 	}

@@ -1,21 +1,26 @@
 package adapters
 
 import (
-	"time"
+	"fmt"
 
+	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
+	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
+	"github.com/reliable-orders/fulfillment/services/order/orderapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
+	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
-// The JSON of the services' read-only reconciliation views
-// (POST /admin/reconciliation/orders on each service, README.md (API)).
+// The services' read-only reconciliation views (POST
+// /admin/reconciliation/orders on each service, README.md (API)) arrive
+// as the types of each service's contract package (orderapi, paymentapi,
+// inventoryapi, pointsapi, notificationapi); these functions turn them
+// into the facts the domain compares.
 
-type lineJSON struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
-}
-
-func linesOf(ls []lineJSON) []rec.Line {
+func linesOf(ls []orderapi.LineView) []rec.Line {
 	out := make([]rec.Line, len(ls))
 	for i, l := range ls {
 		out[i] = rec.Line{SKU: l.SKU, Quantity: l.Quantity}
@@ -23,17 +28,15 @@ func linesOf(ls []lineJSON) []rec.Line {
 	return out
 }
 
-type outboxJSON struct {
-	EventID          string    `json:"eventId"`
-	EventType        string    `json:"eventType"`
-	AggregateVersion int64     `json:"aggregateVersion"`
-	Status           string    `json:"status"`
-	Attempts         int       `json:"attempts"`
-	CreatedAt        time.Time `json:"createdAt"`
-	NextAttemptAt    time.Time `json:"nextAttemptAt"`
+func stockLinesOf(ls []inventoryapi.Line) []rec.Line {
+	out := make([]rec.Line, len(ls))
+	for i, l := range ls {
+		out[i] = rec.Line{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	return out
 }
 
-func outboxOf(rows []outboxJSON) []rec.OutboxRow {
+func outboxOf(rows []outbox.Event) []rec.OutboxRow {
 	out := make([]rec.OutboxRow, len(rows))
 	for i, r := range rows {
 		out[i] = rec.OutboxRow{EventID: r.EventID, EventType: r.EventType, AggregateVersion: r.AggregateVersion,
@@ -42,69 +45,30 @@ func outboxOf(rows []outboxJSON) []rec.OutboxRow {
 	return out
 }
 
-type orderJSON struct {
-	OrderID    string      `json:"orderId"`
-	Found      bool        `json:"found"`
-	Status     string      `json:"status"`
-	Version    int64       `json:"version"`
-	Amount     event.Money `json:"amount"`
-	Currency   string      `json:"currency"`
-	CustomerID string      `json:"customerId"`
-	Items      []struct {
-		SKU       string      `json:"sku"`
-		Quantity  int         `json:"quantity"`
-		UnitPrice event.Money `json:"unitPrice"`
-	} `json:"items"`
-	PaymentID      string      `json:"paymentId"`
-	RefundedAmount event.Money `json:"refundedAmount"`
-	ReturnedItems  []lineJSON  `json:"returnedItems"`
-	Refunds        []struct {
-		RefundID  string      `json:"refundId"`
-		Kind      string      `json:"kind"`
-		PaymentID string      `json:"paymentId"`
-		Amount    event.Money `json:"amount"`
-		Currency  string      `json:"currency"`
-		Items     []lineJSON  `json:"items"`
-		Status    string      `json:"status"`
-		Reason    string      `json:"reason"`
-	} `json:"refunds"`
-	UpdatedAt time.Time    `json:"updatedAt"`
-	Events    []outboxJSON `json:"events"`
-}
-
-func (v orderJSON) order() rec.Order {
-	o := rec.Order{ID: v.OrderID, Found: v.Found, Status: v.Status, Version: v.Version, Amount: v.Amount.Decimal,
-		Currency: v.Currency, CustomerID: v.CustomerID, PaymentID: v.PaymentID, RefundedAmount: v.RefundedAmount.Decimal,
-		ReturnedItems: linesOf(v.ReturnedItems), UpdatedAt: v.UpdatedAt, Events: outboxOf(v.Events)}
-	for _, it := range v.Items {
+// orderOf is the order service's view of an order; an order it never saw
+// carries its id only.
+func orderOf(v orderapi.ReconciliationView) rec.Order {
+	o := rec.Order{ID: v.OrderID, Found: v.Found}
+	r := v.ReconciledOrder
+	if r == nil {
+		return o
+	}
+	o.Status, o.Version, o.Amount, o.Currency, o.CustomerID = r.Status, r.Version, r.Amount.Decimal, r.Currency, r.CustomerID
+	o.PaymentID, o.RefundedAmount, o.ReturnedItems = r.PaymentID, r.RefundedAmount.Decimal, linesOf(r.ReturnedItems)
+	o.UpdatedAt, o.Events = r.UpdatedAt, outboxOf(r.Events)
+	for _, it := range r.Items {
 		o.Items = append(o.Items, rec.OrderLine{Line: rec.Line{SKU: it.SKU, Quantity: it.Quantity}, UnitPrice: it.UnitPrice.Decimal})
 	}
-	for _, r := range v.Refunds {
-		o.Refunds = append(o.Refunds, rec.Refund{ID: r.RefundID, Kind: r.Kind, PaymentID: r.PaymentID, Amount: r.Amount.Decimal,
-			Currency: r.Currency, Items: linesOf(r.Items), Status: r.Status, Reason: r.Reason})
+	for _, f := range r.Refunds {
+		o.Refunds = append(o.Refunds, rec.Refund{ID: f.RefundID, Kind: f.Kind, PaymentID: f.PaymentID, Amount: f.Amount.Decimal,
+			Currency: f.Currency, Items: linesOf(f.Items), Status: f.Status, Reason: f.Reason})
 	}
 	return o
 }
 
-// consumerJSON is the part every consumer's view shares: its version guard
-// for the order and the order's outstanding dead letters.
-type consumerJSON struct {
-	Consumer struct {
-		Version int64  `json:"version"`
-		State   string `json:"state"`
-	} `json:"consumer"`
-	DeadLetters []struct {
-		ID             int64     `json:"id"`
-		EventID        string    `json:"eventId"`
-		EventType      string    `json:"eventType"`
-		ErrorClass     string    `json:"errorClass"`
-		FailureReason  string    `json:"failureReason"`
-		DeadLetteredAt time.Time `json:"deadLetteredAt"`
-		ReplayedBefore bool      `json:"replayedBefore"`
-	} `json:"deadLetters"`
-}
-
-func (c consumerJSON) facts() (rec.ConsumerState, []rec.DeadLetter) {
+// factsOf is the part every consumer's view shares: its version guard for
+// the order and the order's outstanding dead letters.
+func factsOf(c admin.ConsumerFacts) (rec.ConsumerState, []rec.DeadLetter) {
 	dead := make([]rec.DeadLetter, len(c.DeadLetters))
 	for i, d := range c.DeadLetters {
 		dead[i] = rec.DeadLetter{ID: d.ID, EventID: d.EventID, EventType: d.EventType, ErrorClass: d.ErrorClass,
@@ -113,28 +77,7 @@ func (c consumerJSON) facts() (rec.ConsumerState, []rec.DeadLetter) {
 	return rec.ConsumerState{Version: c.Consumer.Version, State: c.Consumer.State}, dead
 }
 
-type paymentJSON struct {
-	OrderID string `json:"orderId"`
-	Payment *struct {
-		PaymentID string      `json:"paymentId"`
-		Amount    event.Money `json:"amount"`
-		Currency  string      `json:"currency"`
-		Status    string      `json:"status"`
-		Refunded  event.Money `json:"refunded"`
-		UpdatedAt time.Time   `json:"updatedAt"`
-	} `json:"payment"`
-	Refunds []struct {
-		RefundID  string      `json:"refundId"`
-		Amount    event.Money `json:"amount"`
-		Status    string      `json:"status"`
-		Reason    string      `json:"reason"`
-		CreatedAt time.Time   `json:"createdAt"`
-	} `json:"refunds"`
-	Outbox []outboxJSON `json:"outbox"`
-	consumerJSON
-}
-
-func (v paymentJSON) payment() rec.Payment {
+func paymentOf(v paymentapi.ReconciliationView) rec.Payment {
 	var p rec.Payment
 	if v.Payment != nil {
 		p = rec.Payment{Found: true, PaymentID: v.Payment.PaymentID, Amount: v.Payment.Amount.Decimal, Currency: v.Payment.Currency,
@@ -145,62 +88,39 @@ func (v paymentJSON) payment() rec.Payment {
 			Reason: r.Reason, CreatedAt: r.CreatedAt})
 	}
 	p.Outbox = outboxOf(v.Outbox)
-	p.Consumer, p.Dead = v.facts()
+	p.Consumer, p.Dead = factsOf(v.ConsumerFacts)
 	return p
 }
 
-type inventoryJSON struct {
-	OrderID   string     `json:"orderId"`
-	Status    string     `json:"status"`
-	Reason    string     `json:"reason"`
-	Items     []lineJSON `json:"items"`
-	Restocked []lineJSON `json:"restocked"`
-	UpdatedAt time.Time  `json:"updatedAt"`
-	consumerJSON
-}
-
-func (v inventoryJSON) inventory() rec.Inventory {
-	inv := rec.Inventory{Status: v.Status, Reason: v.Reason, Items: linesOf(v.Items), Restocked: linesOf(v.Restocked), UpdatedAt: v.UpdatedAt}
-	inv.Consumer, inv.Dead = v.facts()
+func inventoryOf(v inventoryapi.ReconciliationView) rec.Inventory {
+	inv := rec.Inventory{Status: v.Status, Reason: v.Reason, Items: stockLinesOf(v.Items), Restocked: stockLinesOf(v.Restocked)}
+	if v.UpdatedAt != nil {
+		inv.UpdatedAt = *v.UpdatedAt
+	}
+	inv.Consumer, inv.Dead = factsOf(v.ConsumerFacts)
 	return inv
 }
 
-type pointsJSON struct {
-	OrderID string `json:"orderId"`
-	Entries []struct {
-		EventID   string      `json:"eventId"`
-		Type      string      `json:"type"`
-		Points    int64       `json:"points"`
-		Amount    event.Money `json:"amount"`
-		CreatedAt time.Time   `json:"createdAt"`
-	} `json:"entries"`
-	consumerJSON
-}
-
-func (v pointsJSON) points() rec.Points {
+// pointsOf is the points service's view of an order; an entry's amount
+// that is not a decimal makes the answer unreadable.
+func pointsOf(v pointsapi.ReconciliationView) (rec.Points, error) {
 	var p rec.Points
 	for _, e := range v.Entries {
-		p.Entries = append(p.Entries, rec.PointsEntry{EventID: e.EventID, Type: e.Type, Points: e.Points, Amount: e.Amount.Decimal, CreatedAt: e.CreatedAt})
+		amount, err := event.ParseMoney(e.Amount)
+		if err != nil {
+			return rec.Points{}, fmt.Errorf("%w: points entry %s of order %s: %w", ErrUnavailable, e.EventID, v.OrderID, err)
+		}
+		p.Entries = append(p.Entries, rec.PointsEntry{EventID: e.EventID, Type: e.Type, Points: e.Points, Amount: amount.Decimal, CreatedAt: e.CreatedAt})
 	}
-	p.Consumer, p.Dead = v.facts()
-	return p
+	p.Consumer, p.Dead = factsOf(v.ConsumerFacts)
+	return p, nil
 }
 
-type notificationsJSON struct {
-	OrderID       string `json:"orderId"`
-	Notifications []struct {
-		EventID   string    `json:"eventId"`
-		Kind      string    `json:"kind"`
-		CreatedAt time.Time `json:"createdAt"`
-	} `json:"notifications"`
-	consumerJSON
-}
-
-func (v notificationsJSON) notifications() rec.Notifications {
+func notificationsOf(v notificationapi.ReconciliationView) rec.Notifications {
 	var n rec.Notifications
 	for _, s := range v.Notifications {
 		n.Sent = append(n.Sent, rec.Notice{EventID: s.EventID, Kind: s.Kind, CreatedAt: s.CreatedAt})
 	}
-	n.Consumer, n.Dead = v.facts()
+	n.Consumer, n.Dead = factsOf(v.ConsumerFacts)
 	return n
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/reconciliationapi"
 )
 
 // RequestedByHeader names who starts a run (admin.OperatorHeader,
@@ -67,79 +68,11 @@ func (h *Handler) Register(admin *echo.Group) {
 	admin.GET("/reconciliation/orders/:id", h.check)
 }
 
-// RunRequest is the optional body of POST /admin/reconciliation/runs.
-type RunRequest struct {
-	OrderIDs []string `json:"orderIds"`
-	// MinAge is a Go duration ("0s", "30s"); empty: the convergence
-	// deadline.
-	MinAge string `json:"minAge"`
-}
-
-// FindingView is a finding as the API shows it.
-type FindingView struct {
-	RunID      int64     `json:"runId"`
-	OrderID    string    `json:"orderId"`
-	Kind       string    `json:"kind"`
-	Service    string    `json:"service"`
-	Expected   string    `json:"expected"`
-	Actual     string    `json:"actual"`
-	Action     string    `json:"action"`
-	Outcome    string    `json:"outcome"`
-	DetectedAt time.Time `json:"detectedAt"`
-}
-
-// RunView answers a run: while it is RUNNING, Phase, Checked, Actions,
-// Findings and OrphanScan are how far it has got.
-type RunView struct {
-	ID         int64         `json:"id"`
-	Status     string        `json:"status"`
-	StartedBy  string        `json:"startedBy"`
-	StartedAt  time.Time     `json:"startedAt"`
-	FinishedAt *time.Time    `json:"finishedAt"`
-	OrderIDs   []string      `json:"orderIds"`
-	MinAge     string        `json:"minAge"`
-	Checked    int           `json:"checked"`
-	Actions    int           `json:"actions"`
-	Error      string        `json:"error,omitempty"`
-	Findings   []FindingView `json:"findings"`
-	// InFlight are the orders asked for by id that were not compared:
-	// their last change is younger than minAge.
-	InFlight []string `json:"inFlight"`
-	// Phase is the part of the run going on (or the last it reached):
-	// COMPARING, then, for a run over every order, ORPHANS.
-	Phase string `json:"phase"`
-	// Phases are when each phase the run reached began and ended
-	// (finishedAt null while it goes on).
-	Phases []PhaseView `json:"phases"`
-	// OrphanScan is how far the orphan pass has read each consumer's
-	// orders; empty before it.
-	OrphanScan []OrphanScanView `json:"orphanScan"`
-}
-
-// PhaseView is when a phase of a run began and ended.
-type PhaseView struct {
-	Phase      string     `json:"phase"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-}
-
-// OrphanScanView is how far the orphan pass has read one consumer's list
-// of the orders it holds effects for: pages and order ids read (each
-// looked up at the order service), orphans named, and whether the list
-// was read to its end (or the run named as many orphans as it may).
-type OrphanScanView struct {
-	Service string `json:"service"`
-	Pages   int    `json:"pages"`
-	Orders  int    `json:"orders"`
-	Orphans int    `json:"orphans"`
-	Done    bool   `json:"done"`
-}
-
-func runView(r rec.Run) RunView {
-	v := RunView{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+func runView(r rec.Run) reconciliationapi.RunView {
+	v := reconciliationapi.RunView{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		OrderIDs: r.Scope.OrderIDs, MinAge: r.Scope.MinAge.String(), Checked: r.Checked, Actions: r.Actions, Error: r.Error,
 		Findings: findingViews(r.Findings), InFlight: r.InFlight, Phase: string(r.Phase),
-		OrphanScan: make([]OrphanScanView, len(r.OrphanScans))}
+		OrphanScan: make([]reconciliationapi.OrphanScanView, len(r.OrphanScans))}
 	if v.OrderIDs == nil {
 		v.OrderIDs = []string{}
 	}
@@ -147,25 +80,25 @@ func runView(r rec.Run) RunView {
 		v.InFlight = []string{}
 	}
 	for _, p := range r.Phases() {
-		v.Phases = append(v.Phases, PhaseView{Phase: string(p.Phase), StartedAt: p.StartedAt, FinishedAt: p.FinishedAt})
+		v.Phases = append(v.Phases, reconciliationapi.PhaseView{Phase: string(p.Phase), StartedAt: p.StartedAt, FinishedAt: p.FinishedAt})
 	}
 	for i, sc := range r.OrphanScans {
-		v.OrphanScan[i] = OrphanScanView(sc)
+		v.OrphanScan[i] = reconciliationapi.OrphanScanView(sc)
 	}
 	return v
 }
 
-func findingViews(fs []rec.Recorded) []FindingView {
-	out := make([]FindingView, len(fs))
+func findingViews(fs []rec.Recorded) []reconciliationapi.FindingView {
+	out := make([]reconciliationapi.FindingView, len(fs))
 	for i, f := range fs {
-		out[i] = FindingView{RunID: f.RunID, OrderID: f.OrderID, Kind: string(f.Kind), Service: f.Service, Expected: f.Expected,
+		out[i] = reconciliationapi.FindingView{RunID: f.RunID, OrderID: f.OrderID, Kind: string(f.Kind), Service: f.Service, Expected: f.Expected,
 			Actual: f.Actual, Action: string(f.Action), Outcome: f.Outcome, DetectedAt: f.DetectedAt}
 	}
 	return out
 }
 
 func (h *Handler) start(c echo.Context) error {
-	var req RunRequest
+	var req reconciliationapi.RunRequest
 	if err := httpapi.BindOptional(c, &req); err != nil {
 		return err
 	}
@@ -191,26 +124,6 @@ func (h *Handler) start(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, runView(run))
 }
 
-// RunsView answers GET /admin/reconciliation/runs.
-type RunsView struct {
-	Runs []RunSummary `json:"runs"`
-}
-
-// RunSummary is a run without its findings.
-type RunSummary struct {
-	ID         int64      `json:"id"`
-	Status     string     `json:"status"`
-	StartedBy  string     `json:"startedBy"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-	Checked    int        `json:"checked"`
-	Findings   int        `json:"findings"`
-	Actions    int        `json:"actions"`
-	Error      string     `json:"error,omitempty"`
-	// Phase is the part of the run going on, or the last it reached.
-	Phase string `json:"phase"`
-}
-
 func (h *Handler) list(c echo.Context) error {
 	limit := 20
 	if s := c.QueryParam("limit"); s != "" {
@@ -224,9 +137,9 @@ func (h *Handler) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := RunsView{Runs: make([]RunSummary, len(runs))}
+	out := reconciliationapi.RunsView{Runs: make([]reconciliationapi.RunSummary, len(runs))}
 	for i, r := range runs {
-		out.Runs[i] = RunSummary{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt,
+		out.Runs[i] = reconciliationapi.RunSummary{ID: r.ID, Status: string(r.Status), StartedBy: r.StartedBy, StartedAt: r.StartedAt,
 			FinishedAt: r.FinishedAt, Checked: r.Checked, Findings: counts[i], Actions: r.Actions, Error: r.Error, Phase: string(r.Phase)}
 	}
 	return c.JSON(http.StatusOK, out)
@@ -244,13 +157,6 @@ func (h *Handler) run(c echo.Context) error {
 	return c.JSON(http.StatusOK, runView(run))
 }
 
-// FindingsView answers GET /admin/reconciliation/findings?orderId=.
-type FindingsView struct {
-	OrderID  string        `json:"orderId"`
-	Count    int           `json:"count"`
-	Findings []FindingView `json:"findings"`
-}
-
 func (h *Handler) findings(c echo.Context) error {
 	orderID := c.QueryParam("orderId")
 	if err := rules.ValidateID("orderId", orderID); err != nil {
@@ -260,25 +166,7 @@ func (h *Handler) findings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, FindingsView{OrderID: orderID, Count: len(fs), Findings: findingViews(fs)})
-}
-
-// CheckView answers GET /admin/reconciliation/orders/{id}: whether every
-// service has caught up with the order now, what has not, and how many
-// findings runs recorded for it.
-type CheckView struct {
-	OrderID    string         `json:"orderId"`
-	Converged  bool           `json:"converged"`
-	Findings   int            `json:"findings"`
-	Mismatches []MismatchView `json:"mismatches"`
-}
-
-// MismatchView is what a service has not caught up with.
-type MismatchView struct {
-	Kind     string `json:"kind"`
-	Service  string `json:"service"`
-	Expected string `json:"expected"`
-	Actual   string `json:"actual"`
+	return c.JSON(http.StatusOK, reconciliationapi.FindingsView{OrderID: orderID, Count: len(fs), Findings: findingViews(fs)})
 }
 
 func (h *Handler) check(c echo.Context) error {
@@ -286,9 +174,9 @@ func (h *Handler) check(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := CheckView{OrderID: ch.OrderID, Converged: ch.Converged, Findings: ch.Recorded, Mismatches: []MismatchView{}}
+	out := reconciliationapi.CheckView{OrderID: ch.OrderID, Converged: ch.Converged, Findings: ch.Recorded, Mismatches: []reconciliationapi.MismatchView{}}
 	for _, m := range ch.Mismatches {
-		out.Mismatches = append(out.Mismatches, MismatchView{Kind: string(m.Kind), Service: m.Service, Expected: m.Expected, Actual: m.Actual})
+		out.Mismatches = append(out.Mismatches, reconciliationapi.MismatchView{Kind: string(m.Kind), Service: m.Service, Expected: m.Expected, Actual: m.Actual})
 	}
 	return c.JSON(http.StatusOK, out)
 }
