@@ -19,7 +19,9 @@ func TestFactsReader(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema(), dlq.Schema())
 	ctx := context.Background()
 	g := versionguard.New("c", versionguard.Transitions{event.OrderPaid: {versionguard.InitialState}},
-		func(context.Context, *sqlx.Tx, event.Envelope, string) (string, error) { return "PAID", nil })
+		func(context.Context, *versionguard.UnitOfWork, event.Envelope, string) (string, error) {
+			return "PAID", nil
+		})
 	if err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
 		_, err := g.Handle(ctx, uow, event.Envelope{EventID: "E-1", EventType: event.OrderPaid, AggregateID: "O-1", AggregateVersion: 3})
 		return err

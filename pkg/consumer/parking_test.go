@@ -11,7 +11,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -31,7 +30,7 @@ type ledger struct {
 	applied map[string]int
 }
 
-func (l *ledger) apply(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+func (l *ledger) apply(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.applied[env.EventID]++

@@ -27,11 +27,11 @@ func newBatch(t testing.TB, maxBatch int) (*inbox.BatchProcessor, *sqlx.DB) {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), effectsSet)
 	guard := versionguard.New("batch", versionguard.Transitions{event.OrderPaid: {versionguard.InitialState}},
-		func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+		func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 			if env.AggregateID == "O-POISON" {
 				return "", errPoison
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (aggregate_id, event_type, version) VALUES ($1, $2, $3)`,
+			_, err := uow.Tx().ExecContext(ctx, `INSERT INTO effects (aggregate_id, event_type, version) VALUES ($1, $2, $3)`,
 				env.AggregateID, string(env.EventType), env.AggregateVersion)
 			return "PAID", err
 		})

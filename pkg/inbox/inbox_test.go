@@ -39,8 +39,8 @@ func newProcessor(t *testing.T) (*inbox.Processor, *sqlx.DB) {
 	}
 	next := map[event.Type]string{event.OrderCreated: "CREATED", event.OrderPaid: "PAID", event.OrderRefunded: "REFUNDED"}
 	guard := versionguard.New("test-consumer", transitions,
-		func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (aggregate_id, event_type, version) VALUES ($1, $2, $3)`,
+		func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
+			_, err := uow.Tx().ExecContext(ctx, `INSERT INTO effects (aggregate_id, event_type, version) VALUES ($1, $2, $3)`,
 				env.AggregateID, string(env.EventType), env.AggregateVersion)
 			return next[env.EventType], err
 		})

@@ -82,11 +82,10 @@ func TestBeforeCommitRunsLastAndOnceMoreLockingWhenContended(t *testing.T) {
 }
 
 // TestAfterCommitRunsOnceCommitted: what an apply queues with its unit of
-// work's AfterCommit (or, in the single-event form, which is handed the
-// transaction alone, with inbox.AfterCommit) runs once its transaction has
-// committed (its effect is visible on another connection), once even when
-// a contended first run was rolled back, and never when the transaction
-// fails; outside an inbox transaction inbox.AfterCommit queues nothing.
+// work's AfterCommit, in the batch form and the single-event form alike,
+// runs once its transaction has committed (its effect is visible on
+// another connection), once even when a contended first run was rolled
+// back, and never when the transaction fails.
 func TestAfterCommitRunsOnceCommitted(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -102,29 +101,21 @@ func TestAfterCommitRunsOnceCommitted(t *testing.T) {
 		name  string
 		guard func(step stepFunc) *versionguard.Guard
 	}{
-		{"handed the unit of work", func(step stepFunc) *versionguard.Guard {
+		{"batch", func(step stepFunc) *versionguard.Guard {
 			return versionguard.NewBatch("test-consumer", paid,
 				func(ctx context.Context, uow *versionguard.UnitOfWork, batch []versionguard.Pending) ([]string, error) {
-					contended, err := step(ctx, uow.Tx(), batch[0].Env, func(fn func()) bool { uow.AfterCommit(fn); return true })
-					if err != nil {
+					if err := step(ctx, uow, batch[0].Env); err != nil {
 						return nil, err
 					}
-					uow.BeforeCommit(contendedIf(contended))
 					return []string{"PAID"}, nil
 				})
 		}},
-		{"handed the transaction", func(step stepFunc) *versionguard.Guard {
+		{"single event", func(step stepFunc) *versionguard.Guard {
 			return versionguard.New("test-consumer", paid,
-				func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
-					contended, err := step(ctx, tx, env, func(fn func()) bool { return inbox.AfterCommit(ctx, fn) })
-					if err != nil {
+				func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
+					if err := step(ctx, uow, env); err != nil {
 						return "", err
 					}
-					uow, ok := versionguard.UnitOfWorkFrom(ctx)
-					if !ok {
-						return "", errors.New("no unit of work in the context of an apply handed the transaction")
-					}
-					uow.BeforeCommit(contendedIf(contended))
 					return "PAID", nil
 				})
 		}},
@@ -135,15 +126,14 @@ func TestAfterCommitRunsOnceCommitted(t *testing.T) {
 				db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), effectsSet)
 				var runs int
 				var seen [][]string // the effects another connection saw at each call
-				guard := form.guard(func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, queue func(func()) bool) (bool, error) {
+				guard := form.guard(func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope) error {
 					runs++
-					if err := addEffect(ctx, tx, env); err != nil {
-						return false, err
+					if err := addEffect(ctx, uow.Tx(), env); err != nil {
+						return err
 					}
-					if !queue(func() { seen = append(seen, effects(t, db, env.AggregateID)) }) {
-						return false, errors.New("AfterCommit did not queue inside an inbox transaction")
-					}
-					return runs <= tt.contended, nil
+					uow.AfterCommit(func() { seen = append(seen, effects(t, db, env.AggregateID)) })
+					uow.BeforeCommit(contendedIf(runs <= tt.contended))
+					return nil
 				})
 				p := inbox.NewProcessor(db, "test-consumer", guard)
 				_, err := p.Process(context.Background(), env("E-1", "O-1", event.OrderPaid, 3))
@@ -161,14 +151,12 @@ func TestAfterCommitRunsOnceCommitted(t *testing.T) {
 			})
 		}
 	}
-	if inbox.AfterCommit(context.Background(), func() { t.Error("ran outside an inbox transaction") }) {
-		t.Error("AfterCommit queued outside an inbox transaction")
-	}
 }
 
-// stepFunc writes env's effect in tx, queues a function to run after the
-// commit with queue, and reports whether this run is to be contended.
-type stepFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, queue func(fn func()) bool) (bool, error)
+// stepFunc writes env's effect in uow, queues a function to run after the
+// commit, and queues one before it that reports whether this run is
+// contended.
+type stepFunc func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope) error
 
 // contendedIf is a statement to queue with BeforeCommit that reports
 // ErrContended when contended.

@@ -227,8 +227,8 @@ func TestReplayInsideTheWindowIsDeduplicated(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	guard := versionguard.New("c", versionguard.Transitions{event.OrderCreated: {versionguard.InitialState}},
-		func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (event_id) VALUES ($1)`, env.EventID)
+		func(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
+			_, err := uow.Tx().ExecContext(ctx, `INSERT INTO effects (event_id) VALUES ($1)`, env.EventID)
 			return "CREATED", err
 		})
 	proc := inbox.NewProcessor(db, "c", guard)

@@ -56,8 +56,8 @@ type Events struct {
 	// Transitions is the consumer's state machine: for each event type it
 	// handles, the states it applies it from.
 	Transitions versionguard.Transitions
-	// Apply applies one event, in the transaction of its dedup row, which
-	// it is handed alone.
+	// Apply applies one event at a time, in the unit of work of its dedup
+	// row, which it is handed as ApplyBatch is.
 	Apply versionguard.ApplyFunc
 	// ApplyBatch applies the events of distinct orders at once, in the
 	// unit of work of their dedup rows, which it is handed: its

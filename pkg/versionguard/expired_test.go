@@ -19,7 +19,7 @@ import (
 func TestTakeExpired(t *testing.T) {
 	ctx := context.Background()
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
-	g := versionguard.New("c", chain, func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+	g := versionguard.New("c", chain, func(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 		return next[env.EventType], nil
 	})
 	handle := func(id string, typ event.Type, agg string, version int64) {

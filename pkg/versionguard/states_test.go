@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -13,7 +11,7 @@ import (
 
 func TestStates(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
-	apply := func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+	apply := func(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 		return next[env.EventType], nil
 	}
 	handle := func(consumer string, envs ...event.Envelope) {

@@ -12,7 +12,7 @@ import (
 // UnitOfWork is one transaction of a consumer: the dedup rows, the version
 // guard's rows and the consumer's side effects commit together in it or
 // not at all. The kit opens it (InUnitOfWork) and hands it to the
-// consumer's apply function (BatchApplyFunc, FactFunc), which hands it on
+// consumer's apply function (ApplyFunc, BatchApplyFunc, FactFunc), which hands it on
 // to its adapters: they write in its transaction (Tx), and the apply
 // queues there what must run just before the commit (BeforeCommit) or once
 // it has committed (AfterCommit). Passing it as an argument keeps what a
@@ -97,15 +97,4 @@ func inUnitOfWork(ctx context.Context, db *sqlx.DB, locking bool, fn func(uow *U
 		fn()
 	}
 	return nil
-}
-
-type unitOfWorkKey struct{}
-
-// UnitOfWorkFrom returns the unit of work an ApplyFunc runs in, which the
-// guard puts in its ctx since the function is handed the transaction
-// alone; ok is false outside one. A BatchApplyFunc or FactFunc is handed
-// its unit of work and has no use for it.
-func UnitOfWorkFrom(ctx context.Context) (uow *UnitOfWork, ok bool) {
-	uow, ok = ctx.Value(unitOfWorkKey{}).(*UnitOfWork)
-	return uow, ok
 }

@@ -96,11 +96,11 @@ func StatesOf[S ~string](ss []S) []string {
 	return out
 }
 
-// ApplyFunc performs the side effect of env inside tx, given the consumer's
+// ApplyFunc performs the side effect of env in uow, given the consumer's
 // current state for the aggregate, and returns the new state. It is the
-// form of an apply that needs the transaction alone; its ctx carries the
-// unit of work (UnitOfWorkFrom) for what must run after the commit.
-type ApplyFunc func(ctx context.Context, tx *sqlx.Tx, env event.Envelope, state string) (string, error)
+// form of an apply that takes one event at a time; its adapters write in
+// uow.Tx(), and what must run after the commit goes to uow.AfterCommit.
+type ApplyFunc func(ctx context.Context, uow *UnitOfWork, env event.Envelope, state string) (string, error)
 
 // Pending is an event the guard has decided to apply, with the consumer's
 // current state for its aggregate.
@@ -147,10 +147,9 @@ type Guard struct {
 // New returns a guard for consumer that applies one event at a time.
 func New(consumer string, transitions Transitions, apply ApplyFunc) *Guard {
 	return NewBatch(consumer, transitions, func(ctx context.Context, uow *UnitOfWork, batch []Pending) ([]string, error) {
-		ctx = context.WithValue(ctx, unitOfWorkKey{}, uow)
 		states := make([]string, len(batch))
 		for i, p := range batch {
-			next, err := apply(ctx, uow.Tx(), p.Env, p.State)
+			next, err := apply(ctx, uow, p.Env, p.State)
 			if err != nil {
 				return nil, err
 			}

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -65,7 +63,7 @@ func TestGuard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
 			var applied []event.Type
-			g := versionguard.New("c", chain, func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+			g := versionguard.New("c", chain, func(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 				applied = append(applied, env.EventType)
 				return next[env.EventType], nil
 			})
@@ -106,7 +104,9 @@ func TestGuard(t *testing.T) {
 func TestGuardRollsBackWithTheSideEffect(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
 	boom := errors.New("side effect failed")
-	g := versionguard.New("c", chain, func(context.Context, *sqlx.Tx, event.Envelope, string) (string, error) { return "", boom })
+	g := versionguard.New("c", chain, func(context.Context, *versionguard.UnitOfWork, event.Envelope, string) (string, error) {
+		return "", boom
+	})
 	err := versionguard.InUnitOfWork(context.Background(), db, func(uow *versionguard.UnitOfWork) error {
 		_, err := g.Handle(context.Background(), uow, event.Envelope{EventID: "E-1", EventType: event.OrderCreated, AggregateID: "O-1", AggregateVersion: 1})
 		return err
@@ -225,7 +225,7 @@ func TestLateFactsAreAppliedNotIgnored(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db, _ := postgrestest.NewDatabase(t, versionguard.Schema())
 			var facts []int64
-			g := versionguard.New("c", refunds, func(_ context.Context, _ *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+			g := versionguard.New("c", refunds, func(_ context.Context, _ *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 				return map[event.Type]string{event.OrderPaid: "PAID", event.OrderRefunded: "REFUNDED"}[env.EventType], nil
 			})
 			if tt.late {

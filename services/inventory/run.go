@@ -30,10 +30,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer svc.Close()
 
 	orders := adapters.NewOrderService(cfg.CallbackSenderConfig)
-	if _, err := svc.AddRelay(cfg.Relay, orders.Callbacks); err != nil {
+	relay, err := svc.AddRelay(cfg.Relay, orders.Callbacks)
+	if err != nil {
 		return err
 	}
-	repo := adapters.NewRepository(svc.DB)
+	repo := adapters.NewRepository(svc.DB, relay)
 	ports.Register(svc.HTTP.Echo, repo)
 	ports.RegisterReconciliation(svc.Admin, repo, svc.Facts())
 	svc.Describe(ports.Operations()...)

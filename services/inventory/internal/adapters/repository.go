@@ -25,11 +25,27 @@ import (
 
 // Repository reads and writes the inventory tables.
 type Repository struct {
-	db *sqlx.DB
+	db    *sqlx.DB
+	relay RelayWaker
 }
 
-// NewRepository returns a repository over db.
-func NewRepository(db *sqlx.DB) *Repository { return &Repository{db: db} }
+// RelayWaker is the callback relay of the service (outbox.Relay), woken
+// once a transaction that added callbacks to the outbox has committed.
+type RelayWaker interface{ Wake() }
+
+// NewRepository returns a repository over db. relay may be nil; without
+// it the callbacks leave at the relay's next poll.
+func NewRepository(db *sqlx.DB, relay RelayWaker) *Repository {
+	return &Repository{db: db, relay: relay}
+}
+
+// committed wakes the relay for the callbacks a committed transaction
+// added.
+func (r *Repository) committed() {
+	if r.relay != nil {
+		r.relay.Wake()
+	}
+}
 
 type movementRow struct {
 	OrderID   string    `db:"order_id"`
@@ -176,8 +192,12 @@ func (r *Repository) SaveAll(ctx context.Context, uow *versionguard.UnitOfWork, 
 }
 
 // AddCallbacks writes each callback to the order service into the outbox
-// in uow; the relay delivers them once uow commits.
+// in uow, and wakes the relay once uow has committed, so they leave at
+// once rather than at the relay's next poll.
 func (r *Repository) AddCallbacks(ctx context.Context, uow *versionguard.UnitOfWork, callbacks []event.Callback) error {
+	if len(callbacks) == 0 {
+		return nil
+	}
 	for _, cb := range callbacks {
 		msg, err := outbox.CallbackMessage(cb, 0)
 		if err != nil {
@@ -187,6 +207,7 @@ func (r *Repository) AddCallbacks(ctx context.Context, uow *versionguard.UnitOfW
 			return err
 		}
 	}
+	uow.AfterCommit(r.committed)
 	return nil
 }
 

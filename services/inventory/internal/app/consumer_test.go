@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,11 +31,17 @@ import (
 const consumerName = "inventory-service"
 
 type fixture struct {
-	db   *sqlx.DB
-	repo *adapters.Repository
-	proc *inbox.Processor
-	fp   *failpoint.Registry
+	db    *sqlx.DB
+	repo  *adapters.Repository
+	proc  *inbox.Processor
+	fp    *failpoint.Registry
+	relay *wakes
 }
+
+// wakes counts the relay wakes of a repository.
+type wakes struct{ n atomic.Int64 }
+
+func (w *wakes) Wake() { w.n.Add(1) }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
@@ -44,10 +51,11 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := adapters.NewRepository(db)
+	relay := &wakes{}
+	repo := adapters.NewRepository(db, relay)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
-	return fixture{db: db, repo: repo, proc: proc, fp: fp}
+	return fixture{db: db, repo: repo, proc: proc, fp: fp, relay: relay}
 }
 
 func (f fixture) setStock(t *testing.T, stock map[string]int) {
@@ -157,6 +165,9 @@ func TestDuplicatePaidDeductsOnce(t *testing.T) {
 	if got, want := f.movements(t, "O-1"), []string{"DEDUCT A -2"}; !equal(got, want) {
 		t.Fatalf("movements = %v, want %v", got, want)
 	}
+	if n := f.relay.n.Load(); n != 0 {
+		t.Fatalf("relay woken %d times for a deduction without callbacks, want never", n)
+	}
 }
 
 func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
@@ -190,6 +201,11 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	if cb.Type != rules.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-O-1" || cb.Amount.String() != "80.00" ||
 		cb.Currency != "CNY" || cb.Reason != inventory.ReasonInsufficientStock {
 		t.Fatalf("callback %+v", cb)
+	}
+	// The relay is woken once the transaction has committed the callback,
+	// so it leaves at once rather than at the relay's next poll.
+	if n := f.relay.n.Load(); n != 1 {
+		t.Fatalf("relay woken %d times, want once", n)
 	}
 	// A refund of a rejected order has nothing to give back.
 	f.process(t, refunded(t, "O-1", items("A", 2, "B", 1)))

@@ -39,7 +39,7 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := adapters.NewRepository(db)
+	repo := adapters.NewRepository(db, nil)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	srv := httpapi.New(httpapi.Config{AdminToken: consumertest.AdminToken, MapError: ports.MapError}, slog.New(slog.DiscardHandler))
 	ports.Register(srv.Echo, repo)

@@ -19,10 +19,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
@@ -145,19 +145,19 @@ func addCallback(ctx context.Context, tx sqlx.ExecerContext, cb event.Callback, 
 	return outbox.Add(ctx, tx, msg)
 }
 
-// LockPayment returns the payment of orderID, locked until tx ends, or an
+// LockPayment returns the payment of orderID, locked until uow ends, or an
 // error wrapping payment.ErrPaymentNotFound.
-func (r *Repository) LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (payment.Payment, error) {
-	return byOrder(ctx, tx, orderID, " FOR UPDATE")
+func (r *Repository) LockPayment(ctx context.Context, uow *versionguard.UnitOfWork, orderID string) (payment.Payment, error) {
+	return byOrder(ctx, uow.Tx(), orderID, " FOR UPDATE")
 }
 
 // RecordedRefund returns the outcome the ledger holds for refundID, if any.
-func (r *Repository) RecordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (app.RefundOutcome, bool, error) {
+func (r *Repository) RecordedRefund(ctx context.Context, uow *versionguard.UnitOfWork, refundID string) (app.RefundOutcome, bool, error) {
 	var existing struct {
 		Status string `db:"status"`
 		Reason string `db:"reason"`
 	}
-	err := tx.GetContext(ctx, &existing, `SELECT status, coalesce(reason, '') AS reason FROM refunds WHERE refund_id = $1`, refundID)
+	err := uow.Tx().GetContext(ctx, &existing, `SELECT status, coalesce(reason, '') AS reason FROM refunds WHERE refund_id = $1`, refundID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return app.RefundOutcome{}, false, nil
@@ -171,9 +171,9 @@ func (r *Repository) RecordedRefund(ctx context.Context, tx *sqlx.Tx, refundID s
 // false when the ledger holds its refund id already: the insert of a
 // refund whose order has no payment to lock waits for a concurrent one of
 // the same id and then adds nothing.
-func (r *Repository) RecordRefund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest, d payment.RefundDecision) (bool, error) {
+func (r *Repository) RecordRefund(ctx context.Context, uow *versionguard.UnitOfWork, req payment.RefundRequest, d payment.RefundDecision) (bool, error) {
 	paymentID := sql.NullString{String: d.PaymentID, Valid: d.PaymentID != ""}
-	res, err := tx.ExecContext(ctx, `
+	res, err := uow.Tx().ExecContext(ctx, `
 		INSERT INTO refunds (refund_id, order_id, payment_id, amount, currency, status, reason, requested_reason, requested_by)
 		VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $8, $9)
 		ON CONFLICT (refund_id) DO NOTHING`,
@@ -189,8 +189,8 @@ func (r *Repository) RecordRefund(ctx context.Context, tx *sqlx.Tx, req payment.
 }
 
 // SavePayment stores what has been refunded of p and its status.
-func (r *Repository) SavePayment(ctx context.Context, tx *sqlx.Tx, p payment.Payment) error {
-	if _, err := tx.ExecContext(ctx, `
+func (r *Repository) SavePayment(ctx context.Context, uow *versionguard.UnitOfWork, p payment.Payment) error {
+	if _, err := uow.Tx().ExecContext(ctx, `
 		UPDATE payments SET refunded = $2, status = $3, updated_at = now() WHERE payment_id = $1`,
 		p.ID, p.Refunded, string(p.Status)); err != nil {
 		return fmt.Errorf("update payment %s: %w", p.ID, err)
@@ -198,25 +198,21 @@ func (r *Repository) SavePayment(ctx context.Context, tx *sqlx.Tx, p payment.Pay
 	return nil
 }
 
-// AddCallback writes cb to the outbox in tx. The relay is woken once the
-// transaction has committed: in a consumer's transaction when the inbox
-// has committed it, in InTx's when InTx has.
-func (r *Repository) AddCallback(ctx context.Context, tx *sqlx.Tx, cb event.Callback, orderVersion int64) error {
-	if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
+// AddCallback writes cb to the outbox in uow, and wakes the relay once
+// uow has committed (the consumer's, or InUnitOfWork's).
+func (r *Repository) AddCallback(ctx context.Context, uow *versionguard.UnitOfWork, cb event.Callback, orderVersion int64) error {
+	if err := addCallback(ctx, uow.Tx(), cb, orderVersion); err != nil {
 		return err
 	}
-	inbox.AfterCommit(ctx, r.committed)
+	uow.AfterCommit(r.committed)
 	return nil
 }
 
-// InTx runs fn in a transaction of its own and wakes the relay once it
-// has committed, for the callbacks fn added.
-func (r *Repository) InTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
-	if err := postgres.InTx(ctx, r.db, fn); err != nil {
-		return err
-	}
-	r.committed()
-	return nil
+// InUnitOfWork runs fn in a unit of work of its own over the payments
+// database, for a refund made outside the consumer's: the relay is woken
+// once it has committed the callbacks fn added.
+func (r *Repository) InUnitOfWork(ctx context.Context, fn func(*versionguard.UnitOfWork) error) error {
+	return versionguard.InUnitOfWork(ctx, r.db, fn)
 }
 
 // PaymentRecord is an order's payment as reconciliation reads it.

@@ -9,11 +9,14 @@ import (
 	"testing"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -111,5 +114,67 @@ func TestCreateKeepsAmounts(t *testing.T) {
 	if p.Amount.StringFixed(2) != "1234567890123456.78" || p.Status != payment.StatusSucceeded || !p.Refunded.IsZero() ||
 		p.CreatedAt.IsZero() {
 		t.Fatalf("stored %+v", p)
+	}
+}
+
+// TestRefundWakesTheRelayOnceCommitted: a refund's callback wakes the
+// relay once the unit of work that wrote it has committed, in the
+// consumer's unit of work and in one of the repository's own
+// (InUnitOfWork) alike, and never when that unit of work is rolled back.
+func TestRefundWakesTheRelayOnceCommitted(t *testing.T) {
+	ctx := context.Background()
+	rolledBack := errors.New("rolled back")
+	tests := []struct {
+		name      string
+		refund    func(refunds *app.Refunds, db *sqlx.DB, req payment.RefundRequest) error
+		wantWakes int64
+		wantRows  int
+	}{
+		{"the consumer's unit of work", func(refunds *app.Refunds, db *sqlx.DB, req payment.RefundRequest) error {
+			return versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+				_, err := refunds.Refund(ctx, uow, req)
+				return err
+			})
+		}, 1, 1},
+		{"a rolled-back unit of work", func(refunds *app.Refunds, db *sqlx.DB, req payment.RefundRequest) error {
+			err := versionguard.InUnitOfWork(ctx, db, func(uow *versionguard.UnitOfWork) error {
+				if _, err := refunds.Refund(ctx, uow, req); err != nil {
+					return err
+				}
+				return rolledBack
+			})
+			if errors.Is(err, rolledBack) {
+				return nil
+			}
+			return err
+		}, 0, 0},
+		{"the repository's own unit of work", func(refunds *app.Refunds, _ *sqlx.DB, req payment.RefundRequest) error {
+			_, err := refunds.RefundPayment(ctx, req)
+			return err
+		}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newDB(t)
+			relay := &wakes{}
+			repo := adapters.NewRepository(db, relay)
+			p, _, err := repo.Create(ctx, payment.New(request(t, "O-1", "80.00")), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			relay.n.Store(0)
+			req := payment.RefundRequest{RefundID: "R-1", OrderID: "O-1", PaymentID: p.ID,
+				Amount: decimal.RequireFromString("30.00"), Currency: "CNY", OrderVersion: 5}
+			if err := tt.refund(app.NewRefunds(repo), db, req); err != nil {
+				t.Fatalf("refund: %v", err)
+			}
+			if got := relay.n.Load(); got != tt.wantWakes {
+				t.Errorf("relay woken %d times, want %d", got, tt.wantWakes)
+			}
+			// The payment's callback, and the refund's if it committed.
+			if got := count(t, db, `SELECT count(*) FROM outbox_events WHERE aggregate_id = 'O-1'`); got != 1+tt.wantRows {
+				t.Errorf("%d callback rows, want %d", got, 1+tt.wantRows)
+			}
+		})
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
@@ -38,10 +36,10 @@ func (c *Consumer) Transitions() versionguard.Transitions {
 	}
 }
 
-// Refunder makes or rejects a refund inside the consumer's transaction
+// Refunder makes or rejects a refund in the consumer's unit of work
 // (Refunds).
 type Refunder interface {
-	Refund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest) (RefundOutcome, error)
+	Refund(ctx context.Context, uow *versionguard.UnitOfWork, req payment.RefundRequest) (RefundOutcome, error)
 }
 
 // Consumer is the payment consumer's apply function and transition table.
@@ -60,7 +58,7 @@ func NewConsumer(refunds Refunder, failPoints *failpoint.Registry, logger *slog.
 // business rejection recorded in the ledger (with its callback) and returns
 // no error, so it is never retried; errors are database failures, retried
 // by the router up to its bound.
-func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _ string) (string, error) {
+func (c *Consumer) Apply(ctx context.Context, uow *versionguard.UnitOfWork, env event.Envelope, _ string) (string, error) {
 	if err := c.failPoints.Inject(FailPoint); err != nil {
 		return "", err
 	}
@@ -68,7 +66,7 @@ func (c *Consumer) Apply(ctx context.Context, tx *sqlx.Tx, env event.Envelope, _
 	if err != nil {
 		return "", err
 	}
-	out, err := c.refunds.Refund(ctx, tx, req)
+	out, err := c.refunds.Refund(ctx, uow, req)
 	if err != nil {
 		return "", fmt.Errorf("refund %s of order %s: %w", req.RefundID, env.AggregateID, err)
 	}

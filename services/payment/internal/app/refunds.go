@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -23,28 +22,28 @@ type RefundOutcome struct {
 	CallbackID string
 }
 
-// Ledger is the storage a refund needs, each call inside the transaction
-// it is given: the payment under its row lock, the refunds ledger, and the
+// Ledger is the storage a refund needs, each call in the unit of work it
+// is given: the payment under its row lock, the refunds ledger, and the
 // outbox the callback to the order service leaves through.
 type Ledger interface {
-	// LockPayment returns the payment of orderID, locked until tx ends, or
-	// an error wrapping payment.ErrPaymentNotFound.
-	LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (payment.Payment, error)
+	// LockPayment returns the payment of orderID, locked until uow ends,
+	// or an error wrapping payment.ErrPaymentNotFound.
+	LockPayment(ctx context.Context, uow *versionguard.UnitOfWork, orderID string) (payment.Payment, error)
 	// RecordedRefund returns the outcome the ledger holds for refundID,
 	// if any.
-	RecordedRefund(ctx context.Context, tx *sqlx.Tx, refundID string) (RefundOutcome, bool, error)
+	RecordedRefund(ctx context.Context, uow *versionguard.UnitOfWork, refundID string) (RefundOutcome, bool, error)
 	// RecordRefund adds req, decided as d, to the ledger; false when the
 	// ledger holds its refund id already (another transaction recorded it
 	// meanwhile).
-	RecordRefund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest, d payment.RefundDecision) (bool, error)
+	RecordRefund(ctx context.Context, uow *versionguard.UnitOfWork, req payment.RefundRequest, d payment.RefundDecision) (bool, error)
 	// SavePayment stores what has been refunded of p and its status.
-	SavePayment(ctx context.Context, tx *sqlx.Tx, p payment.Payment) error
-	// AddCallback writes cb to the outbox in tx, so it is sent once tx has
-	// committed.
-	AddCallback(ctx context.Context, tx *sqlx.Tx, cb event.Callback, orderVersion int64) error
-	// InTx runs fn in a transaction of its own, for a refund made outside
-	// the consumer's.
-	InTx(ctx context.Context, fn func(*sqlx.Tx) error) error
+	SavePayment(ctx context.Context, uow *versionguard.UnitOfWork, p payment.Payment) error
+	// AddCallback writes cb to the outbox in uow, so it is sent once uow
+	// has committed.
+	AddCallback(ctx context.Context, uow *versionguard.UnitOfWork, cb event.Callback, orderVersion int64) error
+	// InUnitOfWork runs fn in a unit of work of its own, for a refund made
+	// outside the consumer's.
+	InUnitOfWork(ctx context.Context, fn func(*versionguard.UnitOfWork) error) error
 	// ByOrder returns the payment of orderID, or an error wrapping
 	// payment.ErrPaymentNotFound.
 	ByOrder(ctx context.Context, orderID string) (payment.Payment, error)
@@ -74,9 +73,9 @@ func (s *Refunds) ByOrder(ctx context.Context, orderID string) (payment.Payment,
 // id: a repeat answers the recorded outcome and writes nothing.
 func (s *Refunds) RefundPayment(ctx context.Context, req payment.RefundRequest) (RefundOutcome, error) {
 	var out RefundOutcome
-	err := s.ledger.InTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.ledger.InUnitOfWork(ctx, func(uow *versionguard.UnitOfWork) error {
 		var err error
-		out, err = s.Refund(ctx, tx, req)
+		out, err = s.Refund(ctx, uow, req)
 		return err
 	})
 	if err != nil {
@@ -85,38 +84,38 @@ func (s *Refunds) RefundPayment(ctx context.Context, req payment.RefundRequest) 
 	return out, nil
 }
 
-// Refund makes or rejects req inside tx (payment.DecideRefund): it records
+// Refund makes or rejects req in uow (payment.DecideRefund): it records
 // the outcome in the refunds ledger, draws the amount from the payment
 // when the refund is made, and writes the REFUND_SUCCEEDED or
 // REFUND_REJECTED callback. A rejection is a recorded business outcome,
 // not an error. A refund id already in the ledger is left as it is and
 // answers what it recorded.
-func (s *Refunds) Refund(ctx context.Context, tx *sqlx.Tx, req payment.RefundRequest) (RefundOutcome, error) {
+func (s *Refunds) Refund(ctx context.Context, uow *versionguard.UnitOfWork, req payment.RefundRequest) (RefundOutcome, error) {
 	var held *payment.Payment
-	p, err := s.ledger.LockPayment(ctx, tx, req.OrderID)
+	p, err := s.ledger.LockPayment(ctx, uow, req.OrderID)
 	switch {
 	case err == nil:
 		held = &p
 	case !errors.Is(err, payment.ErrPaymentNotFound):
 		return RefundOutcome{}, err
 	}
-	if out, found, err := s.ledger.RecordedRefund(ctx, tx, req.RefundID); err != nil || found {
+	if out, found, err := s.ledger.RecordedRefund(ctx, uow, req.RefundID); err != nil || found {
 		return out, err
 	}
 	d := payment.DecideRefund(held, req)
 	// The payment's row lock serializes two requests of one refund id, but
 	// not when there is no payment: the second record then waits for the
 	// first and answers what it recorded.
-	recorded, err := s.ledger.RecordRefund(ctx, tx, req, d)
+	recorded, err := s.ledger.RecordRefund(ctx, uow, req, d)
 	if err != nil {
 		return RefundOutcome{}, err
 	}
 	if !recorded {
-		out, _, err := s.ledger.RecordedRefund(ctx, tx, req.RefundID)
+		out, _, err := s.ledger.RecordedRefund(ctx, uow, req.RefundID)
 		return out, err
 	}
 	if d.Payment != nil {
-		if err := s.ledger.SavePayment(ctx, tx, *d.Payment); err != nil {
+		if err := s.ledger.SavePayment(ctx, uow, *d.Payment); err != nil {
 			return RefundOutcome{}, err
 		}
 	}
@@ -127,7 +126,7 @@ func (s *Refunds) Refund(ctx context.Context, tx *sqlx.Tx, req payment.RefundReq
 	cb := event.Callback{CallbackID: event.NewEventID(), Type: d.Callback.Type, OrderID: req.OrderID,
 		PaymentID: d.Callback.PaymentID, Amount: event.NewMoney(req.Amount), Currency: d.Currency,
 		RefundID: req.RefundID, Reason: d.Reason}
-	if err := s.ledger.AddCallback(ctx, tx, cb, req.OrderVersion); err != nil {
+	if err := s.ledger.AddCallback(ctx, uow, cb, req.OrderVersion); err != nil {
 		return RefundOutcome{}, err
 	}
 	out.CallbackID = cb.CallbackID
