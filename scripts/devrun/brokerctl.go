@@ -1,6 +1,7 @@
 package devrun
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,28 +117,44 @@ func (bc *brokerControl) viewLocked() BrokerView {
 	return v
 }
 
-// stop closes the broker, keeping its data; stopping it again does nothing.
-func (bc *brokerControl) stop() (BrokerView, error) {
+// brokerOps is what the /broker routes drive: make run's embedded broker
+// (brokerControl) or the compose project's (ComposeControl).
+type brokerOps interface {
+	brokerState(ctx context.Context) BrokerView
+	setBroker(ctx context.Context, start bool) (BrokerView, error)
+	armFault(ctx context.Context, req FaultRequest) (BrokerView, error)
+	clearFault(ctx context.Context) (BrokerView, error)
+}
+
+// brokerState is the broker's view; without an embedded broker (bc nil)
+// it says so.
+func (bc *brokerControl) brokerState(context.Context) BrokerView {
+	if bc == nil {
+		return BrokerView{Embedded: false, Error: ErrExternalBroker.Error()}
+	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
-	if bc.b != nil && !bc.closed {
+	return bc.viewLocked()
+}
+
+// setBroker closes the broker, keeping its data, or brings it back on its
+// address with its data; stopping a stopped or starting a running broker
+// does nothing.
+func (bc *brokerControl) setBroker(_ context.Context, start bool) (BrokerView, error) {
+	if bc == nil {
+		return BrokerView{}, ErrExternalBroker
+	}
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	switch {
+	case !start && bc.b != nil && !bc.closed:
 		bc.b.Close()
 		bc.b, bc.fault = nil, nil
 		bc.stops++
 		bc.log.Printf("embedded broker on %s stopped by the control API (data kept in %s); POST /broker/start brings it back", bc.cfg.Addr, bc.cfg.DataDir)
-	}
-	return bc.viewLocked(), nil
-}
-
-// start brings the broker back on its address with its data; starting a
-// running broker does nothing.
-func (bc *brokerControl) start() (BrokerView, error) {
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	if bc.closed {
+	case start && bc.closed:
 		return bc.viewLocked(), fmt.Errorf("the runner is stopping: %w", ErrBrokerStopped)
-	}
-	if bc.b == nil {
+	case start && bc.b == nil:
 		b, err := broker.Start(bc.cfg)
 		if err != nil {
 			return bc.viewLocked(), fmt.Errorf("restart the embedded broker on %s: %w", bc.cfg.Addr, err)
@@ -148,8 +165,11 @@ func (bc *brokerControl) start() (BrokerView, error) {
 	return bc.viewLocked(), nil
 }
 
-// arm installs req, replacing the fault armed before.
-func (bc *brokerControl) arm(req FaultRequest) (BrokerView, error) {
+// armFault installs req, replacing the fault armed before.
+func (bc *brokerControl) armFault(_ context.Context, req FaultRequest) (BrokerView, error) {
+	if bc == nil {
+		return BrokerView{}, ErrExternalBroker
+	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	if bc.b == nil {
@@ -168,40 +188,56 @@ func (bc *brokerControl) arm(req FaultRequest) (BrokerView, error) {
 	return bc.viewLocked(), nil
 }
 
-// clear removes the armed fault, used up or not.
-func (bc *brokerControl) clear() BrokerView {
+// clearFault removes the armed fault, used up or not.
+func (bc *brokerControl) clearFault(context.Context) (BrokerView, error) {
+	if bc == nil {
+		return BrokerView{}, ErrExternalBroker
+	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	if bc.fault != nil {
 		bc.fault.Remove()
 		bc.fault = nil
 	}
-	return bc.viewLocked()
+	return bc.viewLocked(), nil
 }
 
-// register adds the broker routes; without an embedded broker (bc nil) each
-// answers 409 with ErrExternalBroker, except GET /broker.
-func (bc *brokerControl) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, _ *http.Request) {
-		if bc == nil {
-			writeJSON(w, http.StatusOK, BrokerView{Embedded: false, Error: ErrExternalBroker.Error()})
-			return
-		}
-		bc.mu.Lock()
-		v := bc.viewLocked()
-		bc.mu.Unlock()
-		writeJSON(w, http.StatusOK, v)
+// brokerRoutes adds the /broker routes of the control API over b. A broker
+// the backend does not own or cannot fault (ErrExternalBroker,
+// ErrBrokerStopped, ErrNoComposeFault) is refused with 409, which the
+// drills report as SKIP.
+func brokerRoutes(mux *http.ServeMux, b brokerOps) {
+	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.brokerState(r.Context()))
 	})
-	mux.HandleFunc("POST /broker/stop", bc.serve(func(*http.Request) (BrokerView, error) { return bc.stop() }))
-	mux.HandleFunc("POST /broker/start", bc.serve(func(*http.Request) (BrokerView, error) { return bc.start() }))
-	mux.HandleFunc("DELETE /broker/faults", bc.serve(func(*http.Request) (BrokerView, error) { return bc.clear(), nil }))
-	mux.HandleFunc("POST /broker/faults", bc.serve(func(r *http.Request) (BrokerView, error) {
+	route := func(pattern string, do func(*http.Request) (BrokerView, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			v, err := do(r)
+			status := http.StatusInternalServerError
+			switch {
+			case err == nil:
+				writeJSON(w, http.StatusOK, v)
+				return
+			case errors.Is(err, errBadFault):
+				writeError(w, http.StatusBadRequest, err)
+				return
+			case errors.Is(err, ErrExternalBroker), errors.Is(err, ErrBrokerStopped), errors.Is(err, ErrNoComposeFault):
+				status = http.StatusConflict
+			}
+			v.Error = err.Error()
+			writeJSON(w, status, v)
+		})
+	}
+	route("POST /broker/stop", func(r *http.Request) (BrokerView, error) { return b.setBroker(r.Context(), false) })
+	route("POST /broker/start", func(r *http.Request) (BrokerView, error) { return b.setBroker(r.Context(), true) })
+	route("DELETE /broker/faults", func(r *http.Request) (BrokerView, error) { return b.clearFault(r.Context()) })
+	route("POST /broker/faults", func(r *http.Request) (BrokerView, error) {
 		req, err := decodeFault(r)
 		if err != nil {
 			return BrokerView{}, err
 		}
-		return bc.arm(req)
-	}))
+		return b.armFault(r.Context(), req)
+	})
 }
 
 // errBadFault is a POST /broker/faults body the API cannot arm.
@@ -232,27 +268,4 @@ func decodeFault(r *http.Request) (FaultRequest, error) {
 		return req, fmt.Errorf("%w: count %d: want 1..1000", errBadFault, req.Count)
 	}
 	return req, nil
-}
-
-// serve answers a broker request with its view or its error's status.
-func (bc *brokerControl) serve(do func(*http.Request) (BrokerView, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if bc == nil {
-			writeJSON(w, http.StatusConflict, BrokerView{Embedded: false, Error: ErrExternalBroker.Error()})
-			return
-		}
-		v, err := do(r)
-		switch {
-		case err == nil:
-			writeJSON(w, http.StatusOK, v)
-		case errors.Is(err, errBadFault):
-			writeError(w, http.StatusBadRequest, err)
-		case errors.Is(err, ErrBrokerStopped):
-			v.Error = err.Error()
-			writeJSON(w, http.StatusConflict, v)
-		default:
-			v.Error = err.Error()
-			writeJSON(w, http.StatusInternalServerError, v)
-		}
-	}
 }

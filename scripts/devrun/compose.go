@@ -367,32 +367,25 @@ func (c *ComposeControl) writeOverride(svc suite.Service, env map[string]string)
 // waitReady polls url/readyz until it answers 200, failing when the
 // container has exited or the timeout passes.
 func (c *ComposeControl) waitReady(ctx context.Context, name, service, url string) error {
-	deadline := time.Now().Add(c.cfg.ReadyTimeout)
-	tick := time.NewTicker(c.cfg.PollInterval)
-	defer tick.Stop()
-	for {
+	return poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
 		err := probe(ctx, c.client, url+"/readyz")
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if service != "" {
 			cts, perr := c.ps(ctx, service)
 			if perr != nil {
-				return perr
+				return false, perr
 			}
 			if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
-				return &NotReadyError{Service: name, Reason: fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode)}
+				return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode)}
 			}
 		}
-		if time.Now().After(deadline) {
-			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.cfg.ReadyTimeout, err)}
+		if late {
+			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.cfg.ReadyTimeout, err)}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+		return false, nil
+	})
 }
 
 // stop stops the service's container; it stays down until a restart.
@@ -413,24 +406,15 @@ func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, er
 }
 
 // waitExit polls the service's container until it has exited.
-func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time.Duration) (ServiceView, error) {
+func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time.Duration) (v ServiceView, err error) {
 	if _, err := c.lookup(name, false); err != nil {
 		return ServiceView{}, err
 	}
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(c.cfg.PollInterval)
-	defer tick.Stop()
-	for {
-		v, err := c.one(ctx, name)
-		if err != nil || v.State == "exited" || v.State == "stopped" || time.Now().After(deadline) {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return ServiceView{}, ctx.Err()
-		case <-tick.C:
-		}
-	}
+	err = poll(ctx, timeout, c.cfg.PollInterval, func(late bool) (bool, error) {
+		v, err = c.one(ctx, name)
+		return late || v.State == "exited" || v.State == "stopped", err
+	})
+	return v, err
 }
 
 // view is one service's state: its container's, and "stopped" once the
@@ -588,9 +572,9 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 	return v, nil
 }
 
-// broker stops or starts the broker's container; a start waits until its
-// health check passes.
-func (c *ComposeControl) broker(ctx context.Context, start bool) (BrokerView, error) {
+// setBroker stops or starts the broker's container; a start waits until
+// its health check passes.
+func (c *ComposeControl) setBroker(ctx context.Context, start bool) (BrokerView, error) {
 	verb := "stop"
 	if start {
 		verb = "start"
@@ -605,25 +589,21 @@ func (c *ComposeControl) broker(ctx context.Context, start bool) (BrokerView, er
 	}
 	c.mu.Unlock()
 	if start {
-		deadline := time.Now().Add(c.cfg.ReadyTimeout)
-		tick := time.NewTicker(c.cfg.PollInterval)
-		defer tick.Stop()
-		for {
+		err := poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
 			cts, err := c.ps(ctx, c.cfg.BrokerService)
 			if err != nil {
-				return BrokerView{}, err
+				return false, err
 			}
 			if ct := cts[c.cfg.BrokerService]; ct.State == "running" && (ct.Health == "healthy" || ct.Health == "") {
-				break
+				return true, nil
 			}
-			if time.Now().After(deadline) {
-				return BrokerView{}, fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
+			if late {
+				return false, fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
 			}
-			select {
-			case <-ctx.Done():
-				return BrokerView{}, ctx.Err()
-			case <-tick.C:
-			}
+			return false, nil
+		})
+		if err != nil {
+			return BrokerView{}, err
 		}
 	}
 	c.log.Printf("%s %s", c.cfg.BrokerService, map[bool]string{true: "started and healthy", false: "stopped"}[start])
@@ -669,54 +649,26 @@ func (c *ComposeControl) armFault(ctx context.Context, req FaultRequest) (Broker
 }
 
 // clearFault removes the proxy's fault; a proxy that does not answer has
-// nothing armed.
-func (c *ComposeControl) clearFault(ctx context.Context) BrokerView {
+// nothing armed, which the view's error says.
+func (c *ComposeControl) clearFault(ctx context.Context) (BrokerView, error) {
+	v := c.brokerView()
 	if err := c.proxy.Do(ctx, http.MethodDelete, "/fault", nil, nil); err != nil {
-		v := c.brokerView()
 		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
-		return v
 	}
-	return c.brokerView()
+	return v, nil
+}
+
+// brokerState is the broker's view with the proxy's fault.
+func (c *ComposeControl) brokerState(ctx context.Context) BrokerView {
+	return c.faultView(ctx, FaultRequest{})
 }
 
 // Handler serves the control API's routes (control.go's handler) to this
-// machine's programs only.
+// machine's programs only. The faults are the fault proxy's.
 func (c *ComposeControl) Handler() http.Handler {
 	mux := http.NewServeMux()
 	serviceRoutes(mux, c)
-	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.faultView(r.Context(), FaultRequest{}))
-	})
-	for path, start := range map[string]bool{"POST /broker/stop": false, "POST /broker/start": true} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			v, err := c.broker(r.Context(), start)
-			if err != nil {
-				writeError(w, http.StatusInternalServerError, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, v)
-		})
-	}
-	// The faults are the fault proxy's: a proxy that does not answer has
-	// nothing to clear, and refuses to arm with 409, as make run refuses
-	// brokers it does not own, which the drills report as SKIP.
-	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.clearFault(r.Context()))
-	})
-	mux.HandleFunc("POST /broker/faults", func(w http.ResponseWriter, r *http.Request) {
-		req, err := decodeFault(r)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err)
-			return
-		}
-		v, err := c.armFault(r.Context(), req)
-		if err != nil {
-			v.Error = err.Error()
-			writeJSON(w, http.StatusConflict, v)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
-	})
+	brokerRoutes(mux, c)
 	return guard(mux)
 }
 

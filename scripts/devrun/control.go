@@ -163,28 +163,11 @@ func (c *control) restart(ctx context.Context, name string, env map[string]strin
 }
 
 func (c *control) waitReady(ctx context.Context, name, url string, done <-chan struct{}) error {
-	deadline := time.NewTimer(c.readyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		err := probe(ctx, c.client, url)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-done:
-			c.mu.Lock()
-			exit := c.services[name].exit
-			c.mu.Unlock()
-			return &NotReadyError{Service: name, Reason: exit.String()}
-		case <-deadline.C:
-			return &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.readyTimeout, err)}
-		case <-tick.C:
-		}
-	}
+	return awaitReady(ctx, c.client, c.readyTimeout, name, url, done, func() string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.services[name].exit.String()
+	})
 }
 
 // waitExit waits until the current process of name has ended.
@@ -281,7 +264,7 @@ type RestartRequest = controlapi.RestartRequest
 func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
 	serviceRoutes(mux, c)
-	c.broker.register(mux)
+	brokerRoutes(mux, c.broker)
 	return guard(mux)
 }
 

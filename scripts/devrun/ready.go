@@ -75,6 +75,44 @@ func WaitReady(ctx context.Context, client *http.Client, endpoints []Endpoint, t
 	}
 }
 
+// poll calls step every interval until it is done or fails, or ctx ends;
+// late tells step that timeout has passed, so it fails rather than wait on.
+func poll(ctx context.Context, timeout, interval time.Duration, step func(late bool) (done bool, err error)) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if done, err := step(time.Now().After(deadline)); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// awaitReady polls url until it answers 200, failing with a NotReadyError
+// once done is closed (the process exited: exit says how) or timeout
+// passes.
+func awaitReady(ctx context.Context, client *http.Client, timeout time.Duration, name, url string, done <-chan struct{}, exit func() string) error {
+	return poll(ctx, timeout, pollInterval, func(late bool) (bool, error) {
+		err := probe(ctx, client, url)
+		select {
+		case <-done:
+			if err != nil {
+				return false, &NotReadyError{Service: name, Reason: exit()}
+			}
+		default:
+		}
+		if err != nil && late {
+			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", timeout, err)}
+		}
+		return err == nil, nil
+	})
+}
+
 func probe(ctx context.Context, client *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

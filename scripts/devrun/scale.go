@@ -312,32 +312,17 @@ func (sc *scaler) startLocked(s suite.Service, k int) (*instance, error) {
 }
 
 func (sc *scaler) waitReady(ctx context.Context, in *instance) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", in.port)
-	deadline := time.NewTimer(sc.readyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		err := probe(ctx, sc.client, url)
-		if err == nil {
-			sc.mu.Lock()
-			in.ready = true
-			sc.mu.Unlock()
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-in.done:
-			sc.mu.Lock()
-			exit := in.exit
-			sc.mu.Unlock()
-			return &NotReadyError{Service: in.name(), Reason: exit.String()}
-		case <-deadline.C:
-			return &NotReadyError{Service: in.name(), Reason: fmt.Sprintf("not ready after %s: %v", sc.readyTimeout, err)}
-		case <-tick.C:
-		}
+	err := awaitReady(ctx, sc.client, sc.readyTimeout, in.name(), fmt.Sprintf("http://127.0.0.1:%d/readyz", in.port), in.done, func() string {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return in.exit.String()
+	})
+	if err == nil {
+		sc.mu.Lock()
+		in.ready = true
+		sc.mu.Unlock()
 	}
+	return err
 }
 
 // views are the extra instances of every service, sorted by name.

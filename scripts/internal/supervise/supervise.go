@@ -192,31 +192,17 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) error {
 	return err
 }
 
-// Restart stops the named child, waits for it and starts it again with the
-// same Spec and context. It also starts again a child that has exited.
-func (s *Supervisor) Restart(name string) error {
-	_, err := s.RestartWith(name, nil)
-	return err
-}
-
-// RestartWith is Restart with env added to the Spec's environment for this
-// run only (an entry wins over one of the same name in the Spec), so a
+// RestartWith stops the named child, waits for it and starts it again with
+// the same Spec and context, and env added to the Spec's environment for
+// this run only (an entry wins over one of the same name in the Spec), so a
 // crash drill can start a service with a fail point armed and a later
-// Restart brings back its usual environment. It returns the new child's
-// Run number.
+// restart without env brings back its usual environment. It also starts
+// again a child that has exited. It returns the new child's Run number.
 func (s *Supervisor) RestartWith(name string, env []string) (int, error) {
-	s.mu.Lock()
-	p, ok := s.procs[name]
-	stopped := s.stopped
-	s.mu.Unlock()
-	switch {
-	case stopped:
-		return 0, ErrStopped
-	case !ok:
-		return 0, fmt.Errorf("supervise: no child named %q", name)
+	p, err := s.halt(name, false)
+	if p == nil {
+		return 0, err
 	}
-	p.cancel()
-	<-p.done
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,22 +224,41 @@ func (s *Supervisor) RestartWith(name string, env []string) (int, error) {
 // again: an outage drill takes a service away this way. Stopping a child
 // that has already exited does nothing.
 func (s *Supervisor) StopChild(name string) error {
+	_, err := s.halt(name, false)
+	return err
+}
+
+// halt stops the named child and waits for it, forgetting it when forget
+// is set; it returns the child, nil when there was none to stop.
+func (s *Supervisor) halt(name string, forget bool) (*process, error) {
 	s.mu.Lock()
 	p, ok := s.procs[name]
 	stopped := s.stopped
 	s.mu.Unlock()
 	switch {
-	case stopped:
-		return ErrStopped
+	case stopped && !forget:
+		return nil, ErrStopped
 	case !ok:
-		return fmt.Errorf("supervise: no child named %q", name)
+		return nil, fmt.Errorf("supervise: no child named %q", name)
 	}
 	p.cancel()
 	<-p.done
-	if p.killed {
-		return fmt.Errorf("supervise: %s did not stop within %s after SIGTERM and was killed", name, s.cfg.GracePeriod)
+	if forget {
+		s.mu.Lock()
+		if s.procs[name] == p {
+			delete(s.procs, name)
+		}
+		s.mu.Unlock()
 	}
-	return nil
+	if p.killed {
+		return p, s.killed(name)
+	}
+	return p, nil
+}
+
+// killed is the error of a child that had to be killed.
+func (s *Supervisor) killed(name string) error {
+	return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", name, s.cfg.GracePeriod)
 }
 
 // Stop stops every child, concurrently, and waits for them. It reports the
@@ -280,7 +285,7 @@ func (s *Supervisor) Stop() error {
 	var errs []error
 	for _, p := range procs {
 		if p.killed {
-			errs = append(errs, fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.spec.Name, s.cfg.GracePeriod))
+			errs = append(errs, s.killed(p.spec.Name))
 		}
 	}
 	return errors.Join(errs...)
@@ -293,24 +298,8 @@ func (s *Supervisor) Stop() error {
 // reports a child that had to be killed; a child that has already exited
 // is just forgotten.
 func (s *Supervisor) Remove(name string) error {
-	s.mu.Lock()
-	p, ok := s.procs[name]
-	s.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("supervise: no child named %q", name)
-	}
-	p.cancel()
-	<-p.done
-
-	s.mu.Lock()
-	if s.procs[name] == p {
-		delete(s.procs, name)
-	}
-	s.mu.Unlock()
-	if p.killed {
-		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", name, s.cfg.GracePeriod)
-	}
-	return nil
+	_, err := s.halt(name, true)
+	return err
 }
 
 // PID is the process id of the named child while it runs; false when no

@@ -229,7 +229,7 @@ func TestContextEndStopsTheChild(t *testing.T) {
 	waitUntil(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
 	cancel()
 	waitUntil(t, 10*time.Second, "child stopped by its context", func() bool { return strings.Contains(out.String(), "alpha  | bye") })
-	if err := sup.Restart("alpha"); !errors.Is(err, context.Canceled) {
+	if _, err := sup.RestartWith("alpha", nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Restart with an ended context = %v, want context.Canceled", err)
 	}
 	if err := sup.Stop(); err != nil {
@@ -258,7 +258,7 @@ func TestRestart(t *testing.T) {
 	count := func(s string) int { return strings.Count(out.String(), s) }
 	waitUntil(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
 
-	if err := sup.Restart("alpha"); err != nil {
+	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "second start", func() bool { return count("alpha  | ready") == 2 })
@@ -268,13 +268,13 @@ func TestRestart(t *testing.T) {
 	if got := count("beta   | bye") + count("beta   | ready"); got != 1 {
 		t.Errorf("beta was touched by restarting alpha: %d lines", got)
 	}
-	if err := sup.Restart("nope"); err == nil {
+	if _, err := sup.RestartWith("nope", nil); err == nil {
 		t.Error("Restart of an unknown name succeeded")
 	}
 	if err := sup.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Restart("alpha"); !errors.Is(err, supervise.ErrStopped) {
+	if _, err := sup.RestartWith("alpha", nil); !errors.Is(err, supervise.ErrStopped) {
 		t.Errorf("Restart after Stop = %v, want ErrStopped", err)
 	}
 	select {
@@ -291,7 +291,7 @@ func TestRestartAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextExit(t, sup)
-	if err := sup.Restart("alpha"); err != nil {
+	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
 	nextExit(t, sup)
@@ -374,7 +374,7 @@ func TestRestartWithEnvironment(t *testing.T) {
 	}
 	waitUntil(t, 10*time.Second, "start with the extra variable", func() bool { return count("alpha  | mode=drill") == 1 })
 
-	if err := sup.Restart("alpha"); err != nil {
+	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "start with the usual environment", func() bool { return count("alpha  | mode=normal") == 2 })
@@ -388,7 +388,7 @@ func TestRestartWithEnvironment(t *testing.T) {
 			t.Errorf("exit %+v (code %d), want beta run %d with status 137", e, e.Code(), want)
 		}
 		if want == 1 {
-			if err := sup.Restart("beta"); err != nil {
+			if _, err := sup.RestartWith("beta", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -432,7 +432,7 @@ func TestStopChild(t *testing.T) {
 	if got := count("beta   | bye"); got != 0 {
 		t.Errorf("beta was stopped with alpha")
 	}
-	if err := sup.Restart("alpha"); err != nil {
+	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
