@@ -23,6 +23,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
@@ -67,6 +68,35 @@ func New(t *testing.T, db *sqlx.DB, consumer string, handler http.Handler, guard
 func (f *Fixture) Call(body, token string) (int, string) {
 	f.T.Helper()
 	return f.do(http.MethodPost, "/admin/reconciliation/orders", body, token)
+}
+
+// ExpectRefusals fails the test unless POST /admin/reconciliation/orders
+// answers 400 INVALID_REQUEST naming the field to bodies that break the
+// request's rules, and 401 without the admin token or with a wrong one:
+// the route every consumer registers through pkg/admin, checked against
+// each consumer's own wiring.
+func (f *Fixture) ExpectRefusals() {
+	f.T.Helper()
+	for _, tt := range []struct{ body, field string }{
+		{`{"orderIds":[]}`, "orderIds must hold"},
+		{`{"orderIds":["O-1",""]}`, "orderIds[1] is required"},
+		{`{"orderIds":["O-1","O 2"]}`, "orderIds[1] must be"},
+		{`{"orderIds":`, "malformed JSON"},
+	} {
+		code, raw := f.Call(tt.body, AdminToken)
+		var e httpapi.ErrorBody
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			f.T.Fatalf("%s: %d %s: %v", tt.body, code, raw, err)
+		}
+		if code != http.StatusBadRequest || e.BusinessCode != httpapi.CodeInvalidRequest || !strings.HasPrefix(e.Message, tt.field) {
+			f.T.Fatalf("%s: %d %s, want 400 naming %s", tt.body, code, raw, tt.field)
+		}
+	}
+	for _, token := range []string{"", "wrong"} {
+		if code, raw := f.Call(`{"orderIds":["O-1"]}`, token); code != http.StatusUnauthorized {
+			f.T.Fatalf("with token %q: %d %s, want 401", token, code, raw)
+		}
+	}
 }
 
 // ExpectEffects pages through GET /admin/reconciliation/effects, two ids a

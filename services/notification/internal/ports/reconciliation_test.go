@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -107,26 +106,5 @@ func TestReconciliationViews(t *testing.T) {
 }
 
 func TestReconciliationRefusesBadRequests(t *testing.T) {
-	f := setup(t)
-	for body, field := range map[string]string{
-		`{"orderIds":[]}`:            "orderIds must hold",
-		`{"orderIds":["O-1",""]}`:    "orderIds[1] is required",
-		`{"orderIds":["O-1","O 2"]}`: "orderIds[1] must be",
-		`{"orderIds":`:               "malformed JSON",
-	} {
-		code, raw := f.Call(body, consumertest.AdminToken)
-		var e httpapi.ErrorBody
-		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			t.Fatal(err)
-		}
-		if code != 400 || e.BusinessCode != httpapi.CodeInvalidRequest || !strings.HasPrefix(e.Message, field) {
-			t.Fatalf("%s: %d %s, want 400 naming %s", body, code, raw, field)
-		}
-	}
-	if code, raw := f.Call(`{"orderIds":["O-1"]}`, ""); code != 401 {
-		t.Fatalf("without the token: %d %s", code, raw)
-	}
-	if code, raw := f.Call(`{"orderIds":["O-1"]}`, "wrong"); code != 401 {
-		t.Fatalf("with a wrong token: %d %s", code, raw)
-	}
+	setup(t).ExpectRefusals()
 }
