@@ -3,6 +3,7 @@ module github.com/reliable-orders/fulfillment/tests
 go 1.26.0
 
 require (
+	github.com/prometheus/procfs v0.23.0
 	github.com/reliable-orders/fulfillment/pkg v0.0.0
 	github.com/reliable-orders/fulfillment/scripts v0.0.0
 	github.com/reliable-orders/fulfillment/services/payment v0.0.0
@@ -69,7 +70,6 @@ require (
 	github.com/pb33f/ordered-map/v2 v2.3.2 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/prometheus/procfs v0.23.0 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/schollz/progressbar/v3 v3.19.1 // indirect

@@ -11,6 +11,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/prometheus/procfs"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/tests/bench"
@@ -50,6 +53,9 @@ const (
 	apiStock       = 1_000_000
 	apiUnitPrice   = "25.00"
 	apiCurrency    = "CNY"
+	// apiProfileAfter is how far into a step BENCH_PROFILE_DIR's CPU
+	// profiles start: past the generator's first second.
+	apiProfileAfter = 2 * time.Second
 )
 
 // suiteEnv is the services' environment in a benchmark: suiteDefaults,
@@ -57,7 +63,11 @@ const (
 func suiteEnv(b *testing.B) map[string]string {
 	b.Helper()
 	env := suiteDefaults()
-	maps.Copy(env, loadSettings(b).ServiceEnv)
+	set := loadSettings(b)
+	if set.ProfileDir != "" {
+		env["PPROF_ENABLED"] = "true"
+	}
+	maps.Copy(env, set.ServiceEnv)
 	return env
 }
 
@@ -130,7 +140,7 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 	b.ResetTimer()
 	for round := range b.N {
 		for i, rate := range rates {
-			steps[i].add(runStep(ctx, b, &gen, dbs, s.DB("payment"), round, rate, set.APIOrders))
+			steps[i].add(runStep(ctx, b, s, &gen, dbs, round, rate, set.APIOrders, set.ProfileDir))
 		}
 	}
 	b.StopTimer()
@@ -156,6 +166,14 @@ func BenchmarkAPIPayToConverged(b *testing.B) {
 		b.ReportMetric(ms(percentile(st.paid, 50)), "paid-p50-ms")
 		b.ReportMetric(ms(percentile(st.shedLatency, 99)), "shed-p99-ms")
 		b.ReportMetric(st.acceptedRate(), "orders/s")
+		for _, name := range harness.Services {
+			b.ReportMetric(st.cpuPerOrder(name), name+"-cpu-ms/order")
+		}
+		if st.host.ok {
+			b.ReportMetric(st.perOrder(st.host.postgres), "postgres-cpu-ms/order")
+			b.ReportMetric(st.perOrder(st.host.bench), "generator-broker-cpu-ms/order")
+			b.ReportMetric(st.perOrder(st.host.busy), "machine-cpu-ms/order")
+		}
 		b.Logf("%d orders × %d round(s) at %d/s (%.1f/s achieved): %d accepted (%.1f/s), %d shed (create/checkout/pay %d/%d/%d; 503 answered p50 %v p99 %v), %d failed, %d half-done; pay→converged p50 %v p90 %v p99 %v max %v; pay→PAID p50 %v p99 %v; resolution %v, %d failed polls",
 			set.APIOrders, b.N, st.rate, st.achieved(), st.accepted, st.acceptedRate(), st.shed,
 			st.shedBy[stepCreate], st.shedBy[stepCheckout], st.shedBy[stepPay],
@@ -226,6 +244,11 @@ type stepResult struct {
 	// convergeTimeout of the last payment.
 	halfDone   int
 	pollErrors int
+	// cpu is the CPU time each service's process spent during the step,
+	// in seconds.
+	cpu map[string]float64
+	// host is the rest of the machine's CPU time during the step.
+	host hostCPU
 }
 
 func (r *stepResult) add(o stepResult) {
@@ -247,6 +270,14 @@ func (r *stepResult) add(o stepResult) {
 	r.paid = append(r.paid, o.paid...)
 	r.halfDone += o.halfDone
 	r.pollErrors += o.pollErrors
+	for name, sec := range o.cpu {
+		if r.cpu == nil {
+			r.cpu = map[string]float64{}
+		}
+		r.cpu[name] += sec
+	}
+	r.host = hostCPU{postgres: r.host.postgres + o.host.postgres, bench: r.host.bench + o.host.bench,
+		busy: r.host.busy + o.host.busy, ok: o.host.ok}
 }
 
 func (r *stepResult) sort() {
@@ -276,9 +307,20 @@ func (r stepResult) achieved() float64 {
 // runStep walks orders at rate under its own order ids and convergence
 // watch, then waits for every paid order (the answered ones and any paid
 // whose answer was lost) to converge.
-func runStep(ctx context.Context, b *testing.B, gen *generator, dbs map[part]*sqlx.DB, payments *sqlx.DB,
-	round, rate, orders int) stepResult {
+func runStep(ctx context.Context, b *testing.B, s *harness.Suite, gen *generator, dbs map[part]*sqlx.DB,
+	round, rate, orders int, profileDir string) stepResult {
 	b.Helper()
+	payments := s.DB("payment")
+	cpu0 := serviceCPU(s)
+	host0 := readHostCPU()
+	if profileDir != "" {
+		profiled := profileStep(ctx, s, profileDir, rate)
+		defer func() {
+			if err := <-profiled; err != nil {
+				b.Errorf("profiles at %d/s: %v", rate, err)
+			}
+		}()
+	}
 	w := newConvergence(dbs)
 	watchCtx, stop := context.WithCancel(ctx)
 	watching := make(chan struct{})
@@ -305,7 +347,138 @@ func runStep(ctx context.Context, b *testing.B, gen *generator, dbs map[part]*sq
 	}
 	st := w.stats()
 	r.converged, r.paid, r.halfDone, r.pollErrors = st.converged, st.paid, st.unconverged, st.pollErrors
+	r.cpu = map[string]float64{}
+	for name, after := range serviceCPU(s) {
+		r.cpu[name] = after - cpu0[name]
+	}
+	r.host = readHostCPU().since(host0)
 	return r
+}
+
+// hostCPU is CPU time on this machine, in seconds: the Postgres server's
+// processes, this process (the load generator and the in-process
+// broker) and the machine's busy time. ok is false where /proc cannot be
+// read (not Linux), and then the figures are left out.
+type hostCPU struct {
+	postgres, bench, busy float64
+	ok                    bool
+}
+
+// readHostCPU reads the CPU time so far. A Postgres backend that ended
+// since the last reading takes its time with it, so the Postgres figure
+// of a step is a floor; the suite's services keep their connections, and
+// the backends live as long as the step.
+func readHostCPU() hostCPU {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return hostCPU{}
+	}
+	stat, err := fs.Stat()
+	if err != nil {
+		return hostCPU{}
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return hostCPU{}
+	}
+	self, err := fs.Self()
+	if err != nil {
+		return hostCPU{}
+	}
+	c := stat.CPUTotal
+	h := hostCPU{busy: c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, ok: true}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // ended while being read
+		}
+		switch {
+		case p.PID == self.PID:
+			h.bench = st.CPUTime()
+		case st.Comm == "postgres":
+			h.postgres += st.CPUTime()
+		}
+	}
+	return h
+}
+
+// since is the CPU time spent between before and h.
+func (h hostCPU) since(before hostCPU) hostCPU {
+	if !h.ok || !before.ok {
+		return hostCPU{}
+	}
+	return hostCPU{postgres: h.postgres - before.postgres, bench: h.bench - before.bench, busy: h.busy - before.busy, ok: true}
+}
+
+// serviceCPU is the CPU time each service's process has spent since its
+// start, in seconds (process_cpu_seconds_total): the difference over a
+// step is what serving its orders cost, whatever else ran on the machine.
+func serviceCPU(s *harness.Suite) map[string]float64 {
+	out := make(map[string]float64, len(harness.Services))
+	for _, name := range harness.Services {
+		out[name] = s.Metric(name, "process_cpu_seconds_total", nil)
+	}
+	return out
+}
+
+// profileStep keeps a CPU profile of every service over profileSeconds,
+// from apiProfileAfter into the step (once the generator runs at its
+// rate), as dir/api-<rate>-<service>.pprof. The channel gives the first
+// failure, or nil, once every profile is written.
+func profileStep(ctx context.Context, s *harness.Suite, dir string, rate int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		t := time.NewTimer(apiProfileAfter)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			done <- ctx.Err()
+			return
+		case <-t.C:
+		}
+		errs := make([]error, len(harness.Services))
+		var wg sync.WaitGroup
+		for i, name := range harness.Services {
+			wg.Go(func() {
+				path := fmt.Sprintf("/admin/debug/pprof/profile?seconds=%d", profileSeconds)
+				code, raw := s.Call(name, http.MethodGet, path, nil)
+				if code != http.StatusOK {
+					errs[i] = fmt.Errorf("%s %s: %d %s", name, path, code, raw)
+					return
+				}
+				errs[i] = os.WriteFile(filepath.Join(dir, fmt.Sprintf("api-%d-%s.pprof", rate, name)), raw, 0o644)
+			})
+		}
+		wg.Wait()
+		done <- errors.Join(errs...)
+	}()
+	return done
+}
+
+// servicesCPUPerOrder is the CPU time all services together spent per
+// accepted order of the step, in milliseconds: the machine's cost of an
+// order apart from Postgres and the broker.
+func (r stepResult) servicesCPUPerOrder() float64 {
+	var all float64
+	for _, name := range harness.Services {
+		all += r.cpuPerOrder(name)
+	}
+	return all
+}
+
+// perOrder is sec per accepted order of the step, in milliseconds; 0 when
+// none was accepted.
+func (r stepResult) perOrder(sec float64) float64 {
+	if r.accepted == 0 {
+		return 0
+	}
+	return 1000 * sec / float64(r.accepted)
+}
+
+// cpuPerOrder is the CPU time service name spent per accepted order of
+// the step, in milliseconds; 0 when none was accepted.
+func (r stepResult) cpuPerOrder(name string) float64 {
+	return r.perOrder(r.cpu[name])
 }
 
 // peakAccepted is the swept rate that kept the most accepted orders a
@@ -353,6 +526,11 @@ func reportStep(b *testing.B, st stepResult) {
 		b.ReportMetric(ms(percentile(st.shedLatency, 99)), unit("shed-p99-ms"))
 	}
 	b.ReportMetric(float64(st.failed), unit("errors"))
+	b.ReportMetric(st.servicesCPUPerOrder(), unit("services-cpu-ms/order"))
+	if st.host.ok {
+		b.ReportMetric(st.perOrder(st.host.postgres), unit("postgres-cpu-ms/order"))
+		b.ReportMetric(st.perOrder(st.host.busy), unit("machine-cpu-ms/order"))
+	}
 }
 
 // share is n of all in per cent; 0 of none.
@@ -367,11 +545,12 @@ func share(n, all int) float64 {
 func sweepTable(steps []stepResult, curve bench.Curve) string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate asked\tachieved/s\taccepted\taccepted/s\tshed\t(create/checkout/pay)\terrors\thalf-done\tp50-ms\tp99-ms\tshed-p99-ms\t")
+	fmt.Fprintln(tw, "rate asked\tachieved/s\taccepted\taccepted/s\tshed\t(create/checkout/pay)\terrors\thalf-done\tp50-ms\tp99-ms\tshed-p99-ms\tcpu-ms/order: services\tpostgres\tgenerator+broker\tmachine\t")
 	for _, st := range steps {
-		fmt.Fprintf(tw, "%d\t%.1f\t%d\t%.1f\t%d\t%d/%d/%d\t%d\t%d\t%.0f\t%.0f\t%.1f\t\n", st.rate, st.achieved(), st.accepted, st.acceptedRate(), st.shed,
+		fmt.Fprintf(tw, "%d\t%.1f\t%d\t%.1f\t%d\t%d/%d/%d\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", st.rate, st.achieved(), st.accepted, st.acceptedRate(), st.shed,
 			st.shedBy[stepCreate], st.shedBy[stepCheckout], st.shedBy[stepPay],
-			st.failed, st.halfDone, ms(percentile(st.converged, 50)), ms(percentile(st.converged, 99)), ms(percentile(st.shedLatency, 99)))
+			st.failed, st.halfDone, ms(percentile(st.converged, 50)), ms(percentile(st.converged, 99)), ms(percentile(st.shedLatency, 99)),
+			st.servicesCPUPerOrder(), st.perOrder(st.host.postgres), st.perOrder(st.host.bench), st.perOrder(st.host.busy))
 	}
 	_ = tw.Flush()
 	peak := peakAccepted(steps)

@@ -51,9 +51,10 @@ type settings struct {
 	// other than the default: CONSUMER_BATCH_WORKERS=1, say.
 	ServiceEnv map[string]string
 	// ProfileDir, when set, keeps a CPU profile of each consumer's drain
-	// in BenchmarkLimits there, <service>.pprof (BENCH_PROFILE_DIR): the
-	// profile that shows what limits a consumer, taken where it is
-	// measured.
+	// in BenchmarkLimits there, <service>.pprof, and one of every service
+	// in each step of BenchmarkAPIPayToConverged, api-<rate>-<service>.pprof
+	// (BENCH_PROFILE_DIR): the profile that shows what limits a service,
+	// taken where it is measured.
 	ProfileDir string
 }
 
