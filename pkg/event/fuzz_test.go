@@ -11,7 +11,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/pkg/rules/rulestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/rulestest"
 )
 
 // examples returns one valid envelope of every (eventType, eventVersion)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/internal/jsoncheck"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/pkg/rules/rulestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/rulestest"
 )
 
 // sameRuleError reports whether got and want are both nil or both the
