@@ -100,6 +100,27 @@ type Parts struct {
 	Logger *slog.Logger
 }
 
+// FailPoints is a registry of the fail points names, all disarmed.
+func FailPoints(t testing.TB, names ...string) *failpoint.Registry {
+	t.Helper()
+	fp, err := failpoint.New(failpoint.Config{Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// Apply applies env through proc and returns the outcome, failing the
+// test on an error.
+func Apply(t testing.TB, proc *inbox.Processor, env event.Envelope) versionguard.Outcome {
+	t.Helper()
+	out, err := proc.Process(context.Background(), env)
+	if err != nil {
+		t.Fatalf("process %s v%d of %s: %v", env.EventType, env.AggregateVersion, env.AggregateID, err)
+	}
+	return out
+}
+
 // Serve is New for the service w wires: a database with the consumer's
 // tables and w's migrations, a fail-point registry holding w's fail point
 // (disarmed), the service's HTTP server behind AdminToken, and events
@@ -107,10 +128,7 @@ type Parts struct {
 func Serve(t *testing.T, w Wiring) *Fixture {
 	t.Helper()
 	db := Database(t, w.Migrations...)
-	fp, err := failpoint.New(failpoint.Config{Names: []string{w.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := FailPoints(t, w.FailPoint)
 	logger := slog.New(slog.DiscardHandler)
 	srv := httpapi.New(httpapi.Config{AdminToken: AdminToken, MapError: w.MapError}, logger)
 	events := w.Wire(Parts{DB: db, FailPoints: fp, HTTP: srv, Admin: srv.Admin(), Facts: admin.NewFactsReader(db, w.Consumer), Logger: logger})
@@ -217,8 +235,8 @@ func (f *Fixture) do(method, path, body, token string) (int, string) {
 // Process applies env and fails the test unless its outcome is want.
 func (f *Fixture) Process(env event.Envelope, want versionguard.Outcome) {
 	f.T.Helper()
-	if got, err := f.Proc.Process(context.Background(), env); err != nil || got != want {
-		f.T.Fatalf("process %s v%d of %s: %s, %v; want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, err, want)
+	if got := Apply(f.T, f.Proc, env); got != want {
+		f.T.Fatalf("process %s v%d of %s: %s, want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, want)
 	}
 }
 

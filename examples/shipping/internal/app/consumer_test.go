@@ -14,7 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/app"
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
@@ -37,10 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema(),
 		postgres.MigrationSet{Name: "shipping", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	repo := adapters.NewRepository(db)
 	c := app.NewConsumer(repo, fp)
 	return fixture{db: db, repo: repo, guard: versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)}

@@ -49,10 +49,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), outbox.Schema(),
 		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	relay := &wakes{}
 	repo := adapters.NewRepository(db, relay)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
@@ -101,24 +98,15 @@ func (f fixture) movements(t *testing.T, orderID string) []string {
 	return out
 }
 
-func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
-	t.Helper()
-	out, err := f.proc.Process(context.Background(), env)
-	if err != nil {
-		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
-	}
-	return out
-}
-
 func TestDuplicatePaidDeductsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
 	env := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 2))
 
-	if got := f.process(t, env); got != versionguard.Applied {
+	if got := consumertest.Apply(t, f.proc, env); got != versionguard.Applied {
 		t.Fatalf("first delivery: %s, want APPLIED", got)
 	}
-	if got := f.process(t, env); got != inbox.Duplicate {
+	if got := consumertest.Apply(t, f.proc, env); got != inbox.Duplicate {
 		t.Fatalf("second delivery: %s, want DUPLICATE", got)
 	}
 	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
@@ -136,7 +124,8 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 1, "B": 5})
 
-	f.process(t, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("B", 1), consumertest.Item("A", 2), consumertest.Item("GHOST", 1)))
+	short := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("B", 1), consumertest.Item("A", 2), consumertest.Item("GHOST", 1))
+	consumertest.Apply(t, f.proc, short)
 	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
 		t.Fatalf("status = %s, want REJECTED", got)
 	}
@@ -171,7 +160,7 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	}
 	// A refund of a rejected order has nothing to give back.
 	back := consumertest.Items(consumertest.Item("A", 2), consumertest.Item("B", 1))
-	f.process(t, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back))
 	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
 		t.Fatalf("status after refund = %s, want REJECTED", got)
 	}
@@ -188,14 +177,15 @@ func TestRefundBeforePaidAppliesBothInOrder(t *testing.T) {
 	f.setStock(t, map[string]int{"A": 10, "B": 10})
 
 	back := consumertest.Items(consumertest.Item("A", 2), consumertest.Item("B", 1))
-	if got := f.process(t, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back)); got != versionguard.WaitingForGap {
+	early := consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back)
+	if got := consumertest.Apply(t, f.proc, early); got != versionguard.WaitingForGap {
 		t.Fatalf("early refund: %s, want WAITING_FOR_GAP", got)
 	}
 	if got := f.status(t, "O-1"); got != inventory.StatusNone {
 		t.Fatalf("status after early refund = %s, want NONE", got)
 	}
 	paid := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 1), consumertest.Item("B", 1), consumertest.Item("A", 1))
-	if got := f.process(t, paid); got != versionguard.Applied {
+	if got := consumertest.Apply(t, f.proc, paid); got != versionguard.Applied {
 		t.Fatalf("paid: %s, want APPLIED", got)
 	}
 	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
@@ -215,11 +205,11 @@ func TestRefundBeforePaidAppliesBothInOrder(t *testing.T) {
 func TestRefundRestocksWhatWasDeducted(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
 	// The refund event lists other quantities; what was deducted is what
 	// comes back.
 	other := consumertest.Items(consumertest.Item("A", 7))
-	f.process(t, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", other, other))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", other, other))
 	if s := f.stock(t, "A"); s.Available != 10 || s.Deducted != 0 {
 		t.Fatalf("stock = %+v, want 10 available, 0 deducted", s)
 	}
@@ -242,7 +232,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if s := f.stock(t, "A"); s.Available != 10 {
 		t.Fatalf("stock after failure = %+v, want untouched", s)
 	}
-	f.process(t, env)
+	consumertest.Apply(t, f.proc, env)
 	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
 		t.Fatalf("stock after retry = %+v, want 8 available, 2 deducted", s)
 	}
@@ -365,7 +355,7 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10, "B": 10})
-	f.process(t, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3), consumertest.Item("B", 1)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3), consumertest.Item("B", 1)))
 	oneA := consumertest.Items(consumertest.Item("A", 1))
 	steps := []struct {
 		env        event.Envelope
@@ -379,7 +369,7 @@ func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 			consumertest.Items(consumertest.Item("A", 3), consumertest.Item("B", 1))), inventory.StatusRestocked, 10, 10},
 	}
 	for i, step := range steps {
-		if got := f.process(t, step.env); got != versionguard.Applied {
+		if got := consumertest.Apply(t, f.proc, step.env); got != versionguard.Applied {
 			t.Fatalf("step %d: %s, want APPLIED", i, got)
 		}
 		if got := f.status(t, "O-1"); got != step.status {
@@ -401,14 +391,14 @@ func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 func TestLatestRefundCoversAnEarlierOneNeverApplied(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
 	oneA := consumertest.Items(consumertest.Item("A", 1))
 	first := consumertest.OrderRefunded(t, "O-1", 5, "10.00", "10.00", oneA, oneA)
 	second := consumertest.OrderRefunded(t, "O-1", 7, "10.00", "20.00", oneA, consumertest.Items(consumertest.Item("A", 2)))
-	if got := f.process(t, second); got != versionguard.Applied {
+	if got := consumertest.Apply(t, f.proc, second); got != versionguard.Applied {
 		t.Fatalf("second refund: %s", got)
 	}
-	if got := f.process(t, first); got != versionguard.IgnoredStale {
+	if got := consumertest.Apply(t, f.proc, first); got != versionguard.IgnoredStale {
 		t.Fatalf("late first refund: %s, want IGNORED_STALE_EVENT", got)
 	}
 	if s := f.stock(t, "A"); s.Available != 9 || s.Deducted != 1 {
@@ -421,8 +411,8 @@ func TestLatestRefundCoversAnEarlierOneNeverApplied(t *testing.T) {
 func TestRefundOfTheFirstReleaseRestocksEverything(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
-	f.process(t, consumertest.OrderRefundedV1(t, "O-1", "30.00", consumertest.Item("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefundedV1(t, "O-1", "30.00", consumertest.Item("A", 3)))
 	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
 		t.Fatalf("status %s, want RESTOCKED", got)
 	}

@@ -36,10 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	return fixture{db: db, repo: adapters.NewRepository(db), fp: fp}
 }
 

@@ -39,23 +39,11 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "points", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	repo := adapters.NewRepository(db, consumerName)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
-}
-
-func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
-	t.Helper()
-	out, err := f.proc.Process(context.Background(), env)
-	if err != nil {
-		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
-	}
-	return out
 }
 
 // entries lists an order's ledger as "TYPE points amount", in order.
@@ -148,7 +136,7 @@ func TestApply(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("O-%d", i)
 			for _, env := range tt.events(t, id) {
-				f.process(t, env)
+				consumertest.Apply(t, f.proc, env)
 			}
 			if got := f.state(t, id); got != tt.wantState {
 				t.Fatalf("state = %s, want %s", got, tt.wantState)
@@ -176,7 +164,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if got := f.entries(t, "O-1"); len(got) != 0 {
 		t.Fatalf("entries after failure = %v, want none", got)
 	}
-	f.process(t, env)
+	consumertest.Apply(t, f.proc, env)
 	if got, want := f.entries(t, "O-1"), []string{"EARN 80 80.00"}; !slices.Equal(got, want) {
 		t.Fatalf("entries after retry = %v, want %v", got, want)
 	}
@@ -190,7 +178,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 // the payment.
 func TestLargestAmountEarnsItsPoints(t *testing.T) {
 	f := newFixture(t)
-	f.process(t, consumertest.OrderPaid(t, "O-1", rules.MaxAmount().String(), consumertest.Item("SKU-1", 1)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", rules.MaxAmount().String(), consumertest.Item("SKU-1", 1)))
 	if got, want := f.entries(t, "O-1"), []string{"EARN 9999999999999999 9999999999999999.99"}; !slices.Equal(got, want) {
 		t.Fatalf("entries = %v, want %v", got, want)
 	}
