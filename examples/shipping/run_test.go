@@ -93,12 +93,13 @@ func TestService(t *testing.T) {
 
 	t.Run("a partial refund (v2) leaves the rest TO_SHIP", func(t *testing.T) {
 		s.Bind(t)
+		oneA := consumertest.Items(consumertest.Item("A", 1))
 		s.Publish(
-			paidEvent(t, "O-partial", consumertest.Item("A", 2), consumertest.Item("B", 1)),
-			refundEvent(t, "O-partial", 5, consumertest.Items(consumertest.Item("A", 1)), consumertest.Items(consumertest.Item("A", 1))),
+			consumertest.OrderPaid(t, "O-partial", "80.00", consumertest.Item("A", 2), consumertest.Item("B", 1)),
+			consumertest.OrderRefunded(t, "O-partial", 5, "10.00", "10.00", oneA, oneA),
 			// The second refund returns the other A: the running total
 			// (A 2) is what says both are back.
-			refundEvent(t, "O-partial", 7, consumertest.Items(consumertest.Item("A", 1)), consumertest.Items(consumertest.Item("A", 2))),
+			consumertest.OrderRefunded(t, "O-partial", 7, "10.00", "10.00", oneA, consumertest.Items(consumertest.Item("A", 2))),
 		)
 		expectSummary(s, "O-partial", "TO_SHIP [{B 1}] after [OrderPaid OrderRefunded OrderRefunded]")
 		if sh, _ := shipment(s, "O-partial"); fmt.Sprint(sh.Ordered) != "[{A 2} {B 1}]" {
@@ -109,15 +110,15 @@ func TestService(t *testing.T) {
 	t.Run("a full refund (v1) cancels and a later refund still applies in order", func(t *testing.T) {
 		s.Bind(t)
 		s.Publish(
-			paidEvent(t, "O-full", consumertest.Item("A", 1), consumertest.Item("B", 2)),
-			consumertest.EventV(t, event.OrderRefunded, "O-full", 5, 1, event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1",
-				RefundedAmount: consumertest.Money("80.00"), Currency: "CNY", CustomerID: "C-1", Items: consumertest.Items(consumertest.Item("A", 1), consumertest.Item("B", 2))}),
+			consumertest.OrderPaid(t, "O-full", "80.00", consumertest.Item("A", 1), consumertest.Item("B", 2)),
+			consumertest.OrderRefundedV1(t, "O-full", "80.00", consumertest.Item("A", 1), consumertest.Item("B", 2)),
 		)
 		expectSummary(s, "O-full", "CANCELLED [] after [OrderPaid OrderRefunded]")
 		// A refund of money alone after the cancel: applied, and nothing
 		// changes. Were CANCELLED missing from RefundedFrom, it would be
 		// parked instead, and dead-lettered at PARK_DEADLINE.
-		s.Publish(refundEvent(t, "O-full", 7, consumertest.Items(), consumertest.Items(consumertest.Item("A", 1), consumertest.Item("B", 2))))
+		all := consumertest.Items(consumertest.Item("A", 1), consumertest.Item("B", 2))
+		s.Publish(consumertest.OrderRefunded(t, "O-full", 7, "10.00", "10.00", nil, all))
 		expectSummary(s, "O-full", "CANCELLED [] after [OrderPaid OrderRefunded OrderRefunded]")
 	})
 
@@ -126,7 +127,7 @@ func TestService(t *testing.T) {
 		// An OrderPaid with a line of zero units breaks the contract's
 		// quantity rule: no retry can fix it. Sent without the relay's
 		// headers, as another client might, it is known by its key.
-		bad := paidEvent(t, "O-bad", consumertest.Item("A", 1))
+		bad := consumertest.OrderPaid(t, "O-bad", "80.00", consumertest.Item("A", 1))
 		bad.Data = json.RawMessage(`{"paymentId":"P-1","paidAmount":"80.00","currency":"CNY","customerId":"C-1","items":[{"sku":"A","quantity":0}]}`)
 		raw, err := json.Marshal(bad)
 		if err != nil {
@@ -207,7 +208,7 @@ func TestService(t *testing.T) {
 
 func TestHTTPValidation(t *testing.T) {
 	s := servicetest.Start(t, run, nil)
-	s.Publish(paidEvent(t, "O-known", consumertest.Item("A", 1)))
+	s.Publish(consumertest.OrderPaid(t, "O-known", "80.00", consumertest.Item("A", 1)))
 	expectSummary(s, "O-known", "TO_SHIP [{A 1}] after [OrderPaid]")
 	tests := []struct {
 		name     string
@@ -229,18 +230,4 @@ func TestHTTPValidation(t *testing.T) {
 			}
 		})
 	}
-}
-
-// paidEvent is the order's payment of 80.00 (version 3) for lines.
-func paidEvent(t testing.TB, orderID string, lines ...event.Item) event.Envelope {
-	t.Helper()
-	return consumertest.Event(t, event.OrderPaid, orderID, 3, consumertest.PaidData("C-1", "80.00", lines...))
-}
-
-// refundEvent is one refund of 10.00 among several: returned are the
-// goods it gives back, total the goods the order's refunds have given back
-// so far.
-func refundEvent(t testing.TB, orderID string, version int64, returned, total []event.Item) event.Envelope {
-	t.Helper()
-	return consumertest.Event(t, event.OrderRefunded, orderID, version, consumertest.RefundedData("C-1", "10.00", returned, total))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/rulestest"
 )
 
 // examples returns one valid envelope of every (eventType, eventVersion)
@@ -205,18 +205,7 @@ func withReason(tb testing.TB, reason string) []byte {
 // holds each to the generic validator evaluating its definition, error
 // included.
 func FuzzRulesAgreeWithSchemas(f *testing.F) {
-	f.Add("P-1001", "80.00", "CNY", 2, "CANCELLED_ON_REQUEST")
-	f.Add("", "0", "cny", 0, "")
-	f.Add("O/1", "0.00", "EURO", 1000001, strings.Repeat("é", 501))
-	f.Add("a:b_c.d-e", "9999999999999999.99", "USD", 1000000, strings.Repeat("x", 500))
-	f.Add(strings.Repeat("i", 129), "10000000000000000", "US", -1, "\xff")
-	f.Add("x\n", "01.5", "ABC\n", 1, "line\nbreak")
-	f.Add("ИД", "1.005", "ÄBC", 7, "\u2028")
-	f.Add("P-1", "1e3", " USD", 3, "ok")
-	f.Add("P-\x00", "8\x000", "C\x00Y", 1, "a\x00b")
-	f.Add("P-1", "80.00", "CNY", 1, "tab\there\r\n")
-	f.Add("P-1", "80.00", "CNY", 1, "\x01\x1f\x7f")
-	f.Add("P-1", "80.00", "CNY", 1, "c1 \u0080\u0085\u009f, not \u00a0")
+	rulestest.AddSeeds(f)
 	f.Fuzz(func(t *testing.T, id, amount, currency string, quantity int, reason string) {
 		agree := func(field string, rule error, raw []byte) {
 			t.Helper()
@@ -226,19 +215,11 @@ func FuzzRulesAgreeWithSchemas(f *testing.F) {
 			}
 		}
 		_, amountErr := rules.ParsePositiveAmount("paidAmount", amount)
-		agree("paymentId "+quoteShort(id), rules.ValidateID("paymentId", id), withField(t, "paymentId", id))
-		agree("sku "+quoteShort(id), rules.ValidateID("sku", id), withField(t, "sku", id))
-		agree("paidAmount "+quoteShort(amount), amountErr, withField(t, "paidAmount", amount))
-		agree("currency "+quoteShort(currency), rules.ValidateCurrency("currency", currency), withField(t, "currency", currency))
+		agree("paymentId "+rulestest.Quote(id), rules.ValidateID("paymentId", id), withField(t, "paymentId", id))
+		agree("sku "+rulestest.Quote(id), rules.ValidateID("sku", id), withField(t, "sku", id))
+		agree("paidAmount "+rulestest.Quote(amount), amountErr, withField(t, "paidAmount", amount))
+		agree("currency "+rulestest.Quote(currency), rules.ValidateCurrency("currency", currency), withField(t, "currency", currency))
 		agree("quantity", rules.ValidateQuantity("quantity", quantity), withField(t, "quantity", quantity))
-		agree("reason "+quoteShort(reason), rules.ValidateReason("reason", reason), withReason(t, reason))
+		agree("reason "+rulestest.Quote(reason), rules.ValidateReason("reason", reason), withReason(t, reason))
 	})
-}
-
-func quoteShort(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "…"
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/internal/jsoncheck"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/rulestest"
 )
 
 // sameRuleError reports whether got and want are both nil or both the
@@ -103,7 +104,7 @@ func TestValueRulesAgreeWithTheReferenceValidator(t *testing.T) {
 				got := tt.fn("f", s)
 				want := rules.CheckReference("f", tt.rule, s, strconv.Quote(s))
 				if !sameRuleError(got, want) {
-					t.Errorf("%s(%s) = %v, the reference %v", tt.name, quoteShort(s), got, want)
+					t.Errorf("%s(%s) = %v, the reference %v", tt.name, rulestest.Quote(s), got, want)
 				}
 			}
 		})
@@ -139,18 +140,7 @@ func TestValueRulesAgreeWithTheReferenceValidator(t *testing.T) {
 // definition does, error included. pkg/event's FuzzRulesAgreeWithSchemas
 // holds them to the event schemas.
 func FuzzRulesAgreeWithTheReferenceValidator(f *testing.F) {
-	f.Add("P-1001", "80.00", "CNY", 2, "CANCELLED_ON_REQUEST")
-	f.Add("", "0", "cny", 0, "")
-	f.Add("O/1", "0.00", "EURO", 1000001, strings.Repeat("é", 501))
-	f.Add("a:b_c.d-e", "9999999999999999.99", "USD", 1000000, strings.Repeat("x", 500))
-	f.Add(strings.Repeat("i", 129), "10000000000000000", "US", -1, "\xff")
-	f.Add("x\n", "01.5", "ABC\n", 1, "line\nbreak")
-	f.Add("ИД", "1.005", "ÄBC", 7, "\u2028")
-	f.Add("P-1", "1e3", " USD", 3, "ok")
-	f.Add("P-\x00", "8\x000", "C\x00Y", 1, "a\x00b")
-	f.Add("P-1", "80.00", "CNY", 1, "tab\there\r\n")
-	f.Add("P-1", "80.00", "CNY", 1, "\x01\x1f\x7f")
-	f.Add("P-1", "80.00", "CNY", 1, "c1 \u0080\u0085\u009f, not \u00a0")
+	rulestest.AddSeeds(f)
 	f.Fuzz(func(t *testing.T, id, amount, currency string, quantity int, reason string) {
 		same := func(name string, got, want error) {
 			t.Helper()
@@ -160,19 +150,19 @@ func FuzzRulesAgreeWithTheReferenceValidator(f *testing.F) {
 		}
 		reference := func(rule, s string) error { return rules.CheckReference("f", rule, s, strconv.Quote(s)) }
 		if id != "" {
-			same("ValidateID "+quoteShort(id), rules.ValidateID("f", id), reference(rules.RuleID, id))
+			same("ValidateID "+rulestest.Quote(id), rules.ValidateID("f", id), reference(rules.RuleID, id))
 		}
 		if currency != "" {
-			same("ValidateCurrency "+quoteShort(currency), rules.ValidateCurrency("f", currency), reference(rules.RuleCurrency, currency))
+			same("ValidateCurrency "+rulestest.Quote(currency), rules.ValidateCurrency("f", currency), reference(rules.RuleCurrency, currency))
 		}
-		same("ValidateReason "+quoteShort(reason), rules.ValidateReason("f", reason), reference(rules.RuleReason, reason))
+		same("ValidateReason "+rulestest.Quote(reason), rules.ValidateReason("f", reason), reference(rules.RuleReason, reason))
 		same("ValidateQuantity", rules.ValidateQuantity("f", quantity),
 			rules.CheckReference("f", rules.RuleQuantity, json.Number(strconv.Itoa(quantity)), strconv.Itoa(quantity)))
 		if amount != "" {
 			_, err := rules.ParseAmount("f", amount)
-			same("ParseAmount "+quoteShort(amount), err, reference(rules.RuleAmount, amount))
+			same("ParseAmount "+rulestest.Quote(amount), err, reference(rules.RuleAmount, amount))
 			_, err = rules.ParsePositiveAmount("f", amount)
-			same("ParsePositiveAmount "+quoteShort(amount), err, reference(rules.RulePositiveAmount, amount))
+			same("ParsePositiveAmount "+rulestest.Quote(amount), err, reference(rules.RulePositiveAmount, amount))
 		}
 		if d, err := decimal.NewFromString(amount); err == nil {
 			same("ValidateAmount "+d.String(), rules.ValidateAmount("f", d),
@@ -181,14 +171,6 @@ func FuzzRulesAgreeWithTheReferenceValidator(f *testing.F) {
 				rules.CheckReference("f", rules.RulePositiveAmount, d.String(), d.String()))
 		}
 	})
-}
-
-func quoteShort(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "…"
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // BenchmarkValueRules measures one call of a value rule function as the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
@@ -46,7 +47,7 @@ func startRunner(t *testing.T, kafkaBrokers string) (control, alpha string, out 
 			t.Errorf("Run() = %v after cancel, want nil", err)
 		}
 	})
-	waitUntil(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
+	poll.Until(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
 	return control, cfg.Services[0].LocalURL(), out, ended
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
@@ -76,7 +77,7 @@ func TestControlAPI(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- devrun.Run(ctx, cfg, out) }()
-	waitUntil(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
+	poll.Until(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
 	running := func() {
 		t.Helper()
 		select {
@@ -109,7 +110,7 @@ func TestControlAPI(t *testing.T) {
 		if code != 200 || v["state"] != "exited" || v["exitCode"] != 137.0 || v["failPoint"] != true {
 			t.Fatalf("wait exit: %d %v", code, v)
 		}
-		waitUntil(t, 10*time.Second, "the runner's note", func() bool {
+		poll.Until(t, 10*time.Second, "the runner's note", func() bool {
 			return strings.Contains(out.String(), "alpha exited with status 137: an armed fail point")
 		})
 		running()

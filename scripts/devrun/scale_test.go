@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
@@ -135,7 +136,7 @@ func TestScaleAPI(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- devrun.Run(ctx, cfg, out) }()
-	waitUntil(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
+	poll.Until(t, 2*time.Minute, "the control API", func() bool { return strings.Contains(out.String(), "control API on "+control) })
 	running := func() {
 		t.Helper()
 		select {
@@ -181,7 +182,7 @@ func TestScaleAPI(t *testing.T) {
 		if code, _ := call(t, "GET", url+"/exit?code=137", ""); code != 200 {
 			t.Fatalf("asking alpha#3 to exit: %d", code)
 		}
-		waitUntil(t, 20*time.Second, "alpha#3 to exit", func() bool { return instances(t, control, "alpha")["alpha#3"]["state"] == "exited" })
+		poll.Until(t, 20*time.Second, "alpha#3 to exit", func() bool { return instances(t, control, "alpha")["alpha#3"]["state"] == "exited" })
 		running()
 		// Scaling again starts it anew.
 		if code, v := call(t, "POST", control+"/services/alpha/scale", `{"instances":3}`); code != 200 {

@@ -1,34 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 )
 
 // syncBuffer is a bytes.Buffer the proxy's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = servicetest.LogBuffer
 
 // run serves the admin API until its context ends, and refuses settings it
 // cannot use.

@@ -19,7 +19,7 @@ func TestAdminLagFollowsTheBacklog(t *testing.T) {
 	const orders = 8
 	setStock(s, "SKU-LAG", orders)
 	for i := range orders {
-		s.Publish(paidEvent(t, fmt.Sprintf("O-LAG-%d", i), consumertest.Item("SKU-LAG", 1)))
+		s.Publish(consumertest.OrderPaid(t, fmt.Sprintf("O-LAG-%d", i), "80.00", consumertest.Item("SKU-LAG", 1)))
 	}
 
 	var r lag.Report

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
-	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
@@ -80,12 +79,6 @@ func movements(s *servicetest.Service, orderID string) []string {
 	return moves
 }
 
-// paidEvent is the order's payment (version 3) for lines.
-func paidEvent(t testing.TB, orderID string, lines ...event.Item) event.Envelope {
-	t.Helper()
-	return consumertest.Event(t, event.OrderPaid, orderID, 3, consumertest.PaidData("C-1", "80.00", lines...))
-}
-
 func TestService(t *testing.T) {
 	s := servicetest.Start(t, run, nil)
 
@@ -93,7 +86,7 @@ func TestService(t *testing.T) {
 		s.Bind(t)
 		setStock(s, "SHORT-1", 1)
 		setStock(s, "SHORT-2", 5)
-		s.Publish(paidEvent(t, "O-short", consumertest.Item("SHORT-2", 1), consumertest.Item("SHORT-1", 2)))
+		s.Publish(consumertest.OrderPaid(t, "O-short", "80.00", consumertest.Item("SHORT-2", 1), consumertest.Item("SHORT-1", 2)))
 		s.Drained("inventory-service")
 
 		if got := status(s, "O-short"); got != "REJECTED" {
@@ -163,7 +156,7 @@ func TestStartsWhileBrokerIsDown(t *testing.T) {
 	setStock(s, "LATE-BROKER", 3)
 
 	s.StartBroker()
-	s.Publish(paidEvent(t, "O-late-broker", consumertest.Item("LATE-BROKER", 1)))
+	s.Publish(consumertest.OrderPaid(t, "O-late-broker", "80.00", consumertest.Item("LATE-BROKER", 1)))
 	s.WaitFor("order deducted after the broker came up", func() bool { return status(s, "O-late-broker") == "DEDUCTED" })
 }
 

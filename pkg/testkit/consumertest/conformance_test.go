@@ -51,6 +51,13 @@ func TestBuildersMakeValidEvents(t *testing.T) {
 		consumertest.Event(t, event.OrderRefunded, o.ID, 5, consumertest.RefundedData(o.Customer, consumertest.PaidAmount, lines, lines)),
 		consumertest.EventV(t, event.OrderRefunded, o.ID, 5, 1, event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1",
 			RefundedAmount: consumertest.Money("80.00"), Currency: "CNY", CustomerID: o.Customer, Items: lines}),
+		consumertest.OrderPaid(t, o.ID, "80.00", lines...),
+		consumertest.OrderRefunded(t, o.ID, 5, "0.01", "0.01", nil, lines),
+		consumertest.OrderRefundedV1(t, o.ID, "80.00", lines...),
+	}
+	for _, typ := range []event.Type{event.OrderCreated, event.OrderCheckedOut, event.OrderPaid, event.OrderRefundRequested,
+		event.OrderRefunded, event.OrderRefundRejected, event.OrderCancelled, event.OrderPaymentRejected, event.OrderPaymentReturned} {
+		envs = append(envs, consumertest.Sample(t, typ, o.ID, 4))
 	}
 	for _, env := range envs {
 		raw, err := env.Marshal()

@@ -4,13 +4,15 @@
 // for the tests of a reconciliation endpoint a database with the
 // consumer's tables, the service's HTTP server behind an admin token, its
 // events applied as the consumer applies them, and dead letters written as
-// the router writes them (Fixture).
+// the router writes them (Fixture, which Serve wires as a service's run.go
+// wires it).
 package consumertest
 
 import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,13 +21,16 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -61,6 +66,77 @@ func New(t *testing.T, db *sqlx.DB, consumer string, handler http.Handler, guard
 	t.Cleanup(ts.Close)
 	return &Fixture{T: t, DB: db, Consumer: consumer, URL: ts.URL,
 		Proc: inbox.NewProcessor(db, consumer, guard), Dead: dlq.NewStore(db)}
+}
+
+// Wiring is how a consumer service wires itself over its database, as its
+// run.go does on pkg/service, for Serve.
+type Wiring struct {
+	// Consumer is the consumer group ("inventory-service").
+	Consumer string
+	// FailPoint is the fail point the consumer's apply function fires.
+	FailPoint string
+	// Migrations are the service's own, run after the consumer's shared
+	// tables (an outbox's first, when it has one).
+	Migrations []postgres.MigrationSet
+	// MapError turns the service's own errors into answers, as
+	// service.Options.MapError does; nil means none.
+	MapError func(error) *httpapi.Error
+	// Wire registers the service's routes, its reconciliation endpoint
+	// among them, and returns what the consumer does with the order events.
+	Wire func(Parts) service.Events
+}
+
+// Parts are what Wire wires the service from, as pkg/service hands them
+// to a run.go.
+type Parts struct {
+	DB         *sqlx.DB
+	FailPoints *failpoint.Registry
+	HTTP       *httpapi.Server
+	// Admin is the admin group, behind AdminToken.
+	Admin *echo.Group
+	// Facts reads what the consumer knows of orders, for its
+	// reconciliation view.
+	Facts  *admin.FactsReader
+	Logger *slog.Logger
+}
+
+// FailPoints is a registry of the fail points names, all disarmed.
+func FailPoints(t testing.TB, names ...string) *failpoint.Registry {
+	t.Helper()
+	fp, err := failpoint.New(failpoint.Config{Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// Apply applies env through proc and returns the outcome, failing the
+// test on an error.
+func Apply(t testing.TB, proc *inbox.Processor, env event.Envelope) versionguard.Outcome {
+	t.Helper()
+	out, err := proc.Process(context.Background(), env)
+	if err != nil {
+		t.Fatalf("process %s v%d of %s: %v", env.EventType, env.AggregateVersion, env.AggregateID, err)
+	}
+	return out
+}
+
+// Serve is New for the service w wires: a database with the consumer's
+// tables and w's migrations, a fail-point registry holding w's fail point
+// (disarmed), the service's HTTP server behind AdminToken, and events
+// applied through the version guard as pkg/service builds it.
+func Serve(t *testing.T, w Wiring) *Fixture {
+	t.Helper()
+	db := Database(t, w.Migrations...)
+	fp := FailPoints(t, w.FailPoint)
+	logger := slog.New(slog.DiscardHandler)
+	srv := httpapi.New(httpapi.Config{AdminToken: AdminToken, MapError: w.MapError}, logger)
+	events := w.Wire(Parts{DB: db, FailPoints: fp, HTTP: srv, Admin: srv.Admin(), Facts: admin.NewFactsReader(db, w.Consumer), Logger: logger})
+	guard := versionguard.New(w.Consumer, events.Transitions, events.Apply)
+	if events.ApplyBatch != nil {
+		guard = versionguard.NewBatch(w.Consumer, events.Transitions, events.ApplyBatch)
+	}
+	return New(t, db, w.Consumer, srv.Echo, guard.WithLateFacts(events.LateFacts))
 }
 
 // Call posts body to the reconciliation endpoint with token as the bearer
@@ -159,15 +235,9 @@ func (f *Fixture) do(method, path, body, token string) (int, string) {
 // Process applies env and fails the test unless its outcome is want.
 func (f *Fixture) Process(env event.Envelope, want versionguard.Outcome) {
 	f.T.Helper()
-	if got, err := f.Proc.Process(context.Background(), env); err != nil || got != want {
-		f.T.Fatalf("process %s v%d of %s: %s, %v; want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, err, want)
+	if got := Apply(f.T, f.Proc, env); got != want {
+		f.T.Fatalf("process %s v%d of %s: %s, want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, want)
 	}
-}
-
-// Envelope is an event of the order service about orderID at version.
-func (f *Fixture) Envelope(typ event.Type, orderID string, version int64, data any) event.Envelope {
-	f.T.Helper()
-	return Event(f.T, typ, orderID, version, data)
 }
 
 // DeadLetter records env as dead-lettered while it waited for a gap, and

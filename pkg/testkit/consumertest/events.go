@@ -1,6 +1,7 @@
 package consumertest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -42,4 +43,67 @@ func RefundedData(customer, amount string, returned, total []event.Item) event.O
 	return event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: Money(amount),
 		TotalRefundedAmount: Money(amount), Currency: "CNY", CustomerID: customer, Items: Items(returned...),
 		TotalReturnedItems: Items(total...)}
+}
+
+// OrderPaid is the OrderPaid of orderID at version 3: PaidData of customer C-1
+// paying amount for items.
+func OrderPaid(t testing.TB, orderID, amount string, items ...event.Item) event.Envelope {
+	t.Helper()
+	return Event(t, event.OrderPaid, orderID, 3, PaidData("C-1", amount, items...))
+}
+
+// OrderRefunded is the OrderRefunded of orderID at version: refund R-<version>
+// of payment P-1 giving back amount in CNY to customer C-1, total what the
+// order's refunds have given back with it, and returned the goods it gives
+// back, totalReturned those the order's refunds have given back with it.
+func OrderRefunded(t testing.TB, orderID string, version int64, amount, total string, returned, totalReturned []event.Item) event.Envelope {
+	t.Helper()
+	return Event(t, event.OrderRefunded, orderID, version, event.OrderRefundedData{RefundID: fmt.Sprintf("R-%d", version),
+		PaymentID: "P-1", RefundedAmount: Money(amount), TotalRefundedAmount: Money(total), Currency: "CNY", CustomerID: "C-1",
+		Items: Items(returned...), TotalReturnedItems: Items(totalReturned...)})
+}
+
+// OrderRefundedV1 is the OrderRefunded of orderID at version 5 in eventVersion
+// 1, from before partial refunds: the order's one refund (R-1 of payment
+// P-1, amount in CNY to customer C-1), which gave back every item.
+func OrderRefundedV1(t testing.TB, orderID, amount string, items ...event.Item) event.Envelope {
+	t.Helper()
+	return EventV(t, event.OrderRefunded, orderID, 5, 1, event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1",
+		RefundedAmount: Money(amount), Currency: "CNY", CustomerID: "C-1", Items: Items(items...)})
+}
+
+// Sample is an event of typ about orderID at version with the data of a
+// typical order: customer C-1, one SKU-1 for 80.00 CNY paid with payment
+// P-1, refunded in full with refund R-1, a refund of 500.00 declined, a
+// payment that reached it once cancelled returned.
+func Sample(t testing.TB, typ event.Type, orderID string, version int64) event.Envelope {
+	t.Helper()
+	paid, one := Money("80.00"), Items(Item("SKU-1", 1))
+	var data any
+	switch typ {
+	case event.OrderCreated:
+		data = event.OrderCreatedData{CustomerID: "C-1", Currency: "CNY", Amount: paid,
+			Items: []event.PricedItem{{SKU: "SKU-1", Quantity: 1, UnitPrice: paid}}}
+	case event.OrderCheckedOut:
+		data = event.OrderCheckedOutData{CustomerID: "C-1", Currency: "CNY", Amount: paid}
+	case event.OrderRefundRequested:
+		data = event.OrderRefundRequestedData{RefundID: "R-1", PaymentID: "P-1", Amount: paid, Currency: "CNY"}
+	case event.OrderPaid:
+		data = PaidData("C-1", "80.00", one...)
+	case event.OrderRefunded:
+		data = RefundedData("C-1", "80.00", one, one)
+	case event.OrderRefundRejected:
+		data = event.OrderRefundRejectedData{RefundID: "R-0", Amount: Money("500.00"), Currency: "CNY", CustomerID: "C-1",
+			Reason: "REFUND_EXCEEDS_PAYMENT"}
+	case event.OrderCancelled:
+		data = event.OrderCancelledData{CustomerID: "C-1", Reason: "changed my mind"}
+	case event.OrderPaymentRejected:
+		data = event.OrderPaymentRejectedData{PaymentID: "P-1", RefundID: "R-9", Amount: paid, Currency: "CNY",
+			CustomerID: "C-1", Reason: "ORDER_CANCELLED"}
+	case event.OrderPaymentReturned:
+		data = event.OrderPaymentReturnedData{PaymentID: "P-1", RefundID: "R-9", Amount: paid, Currency: "CNY", CustomerID: "C-1"}
+	default:
+		t.Fatalf("no sample of %s", typ)
+	}
+	return Event(t, typ, orderID, version, data)
 }

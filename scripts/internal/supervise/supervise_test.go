@@ -1,50 +1,21 @@
 package supervise_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
 )
 
 // buffer is an io.Writer the test can read while children write to it.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// waitUntil polls cond until it holds or the timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
+type buffer = servicetest.LogBuffer
 
 func sh(name, script string) supervise.Spec {
 	return supervise.Spec{Name: name, Path: "/bin/sh", Args: []string{"-c", script}}
@@ -144,7 +115,7 @@ func TestStopIsCleanAndReportsNoExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 10*time.Second, "both children ready", func() bool {
+	poll.Until(t, 10*time.Second, "both children ready", func() bool {
 		s := out.String()
 		return strings.Contains(s, "alpha  | ready") && strings.Contains(s, "beta   | ready")
 	})
@@ -179,7 +150,7 @@ func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	if err := sup.Start(context.Background(), sh("stubborn", `trap '' TERM; echo ready; sleep 1000 & wait`)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
+	poll.Until(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
 	err := sup.Stop()
 	if err == nil || !strings.Contains(err.Error(), "stubborn did not stop") {
 		t.Fatalf("Stop() = %v, want a report that stubborn was killed", err)
@@ -226,9 +197,9 @@ func TestContextEndStopsTheChild(t *testing.T) {
 	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
+	poll.Until(t, 10*time.Second, "child ready", func() bool { return strings.Contains(out.String(), "ready") })
 	cancel()
-	waitUntil(t, 10*time.Second, "child stopped by its context", func() bool { return strings.Contains(out.String(), "alpha  | bye") })
+	poll.Until(t, 10*time.Second, "child stopped by its context", func() bool { return strings.Contains(out.String(), "alpha  | bye") })
 	if _, err := sup.RestartWith("alpha", nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Restart with an ended context = %v, want context.Canceled", err)
 	}
@@ -256,12 +227,12 @@ func TestRestart(t *testing.T) {
 		t.Error("starting a running name twice succeeded")
 	}
 	count := func(s string) int { return strings.Count(out.String(), s) }
-	waitUntil(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+	poll.Until(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
 
 	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "second start", func() bool { return count("alpha  | ready") == 2 })
+	poll.Until(t, 10*time.Second, "second start", func() bool { return count("alpha  | ready") == 2 })
 	if got := count("alpha  | bye"); got != 1 {
 		t.Errorf("alpha stopped %d times, want 1", got)
 	}
@@ -363,7 +334,7 @@ func TestRestartWithEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := func(s string) int { return strings.Count(out.String(), s) }
-	waitUntil(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 })
+	poll.Until(t, 10*time.Second, "first start", func() bool { return count("alpha  | ready") == 1 })
 
 	run, err := sup.RestartWith("alpha", []string{"MODE=drill"})
 	if err != nil {
@@ -372,12 +343,12 @@ func TestRestartWithEnvironment(t *testing.T) {
 	if run != 2 {
 		t.Errorf("RestartWith returned run %d, want 2", run)
 	}
-	waitUntil(t, 10*time.Second, "start with the extra variable", func() bool { return count("alpha  | mode=drill") == 1 })
+	poll.Until(t, 10*time.Second, "start with the extra variable", func() bool { return count("alpha  | mode=drill") == 1 })
 
 	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "start with the usual environment", func() bool { return count("alpha  | mode=normal") == 2 })
+	poll.Until(t, 10*time.Second, "start with the usual environment", func() bool { return count("alpha  | mode=normal") == 2 })
 
 	if err := sup.Start(context.Background(), sh("beta", `exit 137`)); err != nil {
 		t.Fatal(err)
@@ -410,7 +381,7 @@ func TestStopChild(t *testing.T) {
 		}
 	}
 	count := func(s string) int { return strings.Count(out.String(), s) }
-	waitUntil(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+	poll.Until(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
 
 	if err := sup.StopChild("alpha"); err != nil {
 		t.Fatal(err)
@@ -435,7 +406,7 @@ func TestStopChild(t *testing.T) {
 	if _, err := sup.RestartWith("alpha", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+	poll.Until(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
 }
 
 // Remove stops one child gracefully without reporting an exit, leaves the
@@ -456,7 +427,7 @@ func TestRemove(t *testing.T) {
 		}
 	}
 	count := func(s string) int { return strings.Count(out.String(), s) }
-	waitUntil(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
+	poll.Until(t, 10*time.Second, "both started", func() bool { return count("alpha  | ready") == 1 && count("beta   | ready") == 1 })
 
 	pid, ok := sup.PID("alpha")
 	if !ok || pid <= 0 || syscall.Kill(pid, 0) != nil {
@@ -483,7 +454,7 @@ func TestRemove(t *testing.T) {
 	if err := sup.Start(ctx, sh("alpha", polite)); err != nil {
 		t.Fatalf("start again after Remove: %v", err)
 	}
-	waitUntil(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
+	poll.Until(t, 10*time.Second, "alpha started again", func() bool { return count("alpha  | ready") == 2 })
 	select {
 	case e := <-sup.Exits():
 		t.Fatalf("Remove was reported as an exit: %v", e)

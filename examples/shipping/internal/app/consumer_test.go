@@ -14,8 +14,8 @@ import (
 	"github.com/reliable-orders/fulfillment/examples/shipping/internal/app"
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 )
@@ -36,10 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, versionguard.Schema(),
 		postgres.MigrationSet{Name: "shipping", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	repo := adapters.NewRepository(db)
 	c := app.NewConsumer(repo, fp)
 	return fixture{db: db, repo: repo, guard: versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)}
@@ -67,38 +64,6 @@ func (f fixture) shipment(orderID string) string {
 	return fmt.Sprintf("%s %v", s.Status, s.ToShip)
 }
 
-func newEvent(t *testing.T, typ event.Type, orderID string, version int64, eventVersion int, data any) event.Envelope {
-	t.Helper()
-	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service",
-		EventVersion: eventVersion}, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func paid(t *testing.T, orderID string, items ...event.Item) event.Envelope {
-	t.Helper()
-	return newEvent(t, event.OrderPaid, orderID, 3, 0, event.OrderPaidData{PaymentID: "P-1",
-		PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items})
-}
-
-// refundedV1 is the refund of the first release, which returned every item.
-func refundedV1(t *testing.T, orderID string, items ...event.Item) event.Envelope {
-	t.Helper()
-	return newEvent(t, event.OrderRefunded, orderID, 5, 1, event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1",
-		RefundedAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items})
-}
-
-func money(t *testing.T, s string) event.Money {
-	t.Helper()
-	m, err := event.ParseMoney(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // TestApplyBatch hands the guard the events of several orders at once:
 // distinct orders go to Apply together, an order's refund that arrives
 // before its payment is parked and applied after it in the same
@@ -107,10 +72,10 @@ func TestApplyBatch(t *testing.T) {
 	f := newFixture(t)
 	a, b := event.Item{SKU: "A", Quantity: 2}, event.Item{SKU: "B", Quantity: 1}
 	outcomes, err := f.handle(t,
-		paid(t, "O-1", a, b),
-		paid(t, "O-2", b),
-		refundedV1(t, "O-3", a),
-		paid(t, "O-3", a),
+		consumertest.OrderPaid(t, "O-1", "80.00", a, b),
+		consumertest.OrderPaid(t, "O-2", "80.00", b),
+		consumertest.OrderRefundedV1(t, "O-3", "80.00", a),
+		consumertest.OrderPaid(t, "O-3", "80.00", a),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +100,7 @@ func TestApplyBatch(t *testing.T) {
 // own line of defence, reached here by skipping Parse.
 func TestRuleBreakingLinesArePermanent(t *testing.T) {
 	f := newFixture(t)
-	env := paid(t, "O-bad", event.Item{SKU: "A", Quantity: 1})
+	env := consumertest.OrderPaid(t, "O-bad", "80.00", event.Item{SKU: "A", Quantity: 1})
 	env.Data = json.RawMessage(`{"paymentId":"P-1","paidAmount":"80.00","currency":"CNY","customerId":"C-1","items":[{"sku":"A","quantity":0}]}`)
 	_, err := f.handle(t, env)
 	if class, reason := consumer.Classify(err); class != consumer.Permanent || reason != "INVALID_ITEMS" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
@@ -47,10 +49,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(), outbox.Schema(),
 		postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	relay := &wakes{}
 	repo := adapters.NewRepository(db, relay)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
@@ -99,70 +98,21 @@ func (f fixture) movements(t *testing.T, orderID string) []string {
 	return out
 }
 
-func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
-	t.Helper()
-	out, err := f.proc.Process(context.Background(), env)
-	if err != nil {
-		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
-	}
-	return out
-}
-
-func items(pairs ...any) []event.Item {
-	var out []event.Item
-	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, event.Item{SKU: pairs[i].(string), Quantity: pairs[i+1].(int)})
-	}
-	return out
-}
-
-func paid(t *testing.T, orderID string, its []event.Item) event.Envelope {
-	t.Helper()
-	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: orderID, AggregateVersion: 3, Producer: "order-service"},
-		event.OrderPaidData{PaymentID: "P-" + orderID, PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: its})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func refunded(t *testing.T, orderID string, its []event.Item) event.Envelope {
-	t.Helper()
-	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: 5, Producer: "order-service"},
-		event.OrderRefundedData{RefundID: "R-" + orderID, PaymentID: "P-" + orderID, RefundedAmount: money(t, "80.00"),
-			TotalRefundedAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: its, TotalReturnedItems: its})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func money(t *testing.T, s string) event.Money {
-	t.Helper()
-	m, err := event.ParseMoney(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
-
 func TestDuplicatePaidDeductsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	env := paid(t, "O-1", items("A", 2))
+	env := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 2))
 
-	if got := f.process(t, env); got != versionguard.Applied {
+	if got := consumertest.Apply(t, f.proc, env); got != versionguard.Applied {
 		t.Fatalf("first delivery: %s, want APPLIED", got)
 	}
-	if got := f.process(t, env); got != inbox.Duplicate {
+	if got := consumertest.Apply(t, f.proc, env); got != inbox.Duplicate {
 		t.Fatalf("second delivery: %s, want DUPLICATE", got)
 	}
 	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
 		t.Fatalf("stock = %+v, want available 8 deducted 2", s)
 	}
-	if got, want := f.movements(t, "O-1"), []string{"DEDUCT A -2"}; !equal(got, want) {
+	if got, want := f.movements(t, "O-1"), []string{"DEDUCT A -2"}; !slices.Equal(got, want) {
 		t.Fatalf("movements = %v, want %v", got, want)
 	}
 	if n := f.relay.n.Load(); n != 0 {
@@ -174,7 +124,8 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 1, "B": 5})
 
-	f.process(t, paid(t, "O-1", items("B", 1, "A", 2, "GHOST", 1)))
+	short := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("B", 1), consumertest.Item("A", 2), consumertest.Item("GHOST", 1))
+	consumertest.Apply(t, f.proc, short)
 	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
 		t.Fatalf("status = %s, want REJECTED", got)
 	}
@@ -198,7 +149,7 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 	if err := json.Unmarshal(callbacks[0].Payload, &cb); err != nil {
 		t.Fatal(err)
 	}
-	if cb.Type != rules.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-O-1" || cb.Amount.String() != "80.00" ||
+	if cb.Type != rules.CallbackStockRejected || cb.OrderID != "O-1" || cb.PaymentID != "P-1" || cb.Amount.String() != "80.00" ||
 		cb.Currency != "CNY" || cb.Reason != inventory.ReasonInsufficientStock {
 		t.Fatalf("callback %+v", cb)
 	}
@@ -208,7 +159,8 @@ func TestInsufficientStockRejectsWholeOrder(t *testing.T) {
 		t.Fatalf("relay woken %d times, want once", n)
 	}
 	// A refund of a rejected order has nothing to give back.
-	f.process(t, refunded(t, "O-1", items("A", 2, "B", 1)))
+	back := consumertest.Items(consumertest.Item("A", 2), consumertest.Item("B", 1))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back))
 	if got := f.status(t, "O-1"); got != inventory.StatusRejected {
 		t.Fatalf("status after refund = %s, want REJECTED", got)
 	}
@@ -224,20 +176,23 @@ func TestRefundBeforePaidAppliesBothInOrder(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10, "B": 10})
 
-	if got := f.process(t, refunded(t, "O-1", items("A", 2, "B", 1))); got != versionguard.WaitingForGap {
+	back := consumertest.Items(consumertest.Item("A", 2), consumertest.Item("B", 1))
+	early := consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", back, back)
+	if got := consumertest.Apply(t, f.proc, early); got != versionguard.WaitingForGap {
 		t.Fatalf("early refund: %s, want WAITING_FOR_GAP", got)
 	}
 	if got := f.status(t, "O-1"); got != inventory.StatusNone {
 		t.Fatalf("status after early refund = %s, want NONE", got)
 	}
-	if got := f.process(t, paid(t, "O-1", items("A", 1, "B", 1, "A", 1))); got != versionguard.Applied {
+	paid := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 1), consumertest.Item("B", 1), consumertest.Item("A", 1))
+	if got := consumertest.Apply(t, f.proc, paid); got != versionguard.Applied {
 		t.Fatalf("paid: %s, want APPLIED", got)
 	}
 	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
 		t.Fatalf("status = %s, want RESTOCKED", got)
 	}
 	want := []string{"DEDUCT A -2", "DEDUCT B -1", "RESTOCK A 2", "RESTOCK B 1"}
-	if got := f.movements(t, "O-1"); !equal(got, want) {
+	if got := f.movements(t, "O-1"); !slices.Equal(got, want) {
 		t.Fatalf("movements = %v, want %v", got, want)
 	}
 	for _, sku := range []string{"A", "B"} {
@@ -250,10 +205,11 @@ func TestRefundBeforePaidAppliesBothInOrder(t *testing.T) {
 func TestRefundRestocksWhatWasDeducted(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, paid(t, "O-1", items("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
 	// The refund event lists other quantities; what was deducted is what
 	// comes back.
-	f.process(t, refunded(t, "O-1", items("A", 7)))
+	other := consumertest.Items(consumertest.Item("A", 7))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefunded(t, "O-1", 5, "80.00", "80.00", other, other))
 	if s := f.stock(t, "A"); s.Available != 10 || s.Deducted != 0 {
 		t.Fatalf("stock = %+v, want 10 available, 0 deducted", s)
 	}
@@ -265,7 +221,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
-	env := paid(t, "O-1", items("A", 2))
+	env := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 2))
 
 	if _, err := f.proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("first attempt: %v, want the injected failure", err)
@@ -276,7 +232,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if s := f.stock(t, "A"); s.Available != 10 {
 		t.Fatalf("stock after failure = %+v, want untouched", s)
 	}
-	f.process(t, env)
+	consumertest.Apply(t, f.proc, env)
 	if s := f.stock(t, "A"); s.Available != 8 || s.Deducted != 2 {
 		t.Fatalf("stock after retry = %+v, want 8 available, 2 deducted", s)
 	}
@@ -295,11 +251,11 @@ func TestConcurrentOrdersOnHotSKUs(t *testing.T) {
 
 	var g errgroup.Group
 	for i := range orders {
-		its := items("A", 1, "B", 1)
+		its := consumertest.Items(consumertest.Item("A", 1), consumertest.Item("B", 1))
 		if i%2 == 1 {
-			its = items("B", 1, "A", 1)
+			its = consumertest.Items(consumertest.Item("B", 1), consumertest.Item("A", 1))
 		}
-		env := paid(t, fmt.Sprintf("O-%d", i), its)
+		env := consumertest.OrderPaid(t, fmt.Sprintf("O-%d", i), "80.00", its...)
 		g.Go(func() error {
 			_, err := f.proc.Process(context.Background(), env)
 			return err
@@ -359,11 +315,11 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	for i := range orders {
 		// Single-SKU orders interleaved, so a batch can touch B before A
 		// while another touches A before B.
-		its := items("A", 1)
+		its := consumertest.Items(consumertest.Item("A", 1))
 		if (i/2)%2 == 1 {
-			its = items("B", 1)
+			its = consumertest.Items(consumertest.Item("B", 1))
 		}
-		env := paid(t, fmt.Sprintf("O-%02d", orders-i), its)
+		env := consumertest.OrderPaid(t, fmt.Sprintf("O-%02d", orders-i), "80.00", its...)
 		g.Go(func() error {
 			_, err := instances[i%2].Process(context.Background(), env)
 			return err
@@ -392,20 +348,6 @@ func TestConcurrentBatchesOnHotSKUs(t *testing.T) {
 	}
 }
 
-// refund builds an OrderRefunded v2 at version: this refund's goods and the
-// order's running total of returned goods.
-func refund(t *testing.T, orderID string, version int64, amount, total string, its, returned []event.Item) event.Envelope {
-	t.Helper()
-	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"},
-		event.OrderRefundedData{RefundID: fmt.Sprintf("R-%s-%d", orderID, version), PaymentID: "P-" + orderID,
-			RefundedAmount: money(t, amount), TotalRefundedAmount: money(t, total), Currency: "CNY", CustomerID: "C-1",
-			Items: its, TotalReturnedItems: returned})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
 // TestPartialRefundsRestockExactlyWhatCameBack is the refund model from
 // inventory's side: each refund restocks the goods it returned, a refund of
 // money alone restocks nothing, and the order is PARTIALLY_RESTOCKED until
@@ -413,19 +355,21 @@ func refund(t *testing.T, orderID string, version int64, amount, total string, i
 func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10, "B": 10})
-	f.process(t, paid(t, "O-1", items("A", 3, "B", 1)))
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3), consumertest.Item("B", 1)))
+	oneA := consumertest.Items(consumertest.Item("A", 1))
 	steps := []struct {
 		env        event.Envelope
 		status     inventory.Status
 		availableA int
 		availableB int
 	}{
-		{refund(t, "O-1", 5, "40.00", "40.00", items("A", 1), items("A", 1)), inventory.StatusPartiallyRestocked, 8, 9},
-		{refund(t, "O-1", 7, "0.01", "40.01", []event.Item{}, items("A", 1)), inventory.StatusPartiallyRestocked, 8, 9},
-		{refund(t, "O-1", 9, "50.00", "90.01", items("A", 2, "B", 1), items("A", 3, "B", 1)), inventory.StatusRestocked, 10, 10},
+		{consumertest.OrderRefunded(t, "O-1", 5, "40.00", "40.00", oneA, oneA), inventory.StatusPartiallyRestocked, 8, 9},
+		{consumertest.OrderRefunded(t, "O-1", 7, "0.01", "40.01", nil, oneA), inventory.StatusPartiallyRestocked, 8, 9},
+		{consumertest.OrderRefunded(t, "O-1", 9, "50.00", "90.01", consumertest.Items(consumertest.Item("A", 2), consumertest.Item("B", 1)),
+			consumertest.Items(consumertest.Item("A", 3), consumertest.Item("B", 1))), inventory.StatusRestocked, 10, 10},
 	}
 	for i, step := range steps {
-		if got := f.process(t, step.env); got != versionguard.Applied {
+		if got := consumertest.Apply(t, f.proc, step.env); got != versionguard.Applied {
 			t.Fatalf("step %d: %s, want APPLIED", i, got)
 		}
 		if got := f.status(t, "O-1"); got != step.status {
@@ -436,7 +380,7 @@ func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 		}
 	}
 	want := []string{"DEDUCT A -3", "DEDUCT B -1", "RESTOCK A 1", "RESTOCK A 2", "RESTOCK B 1"}
-	if got := f.movements(t, "O-1"); !equal(got, want) {
+	if got := f.movements(t, "O-1"); !slices.Equal(got, want) {
 		t.Fatalf("movements = %v, want %v", got, want)
 	}
 }
@@ -447,13 +391,14 @@ func TestPartialRefundsRestockExactlyWhatCameBack(t *testing.T) {
 func TestLatestRefundCoversAnEarlierOneNeverApplied(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, paid(t, "O-1", items("A", 3)))
-	first := refund(t, "O-1", 5, "10.00", "10.00", items("A", 1), items("A", 1))
-	second := refund(t, "O-1", 7, "10.00", "20.00", items("A", 1), items("A", 2))
-	if got := f.process(t, second); got != versionguard.Applied {
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
+	oneA := consumertest.Items(consumertest.Item("A", 1))
+	first := consumertest.OrderRefunded(t, "O-1", 5, "10.00", "10.00", oneA, oneA)
+	second := consumertest.OrderRefunded(t, "O-1", 7, "10.00", "20.00", oneA, consumertest.Items(consumertest.Item("A", 2)))
+	if got := consumertest.Apply(t, f.proc, second); got != versionguard.Applied {
 		t.Fatalf("second refund: %s", got)
 	}
-	if got := f.process(t, first); got != versionguard.IgnoredStale {
+	if got := consumertest.Apply(t, f.proc, first); got != versionguard.IgnoredStale {
 		t.Fatalf("late first refund: %s, want IGNORED_STALE_EVENT", got)
 	}
 	if s := f.stock(t, "A"); s.Available != 9 || s.Deducted != 1 {
@@ -466,14 +411,8 @@ func TestLatestRefundCoversAnEarlierOneNeverApplied(t *testing.T) {
 func TestRefundOfTheFirstReleaseRestocksEverything(t *testing.T) {
 	f := newFixture(t)
 	f.setStock(t, map[string]int{"A": 10})
-	f.process(t, paid(t, "O-1", items("A", 3)))
-	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: "O-1", AggregateVersion: 5, Producer: "order-service", EventVersion: 1},
-		event.OrderRefundedV1Data{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "30.00"), Currency: "CNY",
-			CustomerID: "C-1", Items: items("A", 3)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.process(t, env)
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 3)))
+	consumertest.Apply(t, f.proc, consumertest.OrderRefundedV1(t, "O-1", "30.00", consumertest.Item("A", 3)))
 	if got := f.status(t, "O-1"); got != inventory.StatusRestocked {
 		t.Fatalf("status %s, want RESTOCKED", got)
 	}
@@ -519,7 +458,8 @@ func TestStockChangedAfterItWasRead(t *testing.T) {
 			store := takingStore{Repository: f.repo, take: func() { f.setStock(t, map[string]int{"A": tt.setTo}) }}
 			c := app.NewConsumer(store, f.fp, slog.New(slog.DiscardHandler))
 			proc := inbox.NewProcessor(f.db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
-			if out, err := proc.Process(context.Background(), paid(t, "O-1", items("A", 4))); err != nil || out != versionguard.Applied {
+			paid := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("A", 4))
+			if out, err := proc.Process(context.Background(), paid); err != nil || out != versionguard.Applied {
 				t.Fatalf("process = %s, %v; want APPLIED", out, err)
 			}
 			if got := f.status(t, "O-1"); got != tt.want {
@@ -529,7 +469,7 @@ func TestStockChangedAfterItWasRead(t *testing.T) {
 			if tt.want == inventory.StatusDeducted {
 				wantMoves, deducted = []string{"DEDUCT A -4"}, 4
 			}
-			if ms := f.movements(t, "O-1"); !equal(ms, wantMoves) {
+			if ms := f.movements(t, "O-1"); !slices.Equal(ms, wantMoves) {
 				t.Errorf("O-1 movements = %v, want %v", ms, wantMoves)
 			}
 			if s := f.stock(t, "A"); s.Available != tt.wantAvailable || s.Deducted != deducted {

@@ -3,17 +3,14 @@ package ports_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"reflect"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
@@ -33,18 +30,18 @@ type fixture struct {
 // tables; its Proc applies events as the consumer does.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db := consumertest.Database(t, outbox.Schema(), postgres.MigrationSet{Name: "inventory", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := adapters.NewRepository(db, nil)
-	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
-	srv := httpapi.New(httpapi.Config{AdminToken: consumertest.AdminToken, MapError: ports.MapError}, slog.New(slog.DiscardHandler))
-	ports.Register(srv.Echo, repo)
-	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))
-	guard := versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)
-	return &fixture{Fixture: consumertest.New(t, db, consumerName, srv.Echo, guard), repo: repo}
+	f := &fixture{}
+	f.Fixture = consumertest.Serve(t, consumertest.Wiring{Consumer: consumerName, FailPoint: app.FailPoint, MapError: ports.MapError,
+		Migrations: []postgres.MigrationSet{outbox.Schema(), {Name: "inventory", FS: os.DirFS("../../migrations")}},
+		Wire: func(p consumertest.Parts) service.Events {
+			repo := adapters.NewRepository(p.DB, nil)
+			f.repo = repo
+			ports.Register(p.HTTP.Echo, repo)
+			ports.RegisterReconciliation(p.Admin, repo, p.Facts)
+			c := app.NewConsumer(repo, p.FailPoints, p.Logger)
+			return service.Events{Transitions: c.Transitions(), ApplyBatch: c.Apply}
+		}})
+	return f
 }
 
 func TestReconciliationViews(t *testing.T) {
@@ -54,20 +51,17 @@ func TestReconciliationViews(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	items := []event.Item{{SKU: "SKU-1", Quantity: 2}, {SKU: "SKU-2", Quantity: 1}}
-	paid := func(orderID string, items []event.Item) event.Envelope {
-		return f.Envelope(event.OrderPaid, orderID, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: consumertest.Money("80.00"),
-			Currency: "CNY", CustomerID: "C-1", Items: items})
+	items := consumertest.Items(consumertest.Item("SKU-1", 2), consumertest.Item("SKU-2", 1))
+	back := consumertest.Items(consumertest.Item("SKU-1", 1))
+	paid := func(orderID string, items ...event.Item) event.Envelope {
+		return consumertest.OrderPaid(t, orderID, "80.00", items...)
 	}
 	refunded := func(orderID string) event.Envelope {
-		back := []event.Item{{SKU: "SKU-1", Quantity: 1}}
-		return f.Envelope(event.OrderRefunded, orderID, 5, event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1",
-			RefundedAmount: consumertest.Money("40.00"), TotalRefundedAmount: consumertest.Money("40.00"), Currency: "CNY", CustomerID: "C-1",
-			Items: back, TotalReturnedItems: back})
+		return consumertest.OrderRefunded(t, orderID, 5, "40.00", "40.00", back, back)
 	}
-	f.Process(paid("O-1", items), versionguard.Applied)
+	f.Process(paid("O-1", items...), versionguard.Applied)
 	f.Process(refunded("O-1"), versionguard.Applied)
-	f.Process(paid("O-2", []event.Item{{SKU: "NO-SUCH-SKU", Quantity: 1}}), versionguard.Applied)
+	f.Process(paid("O-2", consumertest.Item("NO-SUCH-SKU", 1)), versionguard.Applied)
 	gap := refunded("O-3")
 	f.Process(gap, versionguard.WaitingForGap)
 	deadID := f.DeadLetter(gap)

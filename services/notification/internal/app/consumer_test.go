@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -15,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
@@ -34,10 +36,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	return fixture{db: db, repo: adapters.NewRepository(db), fp: fp}
 }
 
@@ -73,53 +72,6 @@ func (f fixture) state(t *testing.T, orderID string) string {
 	}
 	return s
 }
-
-func money(t *testing.T, s string) event.Money {
-	t.Helper()
-	m, err := event.ParseMoney(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// newEvent builds a valid event of any order type for the order.
-func newEvent(t *testing.T, typ event.Type, orderID string, version int64) event.Envelope {
-	t.Helper()
-	items := []event.Item{{SKU: "SKU-1", Quantity: 1}}
-	var data any
-	switch typ {
-	case event.OrderCreated:
-		data = event.OrderCreatedData{CustomerID: "C-1", Currency: "CNY", Amount: money(t, "80.00"),
-			Items: []event.PricedItem{{SKU: "SKU-1", Quantity: 1, UnitPrice: money(t, "80.00")}}}
-	case event.OrderCheckedOut:
-		data = event.OrderCheckedOutData{CustomerID: "C-1", Currency: "CNY", Amount: money(t, "80.00")}
-	case event.OrderRefundRequested:
-		data = event.OrderRefundRequestedData{RefundID: "R-1", PaymentID: "P-1", Amount: money(t, "80.00"), Currency: "CNY"}
-	case event.OrderPaid:
-		data = event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items}
-	case event.OrderRefunded:
-		data = event.OrderRefundedData{RefundID: "R-1", PaymentID: "P-1", RefundedAmount: money(t, "80.00"),
-			TotalRefundedAmount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1", Items: items, TotalReturnedItems: items}
-	case event.OrderRefundRejected:
-		data = event.OrderRefundRejectedData{RefundID: "R-0", Amount: money(t, "500.00"), Currency: "CNY", CustomerID: "C-1",
-			Reason: notification.ReasonRefundExceedsPayment}
-	case event.OrderCancelled:
-		data = event.OrderCancelledData{CustomerID: "C-1", Reason: "changed my mind"}
-	case event.OrderPaymentRejected:
-		data = event.OrderPaymentRejectedData{PaymentID: "P-1", RefundID: "R-9", Amount: money(t, "80.00"), Currency: "CNY",
-			CustomerID: "C-1", Reason: "ORDER_CANCELLED"}
-	case event.OrderPaymentReturned:
-		data = event.OrderPaymentReturnedData{PaymentID: "P-1", RefundID: "R-9", Amount: money(t, "80.00"), Currency: "CNY", CustomerID: "C-1"}
-	}
-	env, err := event.New(typ, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"}, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 func TestApply(t *testing.T) {
 	type step struct {
@@ -186,7 +138,7 @@ func TestApply(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("O-%d", i)
 			for _, st := range tt.steps {
-				env := newEvent(t, st.typ, id, st.version)
+				env := consumertest.Sample(t, st.typ, id, st.version)
 				deliveries := 1
 				if tt.repeat {
 					deliveries = 2
@@ -200,7 +152,7 @@ func TestApply(t *testing.T) {
 			if got := f.state(t, id); got != tt.wantState {
 				t.Fatalf("state = %s, want %s", got, tt.wantState)
 			}
-			if got := f.sent(t, id); !equal(got, tt.want) {
+			if got := f.sent(t, id); !slices.Equal(got, tt.want) {
 				t.Fatalf("notifications = %v, want %v", got, tt.want)
 			}
 		})
@@ -216,7 +168,7 @@ func (failingSender) Send(context.Context, []notification.Notification) error { 
 
 func TestFailedSendRollsBackEverything(t *testing.T) {
 	f := newFixture(t)
-	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	env := consumertest.Sample(t, event.OrderPaid, "O-1", 3)
 	failing := f.processor(func(*versionguard.UnitOfWork) app.Sender { return failingSender{} })
 
 	if _, err := failing.Process(context.Background(), env); !errors.Is(err, errProviderDown) {
@@ -231,7 +183,7 @@ func TestFailedSendRollsBackEverything(t *testing.T) {
 	if _, err := f.dbProcessor().Process(context.Background(), env); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.sent(t, "O-1"), []string{"ORDER_PAID"}; !equal(got, want) {
+	if got, want := f.sent(t, "O-1"), []string{"ORDER_PAID"}; !slices.Equal(got, want) {
 		t.Fatalf("notifications = %v, want %v", got, want)
 	}
 }
@@ -242,7 +194,7 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
-	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	env := consumertest.Sample(t, event.OrderPaid, "O-1", 3)
 	if _, err := proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("first attempt: %v, want the injected failure", err)
 	}
@@ -278,21 +230,21 @@ func TestNotificationsTellTheCustomerTheirMoney(t *testing.T) {
 		steps []step
 	}{
 		{"O-paid", []step{
-			{event.OrderPaid, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, "123.45"), Currency: "EUR", CustomerID: "C-77", Items: items},
+			{event.OrderPaid, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: consumertest.Money("123.45"), Currency: "EUR", CustomerID: "C-77", Items: items},
 				"C-77", "We received your payment of 123.45 EUR for order O-paid. We are preparing your items."},
-			{event.OrderRefundRejected, 5, event.OrderRefundRejectedData{RefundID: "R-1", Amount: money(t, "200.00"), Currency: "EUR", CustomerID: "C-77",
+			{event.OrderRefundRejected, 5, event.OrderRefundRejectedData{RefundID: "R-1", Amount: consumertest.Money("200.00"), Currency: "EUR", CustomerID: "C-77",
 				Reason: notification.ReasonRefundExceedsPayment},
 				"C-77", "Your refund request of 200.00 EUR for order O-paid was declined: it is more than what is left of your payment."},
-			{event.OrderRefunded, 9, event.OrderRefundedData{RefundID: "R-3", PaymentID: "P-1", RefundedAmount: money(t, "23.45"),
-				TotalRefundedAmount: money(t, "33.45"), Currency: "EUR", CustomerID: "C-77", Items: items, TotalReturnedItems: items},
+			{event.OrderRefunded, 9, event.OrderRefundedData{RefundID: "R-3", PaymentID: "P-1", RefundedAmount: consumertest.Money("23.45"),
+				TotalRefundedAmount: consumertest.Money("33.45"), Currency: "EUR", CustomerID: "C-77", Items: items, TotalReturnedItems: items},
 				"C-77", "Your refund of 23.45 EUR for order O-paid is complete."},
 			// Refund v7 arrives after v9: told through the late-fact path.
-			{event.OrderRefunded, 7, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1", RefundedAmount: money(t, "10.00"),
-				TotalRefundedAmount: money(t, "10.00"), Currency: "EUR", CustomerID: "C-77", Items: items, TotalReturnedItems: items},
+			{event.OrderRefunded, 7, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1", RefundedAmount: consumertest.Money("10.00"),
+				TotalRefundedAmount: consumertest.Money("10.00"), Currency: "EUR", CustomerID: "C-77", Items: items, TotalReturnedItems: items},
 				"C-77", "Your refund of 10.00 EUR for order O-paid is complete."},
 		}},
 		{"O-returned", []step{
-			{event.OrderPaymentReturned, 4, event.OrderPaymentReturnedData{PaymentID: "P-2", RefundID: "R-9", Amount: money(t, "67.89"), Currency: "USD", CustomerID: "C-78"},
+			{event.OrderPaymentReturned, 4, event.OrderPaymentReturnedData{PaymentID: "P-2", RefundID: "R-9", Amount: consumertest.Money("67.89"), Currency: "USD", CustomerID: "C-78"},
 				"C-78", "Your payment of 67.89 USD reached order O-returned after it was cancelled; it has been returned to you in full."},
 		}},
 	}
@@ -304,10 +256,7 @@ func TestNotificationsTellTheCustomerTheirMoney(t *testing.T) {
 		t.Run(o.id, func(t *testing.T) {
 			var eventIDs []string
 			for _, st := range o.steps {
-				env, err := event.New(st.typ, event.Meta{AggregateID: o.id, AggregateVersion: st.version, Producer: "order-service"}, st.data)
-				if err != nil {
-					t.Fatal(err)
-				}
+				env := consumertest.Event(t, st.typ, o.id, st.version, st.data)
 				if _, err := proc.Process(context.Background(), env); err != nil {
 					t.Fatalf("process %s v%d: %v", st.typ, st.version, err)
 				}
@@ -358,13 +307,13 @@ func TestAnEventWhoseDataDoesNotDecodeIsRefused(t *testing.T) {
 			id := fmt.Sprintf("O-bad-%d", i)
 			want := []string{}
 			if tt.state == "paid" {
-				if _, err := proc.Process(context.Background(), newEvent(t, event.OrderPaid, id, 3)); err != nil {
+				if _, err := proc.Process(context.Background(), consumertest.Sample(t, event.OrderPaid, id, 3)); err != nil {
 					t.Fatal(err)
 				}
 				want = []string{"ORDER_PAID"}
 			}
 			before := f.state(t, id)
-			env := newEvent(t, tt.typ, id, 5)
+			env := consumertest.Sample(t, tt.typ, id, 5)
 			env.Data = []byte(tt.data)
 			_, err := proc.Process(context.Background(), env)
 			var invalid *event.InvalidError
@@ -374,7 +323,7 @@ func TestAnEventWhoseDataDoesNotDecodeIsRefused(t *testing.T) {
 			if class, _ := consumer.Classify(err); class != consumer.Permanent {
 				t.Fatalf("process: %v classed %s, want %s (dead-lettered at once)", err, class, consumer.Permanent)
 			}
-			if got := f.sent(t, id); !equal(got, want) {
+			if got := f.sent(t, id); !slices.Equal(got, want) {
 				t.Fatalf("notifications = %v, want %v", got, want)
 			}
 			if got := f.state(t, id); got != before {
@@ -401,7 +350,7 @@ func (failingRecorder) Record(context.Context, *versionguard.UnitOfWork, []notif
 // nor marked processed: it is delivered again.
 func TestAFailedRecordIsNotAcknowledged(t *testing.T) {
 	f := newFixture(t)
-	env := newEvent(t, event.OrderPaid, "O-1", 3)
+	env := consumertest.Sample(t, event.OrderPaid, "O-1", 3)
 	proc := f.processor(app.DBSink(failingRecorder{}, slog.New(slog.DiscardHandler)))
 	if _, err := proc.Process(context.Background(), env); !errors.Is(err, errTableDown) {
 		t.Fatalf("process: %v, want the recorder's error", err)

@@ -2,16 +2,13 @@ package ports_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"os"
 	"reflect"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/notification/internal/adapters"
@@ -31,38 +28,30 @@ type fixture struct {
 // tables; its Proc applies events as the consumer does.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db := consumertest.Database(t, postgres.MigrationSet{Name: "notification", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := adapters.NewRepository(db)
-	c := app.NewConsumer(app.DBSink(repo, slog.New(slog.DiscardHandler)), fp, slog.New(slog.DiscardHandler))
-	srv := httpapi.New(httpapi.Config{AdminToken: consumertest.AdminToken}, slog.New(slog.DiscardHandler))
-	ports.Register(srv.Echo, repo)
-	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))
-	guard := versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)
-	return &fixture{Fixture: consumertest.New(t, db, consumerName, srv.Echo, guard), repo: repo}
+	f := &fixture{}
+	f.Fixture = consumertest.Serve(t, consumertest.Wiring{Consumer: consumerName, FailPoint: app.FailPoint,
+		Migrations: []postgres.MigrationSet{{Name: "notification", FS: os.DirFS("../../migrations")}},
+		Wire: func(p consumertest.Parts) service.Events {
+			repo := adapters.NewRepository(p.DB)
+			f.repo = repo
+			ports.Register(p.HTTP.Echo, repo)
+			ports.RegisterReconciliation(p.Admin, repo, p.Facts)
+			c := app.NewConsumer(app.DBSink(repo, p.Logger), p.FailPoints, p.Logger)
+			return service.Events{Transitions: c.Transitions(), ApplyBatch: c.Apply, LateFacts: c.LateFacts()}
+		}})
+	return f
 }
 
 func TestReconciliationViews(t *testing.T) {
 	f := setup(t)
-	items := []event.Item{{SKU: "SKU-1", Quantity: 1}}
-	paid := f.Envelope(event.OrderPaid, "O-1", 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: consumertest.Money("80.00"),
-		Currency: "CNY", CustomerID: "C-1", Items: items})
-	rejected := f.Envelope(event.OrderRefundRejected, "O-1", 5, event.OrderRefundRejectedData{RefundID: "R-1",
-		Amount: consumertest.Money("500.00"), Currency: "CNY", CustomerID: "C-1", Reason: "REFUND_EXCEEDS_PAYMENT"})
-	refunded := f.Envelope(event.OrderRefunded, "O-1", 7, event.OrderRefundedData{RefundID: "R-2", PaymentID: "P-1",
-		RefundedAmount: consumertest.Money("80.00"), TotalRefundedAmount: consumertest.Money("80.00"), Currency: "CNY", CustomerID: "C-1",
-		Items: items, TotalReturnedItems: items})
-	returned := f.Envelope(event.OrderPaymentReturned, "O-2", 4, event.OrderPaymentReturnedData{PaymentID: "P-9", RefundID: "R-9",
-		Amount: consumertest.Money("80.00"), Currency: "CNY", CustomerID: "C-2"})
+	paid := consumertest.Sample(t, event.OrderPaid, "O-1", 3)
+	rejected := consumertest.Sample(t, event.OrderRefundRejected, "O-1", 5)
+	refunded := consumertest.Sample(t, event.OrderRefunded, "O-1", 7)
+	returned := consumertest.Sample(t, event.OrderPaymentReturned, "O-2", 4)
 	for _, env := range []event.Envelope{paid, rejected, refunded, returned} {
 		f.Process(env, versionguard.Applied)
 	}
-	gap := f.Envelope(event.OrderRefunded, "O-3", 5, event.OrderRefundedData{RefundID: "R-3", PaymentID: "P-3",
-		RefundedAmount: consumertest.Money("1.00"), TotalRefundedAmount: consumertest.Money("1.00"), Currency: "CNY", CustomerID: "C-1",
-		Items: []event.Item{}, TotalReturnedItems: []event.Item{}})
+	gap := consumertest.OrderRefunded(t, "O-3", 5, "1.00", "1.00", nil, nil)
 	f.Process(gap, versionguard.WaitingForGap)
 	deadID := f.DeadLetter(gap)
 

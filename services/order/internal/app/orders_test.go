@@ -3,92 +3,15 @@ package app_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/internal/app"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app/apptest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 )
-
-// memStore keeps orders in memory as the repository does: a change runs on
-// a copy, which replaces the order only when the change succeeds.
-type memStore struct {
-	orders    map[string]*order.Order
-	callbacks map[string]bool
-	events    map[string][]order.Event
-}
-
-func newStore() *memStore {
-	return &memStore{orders: map[string]*order.Order{}, callbacks: map[string]bool{}, events: map[string][]order.Event{}}
-}
-
-func (m *memStore) Create(_ context.Context, o *order.Order, events []order.Event) (*order.Order, bool, error) {
-	if existing, ok := m.orders[o.ID]; ok {
-		return existing.Clone(), false, nil
-	}
-	m.orders[o.ID] = o.Clone()
-	m.events[o.ID] = append(m.events[o.ID], events...)
-	return o, true, nil
-}
-
-func (m *memStore) Get(_ context.Context, id string) (*order.Order, error) {
-	o, ok := m.orders[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", order.ErrNotFound, id)
-	}
-	return o.Clone(), nil
-}
-
-func (m *memStore) Update(ctx context.Context, id string, change app.Change) (*order.Order, error) {
-	current, err := m.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	work := current.Clone()
-	events, err := change(work)
-	if err != nil {
-		return current, err
-	}
-	m.orders[id] = work
-	m.events[id] = append(m.events[id], events...)
-	return work.Clone(), nil
-}
-
-func (m *memStore) UpdateOnce(ctx context.Context, cb order.Callback, change app.Change) (*order.Order, error) {
-	if m.callbacks[cb.ID] {
-		return m.Get(ctx, cb.OrderID)
-	}
-	o, err := m.Update(ctx, cb.OrderID, change)
-	if err == nil {
-		m.callbacks[cb.ID] = true
-	}
-	return o, err
-}
-
-func (m *memStore) FenceVersion(ctx context.Context, id string, fence app.Fence) (*order.Order, error) {
-	work, err := m.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := fence(work); err != nil {
-		return nil, err
-	}
-	m.orders[id] = work
-	return work.Clone(), nil
-}
-
-func (m *memStore) Events(context.Context, string) ([]app.EventRecord, error) { return nil, nil }
-
-func (m *memStore) Records(context.Context, []string) (map[string]app.Record, error) { return nil, nil }
-
-func (m *memStore) Unknown(context.Context, []string) ([]string, error) { return nil, nil }
-
-func (m *memStore) ChangedOrders(context.Context, app.ChangedPage) ([]app.Record, error) {
-	return nil, nil
-}
 
 func newOrder(t *testing.T, id, customer string) *order.Order {
 	t.Helper()
@@ -103,13 +26,13 @@ func newOrder(t *testing.T, id, customer string) *order.Order {
 // a repeat that answers the stored one as it stands, another order under
 // its id ErrExists.
 func TestCreate(t *testing.T) {
-	store := newStore()
+	store := apptest.NewStore(nil)
 	orders := app.NewOrders(store, nil)
 	ctx := context.Background()
 	if _, err := orders.Create(ctx, newOrder(t, "O-1", "C-1")); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.events["O-1"]; len(got) != 1 || got[0].Type != order.EventCreated {
+	if got := store.Emitted("O-1"); len(got) != 1 || got[0].Type != order.EventCreated {
 		t.Fatalf("events %+v, want OrderCreated", got)
 	}
 	if _, err := orders.Checkout(ctx, "O-1"); err != nil {
@@ -132,7 +55,7 @@ func TestCreate(t *testing.T) {
 			if err == nil && o.Status != order.StatusPendingPayment {
 				t.Fatalf("repeat answers %s, want the stored order (%s)", o.Status, order.StatusPendingPayment)
 			}
-			if n := len(store.events["O-1"]); n != 2 {
+			if n := len(store.Emitted("O-1")); n != 2 {
 				t.Fatalf("%d events, want 2: a repeat writes none", n)
 			}
 		})
@@ -154,7 +77,7 @@ func TestCancelReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := newStore()
+			store := apptest.NewStore(nil)
 			orders := app.NewOrders(store, nil)
 			ctx := context.Background()
 			if _, err := orders.Create(ctx, newOrder(t, "O-1", "C-1")); err != nil {
@@ -177,7 +100,7 @@ func TestCancelReason(t *testing.T) {
 
 // A callback applies once: a re-delivery of its id changes nothing.
 func TestApplyCallbackOnce(t *testing.T) {
-	store := newStore()
+	store := apptest.NewStore(nil)
 	orders := app.NewOrders(store, nil)
 	ctx := context.Background()
 	if _, err := orders.Create(ctx, newOrder(t, "O-1", "C-1")); err != nil {

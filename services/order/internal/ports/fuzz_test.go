@@ -18,103 +18,10 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/app"
+	"github.com/reliable-orders/fulfillment/services/order/internal/app/apptest"
 	"github.com/reliable-orders/fulfillment/services/order/internal/domain/order"
 	"github.com/reliable-orders/fulfillment/services/order/internal/ports"
 )
-
-// memOrders keeps orders in memory the way the repository does: a change
-// is applied to a copy, and its events must make valid envelopes (the
-// repository writes them to the outbox, and event.New refuses one that
-// breaks the contract), so an input the handlers let through to a broken
-// event fails the fuzz target with a 500.
-type memOrders struct{ orders map[string]*order.Order }
-
-func (m *memOrders) emit(o *order.Order, events []order.Event) error {
-	for _, e := range events {
-		if _, err := adapters.Envelope(o, e, ""); err != nil {
-			return fmt.Errorf("event %s of order %s: %w", e.Type, o.ID, err)
-		}
-	}
-	return nil
-}
-
-func (m *memOrders) Create(_ context.Context, o *order.Order, events []order.Event) (*order.Order, bool, error) {
-	if existing, ok := m.orders[o.ID]; ok {
-		return existing.Clone(), false, nil
-	}
-	if err := m.emit(o, events); err != nil {
-		return nil, false, err
-	}
-	m.orders[o.ID] = o.Clone()
-	return o, true, nil
-}
-
-func (m *memOrders) Get(_ context.Context, id string) (*order.Order, error) {
-	o, ok := m.orders[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", order.ErrNotFound, id)
-	}
-	return o.Clone(), nil
-}
-
-func (m *memOrders) Update(ctx context.Context, id string, change app.Change) (*order.Order, error) {
-	current, err := m.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	work := current.Clone()
-	events, err := change(work)
-	if err != nil {
-		return current, err
-	}
-	if err := m.emit(work, events); err != nil {
-		return current, err
-	}
-	m.orders[id] = work
-	return work.Clone(), nil
-}
-
-func (m *memOrders) UpdateOnce(ctx context.Context, cb order.Callback, change app.Change) (*order.Order, error) {
-	return m.Update(ctx, cb.OrderID, change)
-}
-
-func (m *memOrders) FenceVersion(ctx context.Context, id string, fence app.Fence) (*order.Order, error) {
-	current, err := m.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := fence(current); err != nil {
-		return nil, err
-	}
-	m.orders[id] = current
-	return current.Clone(), nil
-}
-
-func (m *memOrders) Events(context.Context, string) ([]app.EventRecord, error) { return nil, nil }
-
-func (m *memOrders) Records(_ context.Context, ids []string) (map[string]app.Record, error) {
-	out := map[string]app.Record{}
-	for _, id := range ids {
-		if o, ok := m.orders[id]; ok {
-			out[id] = app.Record{Order: o.Clone()}
-		}
-	}
-	return out, nil
-}
-
-func (m *memOrders) Unknown(_ context.Context, ids []string) ([]string, error) {
-	out := []string{}
-	for _, id := range ids {
-		if _, ok := m.orders[id]; !ok {
-			out = append(out, id)
-		}
-	}
-	return out, nil
-}
-
-func (m *memOrders) ChangedOrders(context.Context, app.ChangedPage) ([]app.Record, error) {
-	return nil, nil
-}
 
 type noPeers struct{}
 
@@ -124,22 +31,33 @@ func (noPeers) View(context.Context, string) app.PeerView { return app.PeerView{
 // (CREATED) and O-PAID (paid 80.00 CNY for two SKU-1 at 40.00).
 func fuzzServer(tb testing.TB) http.Handler {
 	tb.Helper()
-	store := &memOrders{orders: map[string]*order.Order{}}
+	// A change's events must make valid envelopes, as the repository's
+	// writing them to the outbox asks, so an input the handlers let
+	// through to a broken event fails the fuzz target with a 500.
+	store := apptest.NewStore(func(o *order.Order, events []order.Event) error {
+		for _, e := range events {
+			if _, err := adapters.Envelope(o, e, ""); err != nil {
+				return fmt.Errorf("event %s of order %s: %w", e.Type, o.ID, err)
+			}
+		}
+		return nil
+	})
 	items := []order.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: decimal.RequireFromString("40.00")}}
 	for _, id := range []string{"O-NEW", "O-PAID"} {
 		o, err := order.New(id, "C-1", "CNY", items)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		store.orders[id] = o
-	}
-	paid := store.orders["O-PAID"]
-	if _, err := paid.Checkout(); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := paid.ApplyCallback(order.Callback{ID: "E-pay", Type: rules.CallbackPaymentSucceeded, OrderID: "O-PAID",
-		PaymentID: "P-1", Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}); err != nil {
-		tb.Fatal(err)
+		if id == "O-PAID" {
+			if _, err := o.Checkout(); err != nil {
+				tb.Fatal(err)
+			}
+			if _, err := o.ApplyCallback(order.Callback{ID: "E-pay", Type: rules.CallbackPaymentSucceeded, OrderID: "O-PAID",
+				PaymentID: "P-1", Amount: decimal.RequireFromString("80.00"), Currency: "CNY"}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		store.Put(o)
 	}
 	srv := httpapi.New(httpapi.Config{AdminToken: adminToken, MapError: ports.MapError}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ports.NewHandler(app.NewOrders(store, noPeers{}), ports.CallbackKeys{Secrets: [][]byte{[]byte(secret)}, Window: 5 * time.Minute}, nil).Register(srv, srv.Admin())

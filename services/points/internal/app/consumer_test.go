@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/inbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
@@ -37,23 +39,11 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db, _ := postgrestest.NewDatabase(t, inbox.Schema(), versionguard.Schema(),
 		postgres.MigrationSet{Name: "points", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := consumertest.FailPoints(t, app.FailPoint)
 	repo := adapters.NewRepository(db, consumerName)
 	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
 	proc := inbox.NewProcessor(db, consumerName, versionguard.NewBatch(consumerName, c.Transitions(), c.Apply))
 	return fixture{db: db, repo: repo, proc: proc, fp: fp}
-}
-
-func (f fixture) process(t *testing.T, env event.Envelope) versionguard.Outcome {
-	t.Helper()
-	out, err := f.proc.Process(context.Background(), env)
-	if err != nil {
-		t.Fatalf("process %s v%d: %v", env.EventType, env.AggregateVersion, err)
-	}
-	return out
 }
 
 // entries lists an order's ledger as "TYPE points amount", in order.
@@ -79,46 +69,6 @@ func (f fixture) state(t *testing.T, orderID string) points.State {
 	return s
 }
 
-func money(t *testing.T, s string) event.Money {
-	t.Helper()
-	m, err := event.ParseMoney(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func paid(t *testing.T, orderID, amount string) event.Envelope {
-	t.Helper()
-	env, err := event.New(event.OrderPaid, event.Meta{AggregateID: orderID, AggregateVersion: 3, Producer: "order-service"},
-		event.OrderPaidData{PaymentID: "P-1", PaidAmount: money(t, amount), Currency: "CNY", CustomerID: "C-1",
-			Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func refunded(t *testing.T, orderID, amount string) event.Envelope {
-	return refundedAt(t, orderID, 5, amount, amount)
-}
-
-// refundedAt is an OrderRefunded v2 at version: this refund's amount and
-// the order's running total.
-func refundedAt(t *testing.T, orderID string, version int64, amount, total string) event.Envelope {
-	t.Helper()
-	items := []event.Item{{SKU: "SKU-1", Quantity: 1}}
-	env, err := event.New(event.OrderRefunded, event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"},
-		event.OrderRefundedData{RefundID: fmt.Sprintf("R-%d", version), PaymentID: "P-1", RefundedAmount: money(t, amount),
-			TotalRefundedAmount: money(t, total), Currency: "CNY", CustomerID: "C-1", Items: items, TotalReturnedItems: items})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
-
 func TestApply(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -129,22 +79,25 @@ func TestApply(t *testing.T) {
 		{
 			name: "the same OrderPaid twice earns once",
 			events: func(t *testing.T, id string) []event.Envelope {
-				e := paid(t, id, "80.00")
+				e := consumertest.OrderPaid(t, id, "80.00", consumertest.Item("SKU-1", 1))
 				return []event.Envelope{e, e}
 			},
 			wantState: points.StateEarned,
 			want:      []string{"EARN 80 80.00"},
 		},
 		{
-			name:      "points round down",
-			events:    func(t *testing.T, id string) []event.Envelope { return []event.Envelope{paid(t, id, "80.99")} },
+			name: "points round down",
+			events: func(t *testing.T, id string) []event.Envelope {
+				return []event.Envelope{consumertest.OrderPaid(t, id, "80.99", consumertest.Item("SKU-1", 1))}
+			},
 			wantState: points.StateEarned,
 			want:      []string{"EARN 80 80.99"},
 		},
 		{
 			name: "refund before paid applies both in order",
 			events: func(t *testing.T, id string) []event.Envelope {
-				return []event.Envelope{refunded(t, id, "30.50"), paid(t, id, "80.00")}
+				return []event.Envelope{consumertest.OrderRefunded(t, id, 5, "30.50", "30.50", nil, nil),
+					consumertest.OrderPaid(t, id, "80.00", consumertest.Item("SKU-1", 1))}
 			},
 			wantState: points.StatePartiallyReversed,
 			want:      []string{"EARN 80 80.00", "REVERSAL -31 30.50"},
@@ -153,7 +106,8 @@ func TestApply(t *testing.T) {
 			// The case: 0.01 of 20.00 leaves 19.99 paid, 19 points.
 			name: "a cent back, then the rest",
 			events: func(t *testing.T, id string) []event.Envelope {
-				return []event.Envelope{paid(t, id, "20.00"), refundedAt(t, id, 5, "0.01", "0.01"), refundedAt(t, id, 7, "19.99", "20.00")}
+				return []event.Envelope{consumertest.OrderPaid(t, id, "20.00", consumertest.Item("SKU-1", 1)),
+					consumertest.OrderRefunded(t, id, 5, "0.01", "0.01", nil, nil), consumertest.OrderRefunded(t, id, 7, "19.99", "20.00", nil, nil)}
 			},
 			wantState: points.StateReversed,
 			want:      []string{"EARN 20 20.00", "REVERSAL -1 0.01", "REVERSAL -19 19.99"},
@@ -161,7 +115,8 @@ func TestApply(t *testing.T) {
 		{
 			name: "the latest refund covers an earlier one never applied",
 			events: func(t *testing.T, id string) []event.Envelope {
-				return []event.Envelope{paid(t, id, "20.00"), refundedAt(t, id, 7, "5.00", "10.50"), refundedAt(t, id, 5, "5.50", "5.50")}
+				return []event.Envelope{consumertest.OrderPaid(t, id, "20.00", consumertest.Item("SKU-1", 1)),
+					consumertest.OrderRefunded(t, id, 7, "5.00", "10.50", nil, nil), consumertest.OrderRefunded(t, id, 5, "5.50", "5.50", nil, nil)}
 			},
 			wantState: points.StatePartiallyReversed,
 			want:      []string{"EARN 20 20.00", "REVERSAL -11 10.50"},
@@ -169,7 +124,8 @@ func TestApply(t *testing.T) {
 		{
 			name: "a refund of more than was paid reverses what was earned, no more",
 			events: func(t *testing.T, id string) []event.Envelope {
-				return []event.Envelope{paid(t, id, "10.00"), refunded(t, id, "20.00")}
+				return []event.Envelope{consumertest.OrderPaid(t, id, "10.00", consumertest.Item("SKU-1", 1)),
+					consumertest.OrderRefunded(t, id, 5, "20.00", "20.00", nil, nil)}
 			},
 			wantState: points.StateReversed,
 			want:      []string{"EARN 10 10.00", "REVERSAL -10 20.00"},
@@ -180,12 +136,12 @@ func TestApply(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("O-%d", i)
 			for _, env := range tt.events(t, id) {
-				f.process(t, env)
+				consumertest.Apply(t, f.proc, env)
 			}
 			if got := f.state(t, id); got != tt.wantState {
 				t.Fatalf("state = %s, want %s", got, tt.wantState)
 			}
-			if got := f.entries(t, id); !equal(got, tt.want) {
+			if got := f.entries(t, id); !slices.Equal(got, tt.want) {
 				t.Fatalf("entries = %v, want %v", got, tt.want)
 			}
 		})
@@ -201,15 +157,15 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
-	env := paid(t, "O-1", "80.00")
+	env := consumertest.OrderPaid(t, "O-1", "80.00", consumertest.Item("SKU-1", 1))
 	if _, err := f.proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("first attempt: %v, want the injected failure", err)
 	}
 	if got := f.entries(t, "O-1"); len(got) != 0 {
 		t.Fatalf("entries after failure = %v, want none", got)
 	}
-	f.process(t, env)
-	if got, want := f.entries(t, "O-1"), []string{"EARN 80 80.00"}; !equal(got, want) {
+	consumertest.Apply(t, f.proc, env)
+	if got, want := f.entries(t, "O-1"), []string{"EARN 80 80.00"}; !slices.Equal(got, want) {
 		t.Fatalf("entries after retry = %v, want %v", got, want)
 	}
 	if n := f.fp.Hits(app.FailPoint); n != 1 {
@@ -222,8 +178,8 @@ func TestFailPointRollsBackAndRetrySucceeds(t *testing.T) {
 // the payment.
 func TestLargestAmountEarnsItsPoints(t *testing.T) {
 	f := newFixture(t)
-	f.process(t, paid(t, "O-1", rules.MaxAmount().String()))
-	if got, want := f.entries(t, "O-1"), []string{"EARN 9999999999999999 9999999999999999.99"}; !equal(got, want) {
+	consumertest.Apply(t, f.proc, consumertest.OrderPaid(t, "O-1", rules.MaxAmount().String(), consumertest.Item("SKU-1", 1)))
+	if got, want := f.entries(t, "O-1"), []string{"EARN 9999999999999999 9999999999999999.99"}; !slices.Equal(got, want) {
 		t.Fatalf("entries = %v, want %v", got, want)
 	}
 }
@@ -248,8 +204,12 @@ func TestBatchOfManyOrders(t *testing.T) {
 	}()
 
 	for _, phase := range []func(id string) event.Envelope{
-		func(id string) event.Envelope { return paid(t, id, "80.00") },
-		func(id string) event.Envelope { return refunded(t, id, "30.00") },
+		func(id string) event.Envelope {
+			return consumertest.OrderPaid(t, id, "80.00", consumertest.Item("SKU-1", 1))
+		},
+		func(id string) event.Envelope {
+			return consumertest.OrderRefunded(t, id, 5, "30.00", "30.00", nil, nil)
+		},
 	} {
 		var g errgroup.Group
 		for i := range orders {
@@ -268,7 +228,7 @@ func TestBatchOfManyOrders(t *testing.T) {
 	}
 	for i := range orders {
 		id := fmt.Sprintf("O-%02d", i)
-		if got, want := f.entries(t, id), []string{"EARN 80 80.00", "REVERSAL -30 30.00"}; !equal(got, want) {
+		if got, want := f.entries(t, id), []string{"EARN 80 80.00", "REVERSAL -30 30.00"}; !slices.Equal(got, want) {
 			t.Fatalf("ledger of %s = %v, want %v", id, got, want)
 		}
 	}

@@ -3,18 +3,14 @@ package ports_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/failpoint"
-	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
@@ -34,30 +30,27 @@ type fixture struct {
 // tables; its Proc applies events as the consumer does.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db := consumertest.Database(t, postgres.MigrationSet{Name: "points", FS: os.DirFS("../../migrations")})
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := adapters.NewRepository(db, consumerName)
-	c := app.NewConsumer(repo, fp, slog.New(slog.DiscardHandler))
-	srv := httpapi.New(httpapi.Config{AdminToken: consumertest.AdminToken}, slog.New(slog.DiscardHandler))
-	ports.Register(srv.Echo, repo)
-	ports.RegisterReconciliation(srv.Admin(), repo, admin.NewFactsReader(db, consumerName))
-	guard := versionguard.NewBatch(consumerName, c.Transitions(), c.Apply)
-	return &fixture{Fixture: consumertest.New(t, db, consumerName, srv.Echo, guard), repo: repo}
+	f := &fixture{}
+	f.Fixture = consumertest.Serve(t, consumertest.Wiring{Consumer: consumerName, FailPoint: app.FailPoint,
+		Migrations: []postgres.MigrationSet{{Name: "points", FS: os.DirFS("../../migrations")}},
+		Wire: func(p consumertest.Parts) service.Events {
+			repo := adapters.NewRepository(p.DB, consumerName)
+			f.repo = repo
+			ports.Register(p.HTTP.Echo, repo)
+			ports.RegisterReconciliation(p.Admin, repo, p.Facts)
+			c := app.NewConsumer(repo, p.FailPoints, p.Logger)
+			return service.Events{Transitions: c.Transitions(), ApplyBatch: c.Apply}
+		}})
+	return f
 }
 
 func TestReconciliationViews(t *testing.T) {
 	f := setup(t)
 	paid := func(orderID string) event.Envelope {
-		return f.Envelope(event.OrderPaid, orderID, 3, event.OrderPaidData{PaymentID: "P-1", PaidAmount: consumertest.Money("80.50"),
-			Currency: "CNY", CustomerID: "C-1", Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}})
+		return consumertest.OrderPaid(t, orderID, "80.50", consumertest.Item("SKU-1", 1))
 	}
 	refunded := func(orderID string, version int64, amount, total string) event.Envelope {
-		return f.Envelope(event.OrderRefunded, orderID, version, event.OrderRefundedData{RefundID: fmt.Sprintf("R-%d", version),
-			PaymentID: "P-1", RefundedAmount: consumertest.Money(amount), TotalRefundedAmount: consumertest.Money(total), Currency: "CNY", CustomerID: "C-1",
-			Items: []event.Item{}, TotalReturnedItems: []event.Item{}})
+		return consumertest.OrderRefunded(t, orderID, version, amount, total, nil, nil)
 	}
 	earn := paid("O-1")
 	first := refunded("O-1", 5, "0.60", "0.60") // worth floor(79.90) = 79: reverses 1
@@ -104,8 +97,7 @@ func TestReconciliationViews(t *testing.T) {
 	if !strings.Contains(raw, `"points":80,`) {
 		t.Fatalf("points not an integer: %s", raw)
 	}
-	f.Process(f.Envelope(event.OrderPaid, "O-big", 3, event.OrderPaidData{PaymentID: "P-2", PaidAmount: consumertest.Money("9999999999999999.99"),
-		Currency: "CNY", CustomerID: "C-1", Items: []event.Item{{SKU: "SKU-1", Quantity: 1}}}), versionguard.Applied)
+	f.Process(consumertest.OrderPaid(t, "O-big", "9999999999999999.99", consumertest.Item("SKU-1", 1)), versionguard.Applied)
 	if code, raw := f.Call(`{"orderIds":["O-big"]}`, consumertest.AdminToken); code != 200 || !strings.Contains(raw, `"points":9999999999999999,"amount":"9999999999999999.99"`) {
 		t.Fatalf("the largest order: %d %s", code, raw)
 	}
