@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -365,26 +365,17 @@ func (c *ComposeControl) writeOverride(svc suite.Service, env map[string]string)
 }
 
 // waitReady polls url/readyz until it answers 200, failing when the
-// container has exited or the timeout passes.
+// container of service (none: "") has exited or the timeout passes.
 func (c *ComposeControl) waitReady(ctx context.Context, name, service, url string) error {
-	return poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
-		err := probe(ctx, c.client, url+"/readyz")
-		if err == nil {
-			return true, nil
+	return awaitReady(ctx, c.client, c.cfg.ReadyTimeout, c.cfg.PollInterval, name, url+"/readyz", func() (string, error) {
+		if service == "" {
+			return "", nil
 		}
-		if service != "" {
-			cts, perr := c.ps(ctx, service)
-			if perr != nil {
-				return false, perr
-			}
-			if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
-				return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode)}
-			}
+		cts, err := c.ps(ctx, service)
+		if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
+			return fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode), err
 		}
-		if late {
-			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.cfg.ReadyTimeout, err)}
-		}
-		return false, nil
+		return "", err
 	})
 }
 
@@ -403,18 +394,6 @@ func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, er
 	c.mu.Unlock()
 	c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
 	return c.one(ctx, name)
-}
-
-// waitExit polls the service's container until it has exited.
-func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time.Duration) (v ServiceView, err error) {
-	if _, err := c.lookup(name, false); err != nil {
-		return ServiceView{}, err
-	}
-	err = poll(ctx, timeout, c.cfg.PollInterval, func(late bool) (bool, error) {
-		v, err = c.one(ctx, name)
-		return late || v.State == "exited" || v.State == "stopped", err
-	})
-	return v, err
 }
 
 // view is one service's state: its container's, and "stopped" once the
@@ -446,9 +425,7 @@ func (c *ComposeControl) describe(st *composeService, cts map[string]container) 
 	case ct.State == "running":
 		v.State = "running"
 	case ct.State == "exited" || ct.State == "dead":
-		code := ct.ExitCode
-		v.State, v.ExitCode, v.FailPoint = "exited", &code, code == FailPointExitCode
-		v.Exit = fmt.Sprintf("%s exited: exit status %d", st.svc.Name, code)
+		exitedView(&v, ct.ExitCode, fmt.Sprintf("%s exited: exit status %d", st.svc.Name, ct.ExitCode))
 	default:
 		v.State = ct.State // created, restarting, paused
 	}
@@ -466,16 +443,11 @@ func (c *ComposeControl) list(ctx context.Context) ([]ServiceView, error) {
 		st := c.services[s.Name]
 		out = append(out, c.describe(st, cts))
 		c.mu.Lock()
-		ks := make([]int, 0, len(st.extras))
 		for k := range st.extras {
-			ks = append(ks, k)
-		}
-		c.mu.Unlock()
-		sort.Ints(ks)
-		for _, k := range ks {
 			out = append(out, ServiceView{Name: InstanceName(s.Name, k), State: "running", Run: 1, Service: s.Name, Instance: k,
 				URL: loopbackURL(InstancePort(s.Port, k))})
 		}
+		c.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -495,55 +467,41 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
 	c.mu.Lock()
 	st, ok := c.services[name]
-	switch {
-	case !ok:
+	if !ok {
+		st = &composeService{}
+	}
+	err := checkScale(name, st.svc, ok, n)
+	if err == nil && st.scaling {
+		err = fmt.Errorf("%s: %w", name, ErrScaleInProgress)
+	}
+	if err != nil {
 		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
-	case st.svc.ConsumerGroup == "":
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrNotConsumer)
-	case n < 1 || n > MaxInstances:
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%w: %d, want 1 … %d", ErrBadInstances, n, MaxInstances)
-	case st.scaling:
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrScaleInProgress)
+		return ScaleView{}, err
 	}
 	st.scaling = true
-	var drop []int
-	for k := range st.extras {
-		if k > n {
-			drop = append(drop, k)
-		}
-	}
+	extras := maps.Clone(st.extras)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		st.scaling = false
 		c.mu.Unlock()
 	}()
-	// Highest number first, as make run scales in.
-	slices.Sort(drop)
-	slices.Reverse(drop)
-	for _, k := range drop {
-		// Stopped first, so the instance leaves its group at once.
-		cname := c.extraName(st.svc, k)
-		if _, err := c.docker.Run(ctx, nil, "stop", cname); err != nil {
-			return ScaleView{}, err
+	// Highest number first, as make run scales in; each stopped first, so
+	// it leaves its group at once.
+	for k := MaxInstances; k > n; k-- {
+		if !extras[k] {
+			continue
 		}
-		if _, err := c.docker.Run(ctx, nil, "rm", cname); err != nil {
-			return ScaleView{}, err
+		for _, verb := range []string{"stop", "rm"} {
+			if _, err := c.docker.Run(ctx, nil, verb, c.extraName(st.svc, k)); err != nil {
+				return ScaleView{}, err
+			}
 		}
-		c.mu.Lock()
-		delete(st.extras, k)
-		c.mu.Unlock()
+		c.setExtra(st, k, false)
 		c.log.Printf("%s stopped and removed", InstanceName(name, k))
 	}
 	for k := 2; k <= n; k++ {
-		c.mu.Lock()
-		running := st.extras[k]
-		c.mu.Unlock()
-		if running {
+		if extras[k] {
 			continue
 		}
 		port := InstancePort(st.svc.Port, k)
@@ -551,25 +509,25 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 			"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, st.svc.Port), st.svc.FullName()); err != nil {
 			return ScaleView{}, err
 		}
-		c.mu.Lock()
-		st.extras[k] = true
-		c.mu.Unlock()
+		c.setExtra(st, k, true)
 		if err := c.waitReady(ctx, InstanceName(name, k), "", loopbackURL(port)); err != nil {
 			return ScaleView{}, err
 		}
 		c.log.Printf("%s ready on 127.0.0.1:%d", InstanceName(name, k), port)
 	}
 	all, err := c.list(ctx)
-	if err != nil {
-		return ScaleView{}, err
+	return scaleViewOf(name, all), err
+}
+
+// setExtra records whether instance k of st runs.
+func (c *ComposeControl) setExtra(st *composeService, k int, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		st.extras[k] = true
+	} else {
+		delete(st.extras, k)
 	}
-	v := ScaleView{Service: name}
-	for _, sv := range all {
-		if sv.Service == name {
-			v.Instances = append(v.Instances, sv)
-		}
-	}
-	return v, nil
 }
 
 // setBroker stops or starts the broker's container; a start waits until
@@ -667,7 +625,7 @@ func (c *ComposeControl) brokerState(ctx context.Context) BrokerView {
 // machine's programs only. The faults are the fault proxy's.
 func (c *ComposeControl) Handler() http.Handler {
 	mux := http.NewServeMux()
-	serviceRoutes(mux, c)
+	serviceRoutes(mux, c, c.cfg.PollInterval)
 	brokerRoutes(mux, c)
 	return guard(mux)
 }

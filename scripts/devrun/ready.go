@@ -93,23 +93,21 @@ func poll(ctx context.Context, timeout, interval time.Duration, step func(late b
 	}
 }
 
-// awaitReady polls url until it answers 200, failing with a NotReadyError
-// once done is closed (the process exited: exit says how) or timeout
-// passes.
-func awaitReady(ctx context.Context, client *http.Client, timeout time.Duration, name, url string, done <-chan struct{}, exit func() string) error {
-	return poll(ctx, timeout, pollInterval, func(late bool) (bool, error) {
+// awaitReady polls url every interval until it answers 200, failing with
+// a NotReadyError once gone says how the process exited or timeout passes.
+func awaitReady(ctx context.Context, client *http.Client, timeout, interval time.Duration, name, url string, gone func() (exit string, err error)) error {
+	return poll(ctx, timeout, interval, func(late bool) (bool, error) {
 		err := probe(ctx, client, url)
-		select {
-		case <-done:
-			if err != nil {
-				return false, &NotReadyError{Service: name, Reason: exit()}
-			}
-		default:
+		if err == nil {
+			return true, nil
 		}
-		if err != nil && late {
-			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", timeout, err)}
+		if exit, gerr := gone(); gerr != nil || exit != "" {
+			return false, errors.Join(gerr, notReady(name, exit))
 		}
-		return err == nil, nil
+		if late {
+			return false, notReady(name, fmt.Sprintf("not ready after %s: %v", timeout, err))
+		}
+		return false, nil
 	})
 }
 

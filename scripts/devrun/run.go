@@ -161,8 +161,7 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	}
 	Walkthrough(log.out, cfg.Services, brokers, consoleURL)
 
-	ctl := newControl(sup, embedded, cfg, log)
-	ctl.scale = newScaler(ctx, sup, cfg, specs, log)
+	ctl := newControl(ctx, sup, embedded, cfg, specs, log)
 	if cfg.ControlAddr != "" {
 		stop, err := serveControl(ctx, cfg.ControlAddr, ctl.handler())
 		if err != nil {
