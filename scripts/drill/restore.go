@@ -179,11 +179,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	s.waitConverged(orphan)
 
 	s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) })
-	if o, err := s.api.Order(s.ctx, fenced.id); err != nil {
-		fail("after the restore, %s: %w", fenced.id, err)
-	} else if o.Status != "PAID" || o.Version != 3 {
-		fail("after the restore %s is %s v%d; want PAID v3, as backed up", fenced.id, o.Status, o.Version)
-	}
+	s.orderIs(fenced.id, "PAID", 3, "after the restore, as backed up,")
 	if _, err := s.api.Order(s.ctx, orphan); !suiteapi.IsStatus(err, 404) {
 		fail("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)
 	}
@@ -196,9 +192,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	r := runView(must(s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, fenced.id, orphan)))
 	took := time.Since(start)
 	regressed, orphaned := restoreFindings(r.Findings, fenced.id, orphan)
-	if o := s.order(fenced.id); o.Status != "PAID" || o.Version != 5 {
-		fail("after the run %s is %s v%d; want PAID fenced at v5, the highest version its consumers applied", fenced.id, o.Status, o.Version)
-	}
+	s.orderIs(fenced.id, "PAID", 5, "after the run (fenced at the highest version its consumers applied)")
 
 	// The next change of the fenced order: a unit and 40.00 back. Every
 	// consumer applies it: none ignores it as stale.
