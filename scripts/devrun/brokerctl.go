@@ -1,6 +1,7 @@
 package devrun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -252,15 +253,7 @@ func decodeFault(r *http.Request) (FaultRequest, error) {
 			return req, fmt.Errorf("%w: %w", errBadFault, err)
 		}
 	}
-	if req.Type == "" {
-		req.Type = FaultLostAck
-	}
-	if req.Count == 0 {
-		req.Count = 1
-	}
-	if req.Topic == "" {
-		req.Topic = suite.OrderEventsTopic
-	}
+	req.Type, req.Count, req.Topic = cmp.Or(req.Type, FaultLostAck), cmp.Or(req.Count, 1), cmp.Or(req.Topic, suite.OrderEventsTopic)
 	switch {
 	case req.Type != FaultLostAck:
 		return req, fmt.Errorf("%w: unknown type %q (only %q)", errBadFault, req.Type, FaultLostAck)

@@ -288,10 +288,21 @@ func (c *ComposeControl) lookup(name string, busy bool) (*composeService, error)
 	return st, nil
 }
 
-func (c *ComposeControl) done(st *composeService) {
+// change carries out do on name's container, one change of a service at
+// a time, and answers the service's state once it is done.
+func (c *ComposeControl) change(ctx context.Context, name string, do func(st *composeService) error) (ServiceView, error) {
+	st, err := c.lookup(name, true)
+	if err != nil {
+		return ServiceView{}, err
+	}
+	err = do(st)
 	c.mu.Lock()
 	st.busy = false
 	c.mu.Unlock()
+	if err != nil {
+		return ServiceView{}, err
+	}
+	return c.one(ctx, name)
 }
 
 // restart recreates the service's container, with env added through a
@@ -299,33 +310,27 @@ func (c *ComposeControl) done(st *composeService) {
 // stays down as under make run, and FAILPOINTS_ENABLED when FAILPOINTS is
 // set. Without env it is recreated from the compose file alone.
 func (c *ComposeControl) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
-	st, err := c.lookup(name, true)
-	if err != nil {
-		return ServiceView{}, err
-	}
-	defer c.done(st)
-	var overrides []string
-	if len(env) > 0 {
-		path, err := c.writeOverride(st.svc, env)
-		if err != nil {
-			return ServiceView{}, err
+	return c.change(ctx, name, func(st *composeService) error {
+		var overrides []string
+		if len(env) > 0 {
+			path, err := c.writeOverride(st.svc, env)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(path)
+			overrides = append(overrides, path)
 		}
-		defer os.Remove(path)
-		overrides = append(overrides, path)
-	}
-	if _, err := c.compose(ctx, nil, overrides, "up", "-d", "--no-deps", "--force-recreate", st.svc.FullName()); err != nil {
-		return ServiceView{}, err
-	}
-	c.mu.Lock()
-	st.run++
-	st.env, st.stopped = env, false
-	run := st.run
-	c.mu.Unlock()
-	c.log.Printf("%s recreated (run %d)%s", st.svc.FullName(), run, describeEnv(env))
-	if err := c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL()); err != nil {
-		return ServiceView{}, err
-	}
-	return c.one(ctx, name)
+		if _, err := c.compose(ctx, nil, overrides, "up", "-d", "--no-deps", "--force-recreate", st.svc.FullName()); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.run++
+		st.env, st.stopped = env, false
+		run := st.run
+		c.mu.Unlock()
+		c.log.Printf("%s recreated (run %d)%s", st.svc.FullName(), run, describeEnv(env))
+		return c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL())
+	})
 }
 
 // composeOverride is a compose file with the one service a restart changes;
@@ -379,21 +384,18 @@ func (c *ComposeControl) waitReady(ctx context.Context, name, service, url strin
 	})
 }
 
-// stop stops the service's container; it stays down until a restart.
+// halt stops the service's container; it stays down until a restart.
 func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, error) {
-	st, err := c.lookup(name, true)
-	if err != nil {
-		return ServiceView{}, err
-	}
-	defer c.done(st)
-	if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
-		return ServiceView{}, err
-	}
-	c.mu.Lock()
-	st.stopped = true
-	c.mu.Unlock()
-	c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
-	return c.one(ctx, name)
+	return c.change(ctx, name, func(st *composeService) error {
+		if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.stopped = true
+		c.mu.Unlock()
+		c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
+		return nil
+	})
 }
 
 // view is one service's state: its container's, and "stopped" once the

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -454,14 +456,9 @@ func writeError(w http.ResponseWriter, status int, err error) {
 }
 
 func envList(env map[string]string) []string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + env[k]
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
 	}
 	return out
 }
@@ -471,10 +468,5 @@ func describeEnv(env map[string]string) string {
 	if len(env) == 0 {
 		return " with its usual environment"
 	}
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return " with " + strings.Join(names, ", ") + " set"
+	return " with " + strings.Join(slices.Sorted(maps.Keys(env)), ", ") + " set"
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
@@ -39,40 +40,25 @@ const pollInterval = 200 * time.Millisecond
 // ctx ends.
 func WaitReady(ctx context.Context, client *http.Client, endpoints []Endpoint, timeout time.Duration, exits <-chan supervise.Exit, progress io.Writer) error {
 	start := time.Now()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-
-	last := map[string]string{}
-	pending := endpoints
-	for {
-		var still []Endpoint
-		for _, ep := range pending {
-			if err := probe(ctx, client, ep.URL); err != nil {
-				last[ep.Name] = err.Error()
-				still = append(still, ep)
-				continue
-			}
-			fmt.Fprintf(progress, "%s is ready (%s)\n", ep.Name, time.Since(start).Round(100*time.Millisecond))
-		}
-		if pending = still; len(pending) == 0 {
-			return nil
-		}
+	pending := slices.Clone(endpoints)
+	return poll(ctx, timeout, pollInterval, func(late bool) (bool, error) {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
 		case e := <-exits:
-			return exitError(e, "before it was ready")
-		case <-deadline.C:
-			errs := make([]error, len(pending))
-			for i, ep := range pending {
-				errs[i] = fmt.Errorf("%s not ready after %s: GET %s: %s", ep.Name, timeout, ep.URL, last[ep.Name])
-			}
-			return errors.Join(errs...)
-		case <-tick.C:
+			return false, exitError(e, "before it was ready")
+		default:
 		}
-	}
+		var errs []error
+		pending = slices.DeleteFunc(pending, func(ep Endpoint) bool {
+			err := probe(ctx, client, ep.URL)
+			if err != nil && late {
+				errs = append(errs, fmt.Errorf("%s not ready after %s: GET %s: %w", ep.Name, timeout, ep.URL, err))
+			} else if err == nil {
+				fmt.Fprintf(progress, "%s is ready (%s)\n", ep.Name, time.Since(start).Round(100*time.Millisecond))
+			}
+			return err == nil
+		})
+		return len(pending) == 0, errors.Join(errs...)
+	})
 }
 
 // poll calls step every interval until it is done or fails, or ctx ends;

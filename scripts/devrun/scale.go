@@ -206,11 +206,9 @@ func (c *control) startLocked(s suite.Service, k int) (*proc, error) {
 	if port > 65535 {
 		return nil, fmt.Errorf("%s: %w: %d is not a port", name, ErrPortTaken, port)
 	}
-	l, err := net.Listen("tcp", suite.LoopbackAddr(port))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: another process listens on %d: %w", name, ErrPortTaken, port, err)
+	if err := portFree(suite.LoopbackAddr(port), fmt.Sprintf("port %d", port)); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrPortTaken, err)
 	}
-	l.Close()
 	spec, ok := c.specs[s.Name]
 	if !ok {
 		return nil, fmt.Errorf("%w: no process spec for %q", ErrUnknownService, s.Name)
