@@ -35,22 +35,32 @@ func publishCopies(copies, quantity int, amount string, atOnce bool) body {
 			own := *rec
 			return cl.ProduceSync(s.ctx, &own).FirstErr()
 		}
-		errs := make([]error, copies)
-		var wg sync.WaitGroup
-		for i := range errs {
-			if !atOnce {
-				errs[i] = publish()
-				continue
-			}
-			wg.Go(func() { errs[i] = publish() })
+		serial := copies
+		if atOnce {
+			serial = 0
 		}
-		wg.Wait()
-		checkf(errors.Join(errs...), "publish")
+		checkf(sendCopies(copies, serial, func(int) error { return publish() }), "publish")
 		s.waitHandled(before, copies)
 		s.waitEffects(o.id, "DEDUCTED", 1, 1)
 		s.converged = time.Since(start)
 		return fmt.Sprintf("%d copies read by each consumer; %s", copies, s.paidOnce(o, paid.EventID))
 	}
+}
+
+// sendCopies calls send for copies 0 … n-1: the first serial ones one
+// after the other, then all the others at once.
+func sendCopies(n, serial int, send func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		if i < serial {
+			errs[i] = send(i)
+			continue
+		}
+		wg.Go(func() { errs[i] = send(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // callbackAnswer is the order service's answer to a callback.
@@ -106,18 +116,11 @@ func duplicateCallback(s *session) string {
 	// other, then ten at once.
 	signature := event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now(), body)
 	answers := make([]callbackAnswer, 12)
-	errs := make([]error, 12)
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range answers {
-		if i < 2 {
-			answers[i], errs[i] = s.readCallback(body, signature)
-			continue
-		}
-		wg.Go(func() { answers[i], errs[i] = s.readCallback(body, signature) })
-	}
-	wg.Wait()
-	check(errors.Join(errs...))
+	check(sendCopies(len(answers), 2, func(i int) (err error) {
+		answers[i], err = s.readCallback(body, signature)
+		return err
+	}))
 	for i, a := range answers {
 		if a.status != http.StatusOK || a.result.BusinessCode != "SUCCESS" {
 			fail("callback copy %d answered %d %s (is CALLBACK_SECRET the suite's?)", i+1, a.status, a.result.BusinessCode)
