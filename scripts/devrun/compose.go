@@ -551,16 +551,12 @@ func (c *ComposeControl) setBroker(ctx context.Context, start bool) (BrokerView,
 	if start {
 		err := poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
 			cts, err := c.ps(ctx, c.cfg.BrokerService)
-			if err != nil {
-				return false, err
+			ct := cts[c.cfg.BrokerService]
+			healthy := ct.State == "running" && (ct.Health == "healthy" || ct.Health == "")
+			if err == nil && !healthy && late {
+				err = fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
 			}
-			if ct := cts[c.cfg.BrokerService]; ct.State == "running" && (ct.Health == "healthy" || ct.Health == "") {
-				return true, nil
-			}
-			if late {
-				return false, fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
-			}
-			return false, nil
+			return healthy, err
 		})
 		if err != nil {
 			return BrokerView{}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"regexp"
@@ -373,14 +374,12 @@ func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 	// instances are ready and the surplus ones have stopped.
 	mux.HandleFunc("POST /services/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
 		var req ScaleRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		if err := decodeBody(r, &req, false); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"instances\": N}: %w", err))
 			return
 		}
 		v, err := s.scaleTo(r.Context(), r.PathValue("name"), req.Instances)
-		writeScale(w, v, err)
+		answer(w, v, err)
 	})
 }
 
@@ -388,13 +387,9 @@ func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 // it is not one.
 func decodeRestart(w http.ResponseWriter, r *http.Request) (map[string]string, bool) {
 	var req RestartRequest
-	if r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
-			return nil, false
-		}
+	if err := decodeBody(r, &req, true); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
+		return nil, false
 	}
 	for k, v := range req.Env {
 		if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
@@ -425,24 +420,46 @@ func exitTimeout(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
 }
 
 // answer writes v, or err with its status.
-func answer(w http.ResponseWriter, v ServiceView, err error) {
+func answer(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// statusOf is the HTTP status every route of the control API answers err
+// with: a request no backend can carry out is 400, one that conflicts
+// with what the suite is doing, or with what the backend owns, 409.
+func statusOf(err error) int {
 	var notReady *NotReadyError
 	switch {
-	case err == nil:
-		writeJSON(w, http.StatusOK, v)
+	case errors.Is(err, ErrNotConsumer), errors.Is(err, ErrBadInstances), errors.Is(err, errBadFault):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrRestartInProgress), errors.Is(err, ErrScaleInProgress), errors.Is(err, ErrPortTaken),
+		errors.Is(err, ErrExternalBroker), errors.Is(err, ErrBrokerStopped), errors.Is(err, ErrNoComposeFault):
+		return http.StatusConflict
 	case errors.Is(err, ErrUnknownService):
-		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, ErrRestartInProgress):
-		writeError(w, http.StatusConflict, err)
+		return http.StatusNotFound
 	case errors.Is(err, ErrStillRunning):
-		writeError(w, http.StatusGatewayTimeout, err)
+		return http.StatusGatewayTimeout
 	case errors.As(err, &notReady):
-		writeError(w, http.StatusBadGateway, err)
+		return http.StatusBadGateway
 	case errors.Is(err, supervise.ErrStopped):
-		writeError(w, http.StatusServiceUnavailable, err)
-	default:
-		writeError(w, http.StatusInternalServerError, err)
+		return http.StatusServiceUnavailable
 	}
+	return http.StatusInternalServerError
+}
+
+// decodeBody reads a JSON body of at most 64 KiB into v, refusing unknown
+// fields; an optional one may be empty.
+func decodeBody(r *http.Request, v any, optional bool) error {
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

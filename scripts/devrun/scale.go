@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -221,20 +220,6 @@ func (c *control) startLocked(s suite.Service, k int) (*proc, error) {
 	p := &proc{svc: s, k: k, run: 1, starting: true, done: make(chan struct{})}
 	c.procs[name] = p
 	return p, nil
-}
-
-// writeScale answers a scale request: v, or err with its status.
-func writeScale(w http.ResponseWriter, v ScaleView, err error) {
-	switch {
-	case errors.Is(err, ErrNotConsumer), errors.Is(err, ErrBadInstances):
-		writeError(w, http.StatusBadRequest, err)
-	case errors.Is(err, ErrScaleInProgress), errors.Is(err, ErrPortTaken):
-		writeError(w, http.StatusConflict, err)
-	case err != nil:
-		answer(w, ServiceView{}, err)
-	default:
-		writeJSON(w, http.StatusOK, v)
-	}
 }
 
 // InstanceEnv is the environment of an extra instance listening on port:
