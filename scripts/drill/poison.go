@@ -66,25 +66,18 @@ type poison struct {
 // Tutorial: "Schema 非法、缺必填字段通常直接进入死信" — the poison cases, one
 // row each: invalid JSON, a schema violation, an unknown event version.
 var (
-	invalidJSON = poison{message: func(s *session, orderID string) (*kgo.Record, string) {
-		eventID := event.NewEventID()
-		s.planted(orderID, eventID)
-		return &kgo.Record{Topic: s.t.Topic, Key: []byte(orderID),
-			Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
-			Headers: []kgo.RecordHeader{
-				{Key: event.HeaderEventID, Value: []byte(eventID)},
-				{Key: event.HeaderEventType, Value: []byte(event.OrderPaid)},
-				{Key: event.HeaderEventVersion, Value: []byte("1")},
-				{Key: event.HeaderAggregateID, Value: []byte(orderID)},
-			}}, eventID
-	}}
-	schemaViolation = poison{reason: event.ReasonSchemaViolation, message: mutatedPaid(func(m map[string]any, _ *kgo.Record) {
-		if data, ok := m["data"].(map[string]any); ok {
-			delete(data, "paymentId")
-		}
+	invalidJSON = poison{message: mutatedPaid(func(rec *kgo.Record, eventID string) {
+		rec.Value = []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`)
 	})}
-	unknownVersion = poison{reason: event.ReasonUnknownVersion, message: mutatedPaid(func(m map[string]any, rec *kgo.Record) {
-		m["eventVersion"] = 99
+	schemaViolation = poison{reason: event.ReasonSchemaViolation, message: mutatedPaid(func(rec *kgo.Record, _ string) {
+		editJSON(rec, func(m map[string]any) {
+			if data, ok := m["data"].(map[string]any); ok {
+				delete(data, "paymentId")
+			}
+		})
+	})}
+	unknownVersion = poison{reason: event.ReasonUnknownVersion, message: mutatedPaid(func(rec *kgo.Record, _ string) {
+		editJSON(rec, func(m map[string]any) { m["eventVersion"] = 99 })
 		for i := range rec.Headers {
 			if rec.Headers[i].Key == event.HeaderEventVersion {
 				rec.Headers[i].Value = []byte("99")
@@ -94,18 +87,22 @@ var (
 )
 
 // mutatedPaid builds a valid OrderPaid of a fresh order, as the relay
-// would publish it, with change applied to its JSON (and header) before it
-// is sent.
-func mutatedPaid(change func(m map[string]any, rec *kgo.Record)) func(s *session, orderID string) (*kgo.Record, string) {
+// would publish it, with change applied to the record before it is sent.
+func mutatedPaid(change func(rec *kgo.Record, eventID string)) func(s *session, orderID string) (*kgo.Record, string) {
 	return func(s *session, orderID string) (*kgo.Record, string) {
 		paid := s.newOrderEvents(orderID, s.sku(""), 1, "10.00").paid()
 		rec := s.record(paid)
-		var m map[string]any
-		checkf(json.Unmarshal(rec.Value, &m), "decode %s", paid.EventID)
-		change(m, rec)
-		rec.Value = must(json.Marshal(m))
+		change(rec, paid.EventID)
 		return rec, paid.EventID
 	}
+}
+
+// editJSON applies change to the record's JSON value.
+func editJSON(rec *kgo.Record, change func(m map[string]any)) {
+	var m map[string]any
+	check(json.Unmarshal(rec.Value, &m))
+	change(m)
+	rec.Value = must(json.Marshal(m))
 }
 
 // deadLetteredAtOnce publishes the poison and checks every consumer

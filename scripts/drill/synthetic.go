@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -90,14 +91,10 @@ const (
 	sqlDeleteProcessed = `DELETE FROM processed_events WHERE event_id = ANY($1)`
 )
 
-// deleteByOrder deletes t's rows of the orders in $1 and returns their
-// event ids, if t has them.
+// deleteByOrder deletes t's rows of the orders in $1 and returns, for
+// each, its event id if t has them, else its order id.
 func (t plantedTable) deleteByOrder() string {
-	q := "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1)"
-	if t.eventColumn != "" {
-		q += " RETURNING " + t.eventColumn
-	}
-	return q
+	return "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1) RETURNING " + cmp.Or(t.eventColumn, t.orderColumn)
 }
 
 // cleanupOrder is the order the databases are cleaned in: the order
@@ -159,11 +156,11 @@ func orderEventIDs(ctx context.Context, dsn string, orderIDs []string) ([]string
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, sqlOrderEventIDs, pq.Array(orderIDs))
+	ids, err := scanIDs(db.QueryContext(ctx, sqlOrderEventIDs, pq.Array(orderIDs)))
 	if err != nil {
 		return nil, fmt.Errorf("read the planted orders' events: %w", err)
 	}
-	return scanIDs(rows)
+	return ids, nil
 }
 
 // removeFrom cleans one service's database in one transaction and returns
@@ -203,22 +200,14 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 	}
 	events := slices.Clone(eventIDs)
 	for _, t := range plantedTables(service) {
-		if t.eventColumn == "" {
-			if err := exec(t.deleteByOrder(), orders); err != nil {
-				return 0, fmt.Errorf("%s: %w", t.name, err)
-			}
-			continue
-		}
-		rows, err := tx.QueryContext(ctx, t.deleteByOrder(), orders)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t.name, err)
-		}
-		ids, err := scanIDs(rows)
+		ids, err := scanIDs(tx.QueryContext(ctx, t.deleteByOrder(), orders))
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", t.name, err)
 		}
 		removed += int64(len(ids))
-		events = append(events, ids...)
+		if t.eventColumn != "" {
+			events = append(events, ids...)
+		}
 	}
 	if consumer {
 		if err := exec(sqlDeleteProcessed, pq.Array(events)); err != nil {
@@ -228,7 +217,11 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 	return removed, tx.Commit()
 }
 
-func scanIDs(rows *sql.Rows) ([]string, error) {
+// scanIDs reads the one column of a query's rows.
+func scanIDs(rows *sql.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	var ids []string
 	for rows.Next() {
