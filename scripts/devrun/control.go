@@ -184,10 +184,11 @@ func (c *control) expected(e supervise.Exit) bool {
 	return p.starting || p.k > 1 && c.scaling[p.svc.Name]
 }
 
-// serviceLocked returns a service's own process, refusing one whose
-// restart is under way.
-func (c *control) serviceLocked(name string) (*proc, error) {
-	p, ok := c.procs[name]
+// serviceOf returns a service's own process among procs, refusing one
+// whose restart is under way. The caller holds the lock procs are kept
+// under.
+func serviceOf(procs map[string]*proc, name string) (*proc, error) {
+	p, ok := procs[name]
 	switch {
 	case !ok || p.k != 1:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownService, name)
@@ -202,7 +203,7 @@ func (c *control) serviceLocked(name string) (*proc, error) {
 // process, so an exit report is never matched with the wrong run.
 func (c *control) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
 	c.mu.Lock()
-	p, err := c.serviceLocked(name)
+	p, err := serviceOf(c.procs, name)
 	run := 0
 	if err == nil {
 		if run, err = c.sup.RestartWith(name, envList(env)); err == nil {
@@ -249,7 +250,7 @@ func (c *control) waitReady(ctx context.Context, p *proc) error {
 func (c *control) halt(_ context.Context, name string) (ServiceView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, err := c.serviceLocked(name)
+	p, err := serviceOf(c.procs, name)
 	if err != nil || p.stopped {
 		return c.viewLocked(p), err
 	}
