@@ -145,6 +145,15 @@ func checkBackoff(w backoffWatch, outage time.Duration) error {
 // whether the broker can be faulted at all: nothing produces to it.
 const probeTopicSuffix = ".drill-fault-probe"
 
+// stopper returns the target's ServiceStopper, or skips the case.
+func (s *session) stopper() ServiceStopper {
+	stopper, ok := s.t.Controller.(ServiceStopper)
+	if !ok {
+		check(skip("the controller cannot stop a service"))
+	}
+	return stopper
+}
+
 // brokerControl returns the target's BrokerController, or skips the case:
 // also when the broker is not the controller's, which clearing its faults
 // (harmless) tells early.
@@ -243,10 +252,7 @@ const paymentCallback = "PAYMENT_SUCCEEDED"
 // The same for the callback sink: the order service is down, the payment's
 // callback stays PENDING and backs off, and is delivered once it is back.
 func lossCallbackOutage(s *session) string {
-	stopper, ok := s.t.Controller.(ServiceStopper)
-	if !ok {
-		check(skip("the controller cannot stop a service"))
-	}
+	stopper := s.stopper()
 	o := s.placedRelayed(2)
 	_, seen := s.outage("order service", "callback", Payment, o.id, paymentCallback, func(gone func()) {
 		// The payment service looks the order up before charging, so the

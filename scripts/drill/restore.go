@@ -136,11 +136,7 @@ func pgTool(ctx context.Context, name string, args ...string) error {
 // whileStopped stops service, runs during and starts the service again,
 // also when during fails.
 func (s *session) whileStopped(service string, during func() error) {
-	stopper, ok := s.t.Controller.(ServiceStopper)
-	if !ok {
-		check(skip("the controller cannot stop a service"))
-	}
-	checkf(stopper.Stop(s.ctx, service), "stop the %s service", service)
+	checkf(s.stopper().Stop(s.ctx, service), "stop the %s service", service)
 	start := s.cleanup("start the "+service+" service again", func(ctx context.Context) error {
 		return s.t.Controller.Restart(ctx, service, nil)
 	})
@@ -162,9 +158,7 @@ func (s *session) whileStopped(service string, during func() error) {
 func reconcileRestoreFromBackup(s *session) string {
 	dsn := s.database(Order)
 	check(havePGTools())
-	if _, ok := s.t.Controller.(ServiceStopper); !ok {
-		check(skip("the controller cannot stop the order service for the restore"))
-	}
+	s.stopper() // before the case touches the suite
 	fenced := s.paidForRefund("-fenced")
 	s.waitRelayed(fenced.id, 3)
 	backup := must(BackUp(s.ctx, dsn))
