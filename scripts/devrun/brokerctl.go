@@ -1,11 +1,10 @@
 package devrun
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 
@@ -212,20 +211,15 @@ func brokerRoutes(mux *http.ServeMux, b brokerOps) {
 	})
 	route := func(pattern string, do func(*http.Request) (BrokerView, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			// A failure answers the broker's state with it, but for a
+			// request that could not be read.
 			v, err := do(r)
-			status := http.StatusInternalServerError
-			switch {
-			case err == nil:
-				writeJSON(w, http.StatusOK, v)
+			if err == nil || errors.Is(err, errBadFault) {
+				answer(w, v, err)
 				return
-			case errors.Is(err, errBadFault):
-				writeError(w, http.StatusBadRequest, err)
-				return
-			case errors.Is(err, ErrExternalBroker), errors.Is(err, ErrBrokerStopped), errors.Is(err, ErrNoComposeFault):
-				status = http.StatusConflict
 			}
 			v.Error = err.Error()
-			writeJSON(w, status, v)
+			writeJSON(w, statusOf(err), v)
 		})
 	}
 	route("POST /broker/stop", func(r *http.Request) (BrokerView, error) { return b.setBroker(r.Context(), false) })
@@ -245,22 +239,10 @@ var errBadFault = errors.New(`body: want {"type":"lost-ack","count":N,"topic":".
 
 func decodeFault(r *http.Request) (FaultRequest, error) {
 	req := FaultRequest{}
-	if r.ContentLength != 0 {
-		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return req, fmt.Errorf("%w: %w", errBadFault, err)
-		}
+	if err := decodeBody(r, &req, true); err != nil {
+		return req, fmt.Errorf("%w: %w", errBadFault, err)
 	}
-	if req.Type == "" {
-		req.Type = FaultLostAck
-	}
-	if req.Count == 0 {
-		req.Count = 1
-	}
-	if req.Topic == "" {
-		req.Topic = suite.OrderEventsTopic
-	}
+	req.Type, req.Count, req.Topic = cmp.Or(req.Type, FaultLostAck), cmp.Or(req.Count, 1), cmp.Or(req.Topic, suite.OrderEventsTopic)
 	switch {
 	case req.Type != FaultLostAck:
 		return req, fmt.Errorf("%w: unknown type %q (only %q)", errBadFault, req.Type, FaultLostAck)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -149,17 +148,6 @@ func (d DockerCLI) Run(ctx context.Context, env []string, args ...string) ([]byt
 	return out, nil
 }
 
-// composeService is what the backend remembers of one service.
-type composeService struct {
-	svc     suite.Service
-	run     int
-	env     map[string]string
-	stopped bool
-	busy    bool         // a restart or stop is under way
-	scaling bool         // a scale request is under way
-	extras  map[int]bool // the instances k ≥ 2 it started
-}
-
 // ComposeControl is the control API of a compose suite.
 type ComposeControl struct {
 	cfg    ComposeConfig
@@ -169,8 +157,13 @@ type ComposeControl struct {
 	log    *prefixed
 	tmp    string // where restart overrides are written
 
-	mu          sync.Mutex
-	services    map[string]*composeService
+	mu sync.Mutex
+	// procs are the services (their run, extra environment, whether the
+	// API stopped them or changes them) and the extra instances it started,
+	// by name, as make run keeps its processes; a container's state is
+	// docker's.
+	procs       map[string]*proc
+	scaling     map[string]bool // a scale request of the service is under way
 	brokerStops int
 	brokerDown  bool
 }
@@ -186,13 +179,14 @@ func NewComposeControl(cfg ComposeConfig, docker Docker, log io.Writer) (*Compos
 	}
 	c := &ComposeControl{
 		cfg: cfg, docker: docker, tmp: tmp,
-		client:   &http.Client{Timeout: 2 * time.Second},
-		proxy:    controlapi.New(cfg.FaultProxyURL, 5*time.Second),
-		log:      &prefixed{out: log, prefix: "compose-control | "},
-		services: map[string]*composeService{},
+		client:  &http.Client{Timeout: 2 * time.Second},
+		proxy:   controlapi.New(cfg.FaultProxyURL, 5*time.Second),
+		log:     &prefixed{out: log, prefix: "compose-control | "},
+		procs:   map[string]*proc{},
+		scaling: map[string]bool{},
 	}
 	for _, s := range cfg.Services {
-		c.services[s.Name] = &composeService{svc: s, run: 1, extras: map[int]bool{}}
+		c.procs[s.Name] = &proc{svc: s, k: 1, run: 1}
 	}
 	return c, nil
 }
@@ -200,15 +194,17 @@ func NewComposeControl(cfg ComposeConfig, docker Docker, log io.Writer) (*Compos
 // Close removes the extra instances the backend started and its
 // temporary files.
 func (c *ComposeControl) Close(ctx context.Context) error {
-	var errs []error
-	for _, s := range c.cfg.Services {
-		c.mu.Lock()
-		extras := len(c.services[s.Name].extras)
-		c.mu.Unlock()
-		if extras == 0 {
-			continue
+	c.mu.Lock()
+	scaled := map[string]bool{}
+	for _, p := range c.procs {
+		if p.k > 1 {
+			scaled[p.svc.Name] = true
 		}
-		if _, err := c.scaleTo(ctx, s.Name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
+	}
+	c.mu.Unlock()
+	var errs []error
+	for name := range scaled {
+		if _, err := c.scaleTo(ctx, name, 1); err != nil && !errors.Is(err, ErrScaleInProgress) {
 			errs = append(errs, err)
 		}
 	}
@@ -271,27 +267,26 @@ func (c *ComposeControl) ps(ctx context.Context, services ...string) (map[string
 	return byService, nil
 }
 
-// lookup returns the state of a service by its short name, or marks it
-// busy for a change when busy is true.
-func (c *ComposeControl) lookup(name string, busy bool) (*composeService, error) {
+// change carries out do on name's container, one change of a service at
+// a time, and answers the service's state once it is done.
+func (c *ComposeControl) change(ctx context.Context, name string, do func(st *proc) error) (ServiceView, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	st, ok := c.services[name]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%w: %q", ErrUnknownService, name)
-	case busy && st.busy:
-		return nil, fmt.Errorf("%s: %w", name, ErrRestartInProgress)
-	case busy:
-		st.busy = true
+	st, err := serviceOf(c.procs, name)
+	if err == nil {
+		st.starting = true
 	}
-	return st, nil
-}
-
-func (c *ComposeControl) done(st *composeService) {
-	c.mu.Lock()
-	st.busy = false
 	c.mu.Unlock()
+	if err != nil {
+		return ServiceView{}, err
+	}
+	err = do(st)
+	c.mu.Lock()
+	st.starting = false
+	c.mu.Unlock()
+	if err != nil {
+		return ServiceView{}, err
+	}
+	return c.one(ctx, name)
 }
 
 // restart recreates the service's container, with env added through a
@@ -299,33 +294,27 @@ func (c *ComposeControl) done(st *composeService) {
 // stays down as under make run, and FAILPOINTS_ENABLED when FAILPOINTS is
 // set. Without env it is recreated from the compose file alone.
 func (c *ComposeControl) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
-	st, err := c.lookup(name, true)
-	if err != nil {
-		return ServiceView{}, err
-	}
-	defer c.done(st)
-	var overrides []string
-	if len(env) > 0 {
-		path, err := c.writeOverride(st.svc, env)
-		if err != nil {
-			return ServiceView{}, err
+	return c.change(ctx, name, func(st *proc) error {
+		var overrides []string
+		if len(env) > 0 {
+			path, err := c.writeOverride(st.svc, env)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(path)
+			overrides = append(overrides, path)
 		}
-		defer os.Remove(path)
-		overrides = append(overrides, path)
-	}
-	if _, err := c.compose(ctx, nil, overrides, "up", "-d", "--no-deps", "--force-recreate", st.svc.FullName()); err != nil {
-		return ServiceView{}, err
-	}
-	c.mu.Lock()
-	st.run++
-	st.env, st.stopped = env, false
-	run := st.run
-	c.mu.Unlock()
-	c.log.Printf("%s recreated (run %d)%s", st.svc.FullName(), run, describeEnv(env))
-	if err := c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL()); err != nil {
-		return ServiceView{}, err
-	}
-	return c.one(ctx, name)
+		if _, err := c.compose(ctx, nil, overrides, "up", "-d", "--no-deps", "--force-recreate", st.svc.FullName()); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.run++
+		st.env, st.stopped = env, false
+		run := st.run
+		c.mu.Unlock()
+		c.log.Printf("%s recreated (run %d)%s", st.svc.FullName(), run, describeEnv(env))
+		return c.waitReady(ctx, name, st.svc.FullName(), st.svc.LocalURL())
+	})
 }
 
 // composeOverride is a compose file with the one service a restart changes;
@@ -365,117 +354,80 @@ func (c *ComposeControl) writeOverride(svc suite.Service, env map[string]string)
 }
 
 // waitReady polls url/readyz until it answers 200, failing when the
-// container has exited or the timeout passes.
+// container of service (none: "") has exited or the timeout passes.
 func (c *ComposeControl) waitReady(ctx context.Context, name, service, url string) error {
-	return poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
-		err := probe(ctx, c.client, url+"/readyz")
-		if err == nil {
-			return true, nil
+	return awaitReady(ctx, c.client, c.cfg.ReadyTimeout, c.cfg.PollInterval, name, url+"/readyz", func() (string, error) {
+		if service == "" {
+			return "", nil
 		}
-		if service != "" {
-			cts, perr := c.ps(ctx, service)
-			if perr != nil {
-				return false, perr
-			}
-			if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
-				return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode)}
-			}
+		cts, err := c.ps(ctx, service)
+		if ct, ok := cts[service]; ok && (ct.State == "exited" || ct.State == "dead") {
+			return fmt.Sprintf("%s exited: exit status %d", name, ct.ExitCode), err
 		}
-		if late {
-			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", c.cfg.ReadyTimeout, err)}
-		}
-		return false, nil
+		return "", err
 	})
 }
 
-// stop stops the service's container; it stays down until a restart.
+// halt stops the service's container; it stays down until a restart.
 func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, error) {
-	st, err := c.lookup(name, true)
-	if err != nil {
-		return ServiceView{}, err
-	}
-	defer c.done(st)
-	if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
-		return ServiceView{}, err
-	}
-	c.mu.Lock()
-	st.stopped = true
-	c.mu.Unlock()
-	c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
-	return c.one(ctx, name)
-}
-
-// waitExit polls the service's container until it has exited.
-func (c *ComposeControl) waitExit(ctx context.Context, name string, timeout time.Duration) (v ServiceView, err error) {
-	if _, err := c.lookup(name, false); err != nil {
-		return ServiceView{}, err
-	}
-	err = poll(ctx, timeout, c.cfg.PollInterval, func(late bool) (bool, error) {
-		v, err = c.one(ctx, name)
-		return late || v.State == "exited" || v.State == "stopped", err
+	return c.change(ctx, name, func(st *proc) error {
+		if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.stopped = true
+		c.mu.Unlock()
+		c.log.Printf("%s stopped; it stays down until POST http://%s/services/%s/restart", st.svc.FullName(), c.cfg.ControlAddr, name)
+		return nil
 	})
-	return v, err
 }
 
-// view is one service's state: its container's, and "stopped" once the
-// API stopped it.
+// one is a service's state: its container's, and "stopped" once the API
+// stopped it.
 func (c *ComposeControl) one(ctx context.Context, name string) (ServiceView, error) {
-	st, err := c.lookup(name, false)
-	if err != nil {
-		return ServiceView{}, err
+	c.mu.Lock()
+	st, ok := c.procs[name]
+	c.mu.Unlock()
+	if !ok || st.k != 1 {
+		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
 	}
 	cts, err := c.ps(ctx, st.svc.FullName())
 	if err != nil {
 		return ServiceView{}, err
 	}
-	return c.describe(st, cts), nil
-}
-
-func (c *ComposeControl) describe(st *composeService, cts map[string]container) ServiceView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := ServiceView{Name: st.svc.Name, Run: st.run, Env: st.env, Service: st.svc.Name, Instance: 1, URL: st.svc.LocalURL()}
+	return c.describeLocked(st, cts), nil
+}
+
+// describeLocked is a process's state: an extra instance's is the API's,
+// a service's its container's.
+func (c *ComposeControl) describeLocked(st *proc, cts map[string]container) ServiceView {
+	v := st.view(func(string) (int, bool) { return 0, false })
 	ct, ok := cts[st.svc.FullName()]
 	switch {
-	case st.stopped:
-		v.State = "stopped"
-	case st.busy:
-		v.State = "restarting"
+	case st.k > 1 || st.stopped || st.starting:
 	case !ok:
 		v.State, v.Exit = "exited", "no container (docker compose up)"
-	case ct.State == "running":
-		v.State = "running"
 	case ct.State == "exited" || ct.State == "dead":
-		code := ct.ExitCode
-		v.State, v.ExitCode, v.FailPoint = "exited", &code, code == FailPointExitCode
-		v.Exit = fmt.Sprintf("%s exited: exit status %d", st.svc.Name, code)
+		exitedView(&v, ct.ExitCode, fmt.Sprintf("%s exited: exit status %d", st.svc.Name, ct.ExitCode))
 	default:
-		v.State = ct.State // created, restarting, paused
+		v.State = ct.State // running, created, restarting, paused
 	}
 	return v
 }
 
-// views are every service's and every extra instance's state.
+// list is every service's and every extra instance's state.
 func (c *ComposeControl) list(ctx context.Context) ([]ServiceView, error) {
 	cts, err := c.ps(ctx)
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []ServiceView
-	for _, s := range c.cfg.Services {
-		st := c.services[s.Name]
-		out = append(out, c.describe(st, cts))
-		c.mu.Lock()
-		ks := make([]int, 0, len(st.extras))
-		for k := range st.extras {
-			ks = append(ks, k)
-		}
-		c.mu.Unlock()
-		sort.Ints(ks)
-		for _, k := range ks {
-			out = append(out, ServiceView{Name: InstanceName(s.Name, k), State: "running", Run: 1, Service: s.Name, Instance: k,
-				URL: loopbackURL(InstancePort(s.Port, k))})
-		}
+	for _, p := range c.procs {
+		out = append(out, c.describeLocked(p, cts))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -494,82 +446,82 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 // host port of the service.
 func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
 	c.mu.Lock()
-	st, ok := c.services[name]
-	switch {
-	case !ok:
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
-	case st.svc.ConsumerGroup == "":
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrNotConsumer)
-	case n < 1 || n > MaxInstances:
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%w: %d, want 1 … %d", ErrBadInstances, n, MaxInstances)
-	case st.scaling:
-		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%s: %w", name, ErrScaleInProgress)
+	own := c.procs[name]
+	known := own != nil && own.k == 1
+	if !known {
+		own = &proc{}
 	}
-	st.scaling = true
-	var drop []int
-	for k := range st.extras {
-		if k > n {
-			drop = append(drop, k)
-		}
+	err := checkScale(name, own.svc, known, n)
+	if err == nil && c.scaling[name] {
+		err = fmt.Errorf("%s: %w", name, ErrScaleInProgress)
 	}
+	if err != nil {
+		c.mu.Unlock()
+		return ScaleView{}, err
+	}
+	c.scaling[name] = true
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		st.scaling = false
+		c.scaling[name] = false
 		c.mu.Unlock()
 	}()
-	// Highest number first, as make run scales in.
-	slices.Sort(drop)
-	slices.Reverse(drop)
-	for _, k := range drop {
-		// Stopped first, so the instance leaves its group at once.
-		cname := c.extraName(st.svc, k)
-		if _, err := c.docker.Run(ctx, nil, "stop", cname); err != nil {
-			return ScaleView{}, err
+	s := own.svc
+	// Highest number first, as make run scales in; each stopped first, so
+	// it leaves its group at once.
+	for k := MaxInstances; k > n; k-- {
+		if _, ok := c.instance(s, k); !ok {
+			continue
 		}
-		if _, err := c.docker.Run(ctx, nil, "rm", cname); err != nil {
-			return ScaleView{}, err
+		for _, verb := range []string{"stop", "rm"} {
+			if _, err := c.docker.Run(ctx, nil, verb, c.extraName(s, k)); err != nil {
+				return ScaleView{}, err
+			}
 		}
-		c.mu.Lock()
-		delete(st.extras, k)
-		c.mu.Unlock()
+		c.setInstance(s, k, nil)
 		c.log.Printf("%s stopped and removed", InstanceName(name, k))
 	}
 	for k := 2; k <= n; k++ {
-		c.mu.Lock()
-		running := st.extras[k]
-		c.mu.Unlock()
-		if running {
+		if _, ok := c.instance(s, k); ok {
 			continue
 		}
-		port := InstancePort(st.svc.Port, k)
-		if _, err := c.compose(ctx, nil, nil, "run", "-d", "--no-deps", "--name", c.extraName(st.svc, k),
-			"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, st.svc.Port), st.svc.FullName()); err != nil {
+		port := InstancePort(s.Port, k)
+		if _, err := c.compose(ctx, nil, nil, "run", "-d", "--no-deps", "--name", c.extraName(s, k),
+			"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, s.Port), s.FullName()); err != nil {
 			return ScaleView{}, err
 		}
+		p := &proc{svc: s, k: k, run: 1, starting: true}
+		c.setInstance(s, k, p)
+		err := c.waitReady(ctx, InstanceName(name, k), "", loopbackURL(port))
 		c.mu.Lock()
-		st.extras[k] = true
+		p.starting = false
 		c.mu.Unlock()
-		if err := c.waitReady(ctx, InstanceName(name, k), "", loopbackURL(port)); err != nil {
+		if err != nil {
 			return ScaleView{}, err
 		}
 		c.log.Printf("%s ready on 127.0.0.1:%d", InstanceName(name, k), port)
 	}
 	all, err := c.list(ctx)
-	if err != nil {
-		return ScaleView{}, err
+	return scaleViewOf(name, all), err
+}
+
+// instance returns instance k of s, if the backend started it.
+func (c *ComposeControl) instance(s suite.Service, k int) (*proc, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.procs[InstanceName(s.Name, k)]
+	return p, ok
+}
+
+// setInstance records instance k of s, or its removal (nil).
+func (c *ComposeControl) setInstance(s suite.Service, k int, p *proc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p == nil {
+		delete(c.procs, InstanceName(s.Name, k))
+		return
 	}
-	v := ScaleView{Service: name}
-	for _, sv := range all {
-		if sv.Service == name {
-			v.Instances = append(v.Instances, sv)
-		}
-	}
-	return v, nil
+	c.procs[p.name()] = p
 }
 
 // setBroker stops or starts the broker's container; a start waits until
@@ -591,16 +543,12 @@ func (c *ComposeControl) setBroker(ctx context.Context, start bool) (BrokerView,
 	if start {
 		err := poll(ctx, c.cfg.ReadyTimeout, c.cfg.PollInterval, func(late bool) (bool, error) {
 			cts, err := c.ps(ctx, c.cfg.BrokerService)
-			if err != nil {
-				return false, err
+			ct := cts[c.cfg.BrokerService]
+			healthy := ct.State == "running" && (ct.Health == "healthy" || ct.Health == "")
+			if err == nil && !healthy && late {
+				err = fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
 			}
-			if ct := cts[c.cfg.BrokerService]; ct.State == "running" && (ct.Health == "healthy" || ct.Health == "") {
-				return true, nil
-			}
-			if late {
-				return false, fmt.Errorf("%s not healthy after %s", c.cfg.BrokerService, c.cfg.ReadyTimeout)
-			}
-			return false, nil
+			return healthy, err
 		})
 		if err != nil {
 			return BrokerView{}, err
@@ -667,7 +615,7 @@ func (c *ComposeControl) brokerState(ctx context.Context) BrokerView {
 // machine's programs only. The faults are the fault proxy's.
 func (c *ComposeControl) Handler() http.Handler {
 	mux := http.NewServeMux()
-	serviceRoutes(mux, c)
+	serviceRoutes(mux, c, c.cfg.PollInterval)
 	brokerRoutes(mux, c)
 	return guard(mux)
 }

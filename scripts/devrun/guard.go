@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 )
 
@@ -64,26 +65,23 @@ func loopbackHost(hostport, port string) bool {
 	return strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1"
 }
 
-// restartVars are the variables a restart may add: the ones drills and
-// tests turn (fail points, retry, batching, parking, relay pacing, log
-// level). Anything else, LD_PRELOAD, PATH or DATABASE_URL say, would let
-// a caller run code or redirect a service.
+// RestartVarsAllowed are the variables a restart may add, a * standing
+// for the rest of a name: the ones drills and tests turn (fail points,
+// retry, batching, parking, relay pacing, log level). Anything else,
+// LD_PRELOAD, PATH or DATABASE_URL say, would let a caller run code or
+// redirect a service.
+const RestartVarsAllowed = "FAILPOINTS, LOG_LEVEL, RETRY_*, CONSUMER_BATCH_*, PARK_*, OUTBOX_*"
+
+// restartVarAllowed reports whether RestartVarsAllowed names name.
 func restartVarAllowed(name string) bool {
-	switch name {
-	case "FAILPOINTS", "LOG_LEVEL":
-		return true
-	}
-	for _, prefix := range []string{"RETRY_", "CONSUMER_BATCH_", "PARK_", "OUTBOX_"} {
-		if strings.HasPrefix(name, prefix) {
+	for _, pattern := range strings.Split(RestartVarsAllowed, ", ") {
+		// Variable names hold no '/', the only byte * does not match.
+		if ok, _ := path.Match(pattern, name); ok {
 			return true
 		}
 	}
 	return false
 }
-
-// RestartVarsAllowed describes restartVarAllowed for error messages and
-// docs.
-const RestartVarsAllowed = "FAILPOINTS, LOG_LEVEL, RETRY_*, CONSUMER_BATCH_*, PARK_*, OUTBOX_*"
 
 // checkLoopback fails unless addr listens on loopback only.
 func checkLoopback(addr string) error {

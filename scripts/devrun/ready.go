@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
@@ -39,40 +40,25 @@ const pollInterval = 200 * time.Millisecond
 // ctx ends.
 func WaitReady(ctx context.Context, client *http.Client, endpoints []Endpoint, timeout time.Duration, exits <-chan supervise.Exit, progress io.Writer) error {
 	start := time.Now()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-
-	last := map[string]string{}
-	pending := endpoints
-	for {
-		var still []Endpoint
-		for _, ep := range pending {
-			if err := probe(ctx, client, ep.URL); err != nil {
-				last[ep.Name] = err.Error()
-				still = append(still, ep)
-				continue
-			}
-			fmt.Fprintf(progress, "%s is ready (%s)\n", ep.Name, time.Since(start).Round(100*time.Millisecond))
-		}
-		if pending = still; len(pending) == 0 {
-			return nil
-		}
+	pending := slices.Clone(endpoints)
+	return poll(ctx, timeout, pollInterval, func(late bool) (bool, error) {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
 		case e := <-exits:
-			return exitError(e, "before it was ready")
-		case <-deadline.C:
-			errs := make([]error, len(pending))
-			for i, ep := range pending {
-				errs[i] = fmt.Errorf("%s not ready after %s: GET %s: %s", ep.Name, timeout, ep.URL, last[ep.Name])
-			}
-			return errors.Join(errs...)
-		case <-tick.C:
+			return false, exitError(e, "before it was ready")
+		default:
 		}
-	}
+		var errs []error
+		pending = slices.DeleteFunc(pending, func(ep Endpoint) bool {
+			err := probe(ctx, client, ep.URL)
+			if err != nil && late {
+				errs = append(errs, fmt.Errorf("%s not ready after %s: GET %s: %w", ep.Name, timeout, ep.URL, err))
+			} else if err == nil {
+				fmt.Fprintf(progress, "%s is ready (%s)\n", ep.Name, time.Since(start).Round(100*time.Millisecond))
+			}
+			return err == nil
+		})
+		return len(pending) == 0, errors.Join(errs...)
+	})
 }
 
 // poll calls step every interval until it is done or fails, or ctx ends;
@@ -93,23 +79,21 @@ func poll(ctx context.Context, timeout, interval time.Duration, step func(late b
 	}
 }
 
-// awaitReady polls url until it answers 200, failing with a NotReadyError
-// once done is closed (the process exited: exit says how) or timeout
-// passes.
-func awaitReady(ctx context.Context, client *http.Client, timeout time.Duration, name, url string, done <-chan struct{}, exit func() string) error {
-	return poll(ctx, timeout, pollInterval, func(late bool) (bool, error) {
+// awaitReady polls url every interval until it answers 200, failing with
+// a NotReadyError once gone says how the process exited or timeout passes.
+func awaitReady(ctx context.Context, client *http.Client, timeout, interval time.Duration, name, url string, gone func() (exit string, err error)) error {
+	return poll(ctx, timeout, interval, func(late bool) (bool, error) {
 		err := probe(ctx, client, url)
-		select {
-		case <-done:
-			if err != nil {
-				return false, &NotReadyError{Service: name, Reason: exit()}
-			}
-		default:
+		if err == nil {
+			return true, nil
 		}
-		if err != nil && late {
-			return false, &NotReadyError{Service: name, Reason: fmt.Sprintf("not ready after %s: %v", timeout, err)}
+		if exit, gerr := gone(); gerr != nil || exit != "" {
+			return false, errors.Join(gerr, notReady(name, exit))
 		}
-		return err == nil, nil
+		if late {
+			return false, notReady(name, fmt.Sprintf("not ready after %s: %v", timeout, err))
+		}
+		return false, nil
 	})
 }
 

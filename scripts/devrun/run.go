@@ -57,14 +57,19 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "go.work")); err != nil {
 		return fmt.Errorf("no go.work in %s: run from the repository root (make run): %w", absOr(cfg.Dir), err)
 	}
+	// Fail early, before anything is built, when a port is taken.
 	if err := CheckPortsFree(cfg.Services); err != nil {
 		return err
 	}
-	if err := checkConsolePortFree(cfg.Console); err != nil {
-		return err
+	if cfg.Console.Port != 0 {
+		if err := portFree(suite.LoopbackAddr(cfg.Console.Port), fmt.Sprintf("port %d of the console", cfg.Console.Port)); err != nil {
+			return err
+		}
 	}
-	if err := checkControlAddrFree(cfg.ControlAddr); err != nil {
-		return err
+	if cfg.ControlAddr != "" {
+		if err := portFree(cfg.ControlAddr, "control API address "+cfg.ControlAddr+" (CONTROL_ADDR=off runs without it)"); err != nil {
+			return err
+		}
 	}
 
 	log.Printf("building %d services into %s/", len(cfg.Services), cfg.BinDir)
@@ -161,8 +166,7 @@ func runServices(ctx context.Context, cfg Config, sup *supervise.Supervisor, bro
 	}
 	Walkthrough(log.out, cfg.Services, brokers, consoleURL)
 
-	ctl := newControl(sup, embedded, cfg, log)
-	ctl.scale = newScaler(ctx, sup, cfg, specs, log)
+	ctl := newControl(ctx, sup, embedded, cfg, specs, log)
 	if cfg.ControlAddr != "" {
 		stop, err := serveControl(ctx, cfg.ControlAddr, ctl.handler())
 		if err != nil {
@@ -216,19 +220,6 @@ func serveControl(ctx context.Context, addr string, h http.Handler) (stop func()
 	}, nil
 }
 
-// checkControlAddrFree fails early, before anything is built, when the
-// control API's address is taken.
-func checkControlAddrFree(addr string) error {
-	if addr == "" {
-		return nil
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("control API address %s is taken (is another `make run` still running? CONTROL_ADDR=off runs without it): %w", addr, err)
-	}
-	return l.Close()
-}
-
 // DevelopmentEnv are the defaults `make run` gives every service, before
 // the inherited environment, which may override them: development mode
 // (no secrets to set up; docs/security.md), and the fail points and
@@ -242,18 +233,20 @@ func DevelopmentEnv() []string {
 // the same name. Every service listens on loopback only.
 func ServiceEnv(environ []string, all []suite.Service, s suite.Service, databaseURL, brokers string) []string {
 	env := append(DevelopmentEnv(), environ...)
-	env = append(env,
-		"DATABASE_URL="+databaseURL,
-		"KAFKA_BROKERS="+brokers,
-		"HTTP_ADDR="+s.LocalAddr(),
-		"DB_NAME="+s.DBName,
-	)
+	env = append(env, "DATABASE_URL="+databaseURL, "KAFKA_BROKERS="+brokers, "HTTP_ADDR="+s.LocalAddr(), "DB_NAME="+s.DBName)
 	if s.ConsumerGroup != "" {
 		env = append(env, "CONSUMER_GROUP="+s.ConsumerGroup)
 	}
-	for _, other := range all {
-		if other.URLEnv != "" {
-			env = append(env, other.URLEnv+"="+other.LocalURL())
+	return append(env, serviceURLs(all)...)
+}
+
+// serviceURLs are the variables that tell a process where the services
+// answer.
+func serviceURLs(all []suite.Service) []string {
+	var env []string
+	for _, s := range all {
+		if s.URLEnv != "" {
+			env = append(env, s.URLEnv+"="+s.LocalURL())
 		}
 	}
 	return env
@@ -265,16 +258,8 @@ func ServiceEnv(environ []string, all []suite.Service, s suite.Service, database
 // (none when controlAddr is empty).
 func ConsoleEnv(environ []string, all []suite.Service, c Console, databaseURL, brokers, controlAddr string) []string {
 	env := append(DevelopmentEnv(), environ...)
-	env = append(env,
-		"DATABASE_URL="+databaseURL,
-		"KAFKA_BROKERS="+brokers,
-		"HTTP_ADDR="+suite.LoopbackAddr(c.Port),
-	)
-	for _, other := range all {
-		if other.URLEnv != "" {
-			env = append(env, other.URLEnv+"="+other.LocalURL())
-		}
-	}
+	env = append(env, "DATABASE_URL="+databaseURL, "KAFKA_BROKERS="+brokers, "HTTP_ADDR="+suite.LoopbackAddr(c.Port))
+	env = append(env, serviceURLs(all)...)
 	control := ""
 	if controlAddr != "" {
 		control = "http://" + controlAddr
@@ -282,31 +267,23 @@ func ConsoleEnv(environ []string, all []suite.Service, c Console, databaseURL, b
 	return append(env, "CONTROL_URL="+control)
 }
 
-// checkConsolePortFree fails early when the console's port is taken.
-func checkConsolePortFree(c Console) error {
-	if c.Port == 0 {
-		return nil
-	}
-	l, err := net.Listen("tcp", suite.LoopbackAddr(c.Port))
-	if err != nil {
-		return fmt.Errorf("port %d of the console is taken (is another `make run` still running?): %w", c.Port, err)
-	}
-	return l.Close()
-}
-
 // CheckPortsFree fails, naming the port, when another process already
 // listens on a service's port (a `make run` still running, say).
 func CheckPortsFree(services []suite.Service) error {
 	var errs []error
 	for _, s := range services {
-		l, err := net.Listen("tcp", s.LocalAddr())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("port %d of %s is taken (is another `make run` still running?): %w", s.Port, s.FullName(), err))
-			continue
-		}
-		l.Close()
+		errs = append(errs, portFree(s.LocalAddr(), fmt.Sprintf("port %d of %s", s.Port, s.FullName())))
 	}
 	return errors.Join(errs...)
+}
+
+// portFree fails, saying whose addr is, when another process listens on it.
+func portFree(addr, whose string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s is taken (is another `make run` still running?): %w", whose, err)
+	}
+	return l.Close()
 }
 
 // prefixed writes the runner's own lines, prefixed like a service's.

@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
-	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
@@ -59,68 +55,6 @@ type ScaleRequest = controlapi.ScaleRequest
 // ScaleView answers a scale request (controlapi.ScaleView).
 type ScaleView = controlapi.ScaleView
 
-// instanceRunner is what scaling needs of the supervisor.
-type instanceRunner interface {
-	Start(ctx context.Context, spec supervise.Spec) error
-	Remove(name string) error
-	PID(name string) (int, bool)
-}
-
-// instance is one extra process of a consumer service.
-type instance struct {
-	service string
-	k       int
-	port    int
-	ready   bool            // it has answered /readyz since it started
-	exit    *supervise.Exit // set once it has exited on its own
-	done    chan struct{}   // closed then
-}
-
-func (in *instance) name() string { return InstanceName(in.service, in.k) }
-
-func (in *instance) exited() bool { return in.exit != nil }
-
-// scaler starts and stops extra instances of the consumer services: the
-// same binary and environment as the service, the same CONSUMER_GROUP, its
-// own HTTP_ADDR. They run until scaled down or the runner stops.
-type scaler struct {
-	ctx          context.Context // the runner's: instances stop with it
-	sup          instanceRunner
-	specs        map[string]supervise.Spec
-	services     map[string]suite.Service
-	reserved     map[int]string // ports the suite uses for something else
-	client       *http.Client
-	readyTimeout time.Duration
-	log          *prefixed
-
-	mu      sync.Mutex
-	scaling map[string]bool
-	extras  map[string][]*instance // by service, instance 2, 3, … in order
-}
-
-func newScaler(ctx context.Context, sup instanceRunner, cfg Config, specs map[string]supervise.Spec, log *prefixed) *scaler {
-	sc := &scaler{
-		ctx:          ctx,
-		sup:          sup,
-		specs:        specs,
-		services:     map[string]suite.Service{},
-		reserved:     map[int]string{},
-		client:       &http.Client{Timeout: 2 * time.Second},
-		readyTimeout: cfg.ReadyTimeout,
-		log:          log,
-		scaling:      map[string]bool{},
-		extras:       map[string][]*instance{},
-	}
-	for _, s := range cfg.Services {
-		sc.services[s.Name] = s
-		sc.reserved[s.Port] = s.FullName()
-	}
-	for _, p := range addrPorts(cfg.ControlAddr, cfg.BrokerAddr) {
-		sc.reserved[p] = "the runner"
-	}
-	return sc
-}
-
 // CheckInstancePorts reports every instance port (instances 2 …
 // MaxInstances of each consumer service) that falls on a port the suite
 // uses for something else: a service, the control API or the broker.
@@ -161,251 +95,131 @@ func addrPorts(addrs ...string) []int {
 	return out
 }
 
-// owns reports whether name is an extra instance's.
-func (sc *scaler) owns(name string) bool {
-	service, _, ok := strings.Cut(name, "#")
-	_, known := sc.services[service]
-	return ok && known
-}
-
-// expected records the exit of an extra instance and reports whether the
-// suite carries on, by the rules of the service itself: a fail point's
-// exit (status 137) and an exit while its scale request waits for it
-// (whose caller is told) are expected; any other is a crash. Instances
-// stopped by a scale-down are not reported at all.
-func (sc *scaler) expected(e supervise.Exit) bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	service, _, _ := strings.Cut(e.Name, "#")
-	for _, in := range sc.extras[service] {
-		if in.name() != e.Name || in.exited() {
-			continue
-		}
-		in.exit = &e
-		close(in.done)
-		switch {
-		case e.Code() == FailPointExitCode:
-			sc.log.Printf("%s exited with status %d: an armed fail point; it stays down until the next scale request", e.Name, FailPointExitCode)
-			return true
-		case sc.scaling[service]:
-			return true
-		}
-		return false
-	}
-	return true // an instance already stopped and forgotten
-}
-
-// scale starts or stops extra instances until n processes of service run
-// (the service's own included), waits until the new ones are ready and
-// stops the surplus ones gracefully, the highest-numbered first. An
-// instance that had exited is started again if it is within n.
-func (sc *scaler) scale(ctx context.Context, service string, n int) error {
-	s, ok := sc.services[service]
+// checkScale refuses a scale request of n instances of s (known: s is one
+// of the suite's services) that no backend can carry out.
+func checkScale(name string, s suite.Service, known bool, n int) error {
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: %q", ErrUnknownService, service)
+	case !known:
+		return fmt.Errorf("%w: %q", ErrUnknownService, name)
 	case s.ConsumerGroup == "":
-		return fmt.Errorf("%s: %w: only the consumers share work through a group", service, ErrNotConsumer)
+		return fmt.Errorf("%s: %w: only the consumers share work through a group", name, ErrNotConsumer)
 	case n < 1 || n > MaxInstances:
 		return fmt.Errorf("%w %d: want 1 to %d (the topic has %d partitions)", ErrBadInstances, n, MaxInstances, suite.Partitions)
 	}
-	sc.mu.Lock()
-	if sc.scaling[service] {
-		sc.mu.Unlock()
-		return fmt.Errorf("%s: %w", service, ErrScaleInProgress)
-	}
-	sc.scaling[service] = true
-	var surplus, started []*instance
-	keep := sc.extras[service][:0:0]
-	for _, in := range sc.extras[service] {
-		switch {
-		case in.k > n:
-			surplus = append(surplus, in)
-		case in.exited():
-			// forgotten below and started again
-		default:
-			keep = append(keep, in)
-		}
-	}
-	var err error
-	for k := 2; k <= n && err == nil; k++ {
-		if slices.ContainsFunc(keep, func(in *instance) bool { return in.k == k }) {
-			continue
-		}
-		var in *instance
-		if in, err = sc.startLocked(s, k); err == nil {
-			keep = append(keep, in)
-			started = append(started, in)
-		}
-	}
-	slices.SortFunc(keep, func(a, b *instance) int { return a.k - b.k })
-	sc.extras[service] = keep
-	sc.mu.Unlock()
+	return nil
+}
 
-	defer func() {
-		sc.mu.Lock()
-		sc.scaling[service] = false
-		sc.mu.Unlock()
-	}()
+// scaleViewOf lists the instances of service among views, its own first.
+func scaleViewOf(service string, views []ServiceView) ScaleView {
+	out := ScaleView{Service: service, Instances: []ServiceView{}}
+	for _, v := range views {
+		if v.Service == service {
+			out.Instances = append(out.Instances, v)
+		}
+	}
+	return out
+}
+
+// scaleTo starts or stops extra instances until n processes of service run
+// (the service's own included): the same binary and environment as the
+// service, the same CONSUMER_GROUP, its own HTTP_ADDR. It waits until the
+// new ones are ready and stops the surplus ones gracefully. An instance
+// that had exited is started again if it is within n. Instances run until
+// scaled down or the runner stops.
+func (c *control) scaleTo(ctx context.Context, service string, n int) (ScaleView, error) {
+	c.mu.Lock()
+	own := c.procs[service]
+	known := own != nil && own.k == 1
+	if !known {
+		own = &proc{}
+	}
+	if err := checkScale(service, own.svc, known, n); err != nil {
+		c.mu.Unlock()
+		return ScaleView{}, err
+	}
+	if c.scaling[service] {
+		c.mu.Unlock()
+		return ScaleView{}, fmt.Errorf("%s: %w", service, ErrScaleInProgress)
+	}
+	c.scaling[service] = true
+	var surplus, started []*proc
+	var err error
+	for k := 2; k <= MaxInstances && err == nil; k++ {
+		p, has := c.procs[InstanceName(service, k)]
+		switch {
+		case has && k > n:
+			surplus = append(surplus, p)
+			delete(c.procs, p.name())
+		case k > n || has && p.exit == nil:
+		default: // missing, or exited: started (again)
+			if p, err = c.startLocked(own.svc, k); err == nil {
+				started = append(started, p)
+			}
+		}
+	}
+	c.mu.Unlock()
+
 	errs := []error{err}
 	var wg sync.WaitGroup
 	var emu sync.Mutex
-	for _, in := range started {
-		wg.Go(func() {
-			if err := sc.waitReady(ctx, in); err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
-			}
-		})
+	report := func(err error) {
+		emu.Lock()
+		errs = append(errs, err)
+		emu.Unlock()
 	}
-	slices.SortFunc(surplus, func(a, b *instance) int { return b.k - a.k })
-	for _, in := range surplus {
+	for _, p := range started {
+		wg.Go(func() { report(c.waitReady(ctx, p)) })
+	}
+	for _, p := range surplus {
 		wg.Go(func() {
-			if err := sc.sup.Remove(in.name()); err != nil && !sc.hasExited(in) {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
+			c.mu.Lock()
+			exited := p.exit != nil
+			c.mu.Unlock()
+			if err := c.sup.Remove(p.name()); !exited {
+				report(err)
 			}
 		})
 	}
 	wg.Wait()
 	if len(started) > 0 || len(surplus) > 0 {
-		sc.log.Printf("%s scaled to %d instance(s) by the control API (started %d, stopped %d)", service, n, len(started), len(surplus))
+		c.log.Printf("%s scaled to %d instance(s) by the control API (started %d, stopped %d)", service, n, len(started), len(surplus))
 	}
-	return errors.Join(errs...)
-}
-
-// hasExited reads in.exit under the scaler's lock.
-func (sc *scaler) hasExited(in *instance) bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return in.exited()
+	c.mu.Lock()
+	c.scaling[service] = false
+	c.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return ScaleView{}, err
+	}
+	views, _ := c.list(ctx)
+	return scaleViewOf(service, views), nil
 }
 
 // startLocked starts instance k of s with the service's own spec but for
 // its name and HTTP_ADDR.
-func (sc *scaler) startLocked(s suite.Service, k int) (*instance, error) {
+func (c *control) startLocked(s suite.Service, k int) (*proc, error) {
 	name := InstanceName(s.Name, k)
 	port := InstancePort(s.Port, k)
-	if who, ok := sc.reserved[port]; ok {
+	if who, ok := c.reserved[port]; ok {
 		return nil, fmt.Errorf("%s: %w: %d is %s's", name, ErrPortTaken, port, who)
 	}
 	if port > 65535 {
 		return nil, fmt.Errorf("%s: %w: %d is not a port", name, ErrPortTaken, port)
 	}
-	l, err := net.Listen("tcp", suite.LoopbackAddr(port))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: another process listens on %d: %w", name, ErrPortTaken, port, err)
+	if err := portFree(suite.LoopbackAddr(port), fmt.Sprintf("port %d", port)); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrPortTaken, err)
 	}
-	l.Close()
-	spec, ok := sc.specs[s.Name]
+	spec, ok := c.specs[s.Name]
 	if !ok {
 		return nil, fmt.Errorf("%w: no process spec for %q", ErrUnknownService, s.Name)
 	}
 	spec.Name = name
 	spec.Env = InstanceEnv(spec.Env, port)
-	if err := sc.sup.Start(sc.ctx, spec); err != nil {
+	if err := c.sup.Start(c.ctx, spec); err != nil {
 		return nil, err
 	}
-	return &instance{service: s.Name, k: k, port: port, done: make(chan struct{})}, nil
-}
-
-func (sc *scaler) waitReady(ctx context.Context, in *instance) error {
-	err := awaitReady(ctx, sc.client, sc.readyTimeout, in.name(), fmt.Sprintf("http://127.0.0.1:%d/readyz", in.port), in.done, func() string {
-		sc.mu.Lock()
-		defer sc.mu.Unlock()
-		return in.exit.String()
-	})
-	if err == nil {
-		sc.mu.Lock()
-		in.ready = true
-		sc.mu.Unlock()
-	}
-	return err
-}
-
-// views are the extra instances of every service, sorted by name.
-func (sc *scaler) views() []ServiceView {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	var out []ServiceView
-	for _, list := range sc.extras {
-		for _, in := range list {
-			out = append(out, sc.viewLocked(in))
-		}
-	}
-	return out
-}
-
-// view is one extra instance's state.
-func (sc *scaler) view(name string) (ServiceView, bool) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	service, _, _ := strings.Cut(name, "#")
-	for _, in := range sc.extras[service] {
-		if in.name() == name {
-			return sc.viewLocked(in), true
-		}
-	}
-	return ServiceView{}, false
-}
-
-func (sc *scaler) viewLocked(in *instance) ServiceView {
-	v := ServiceView{
-		Name: in.name(), Service: in.service, Instance: in.k, State: "running", Run: 1,
-		URL: fmt.Sprintf("http://127.0.0.1:%d", in.port),
-	}
-	if in.exited() {
-		code := in.exit.Code()
-		v.State, v.ExitCode, v.FailPoint, v.Exit = "exited", &code, code == FailPointExitCode, in.exit.String()
-		return v
-	}
-	if !in.ready {
-		v.State = "starting"
-	}
-	if pid, ok := sc.sup.PID(in.name()); ok {
-		v.PID = pid
-	}
-	return v
-}
-
-// describe adds to v, a view of a service's own process, what the view of
-// an instance says too: the service, instance 1, its URL and pid.
-func (sc *scaler) describe(v *ServiceView) {
-	s, ok := sc.services[v.Name]
-	if !ok {
-		return
-	}
-	v.Service, v.Instance, v.URL = s.Name, 1, s.LocalURL()
-	if pid, ok := sc.sup.PID(s.Name); ok && v.State != "exited" {
-		v.PID = pid
-	}
-}
-
-// writeScale answers a scale request: v, or err with its status.
-func writeScale(w http.ResponseWriter, v ScaleView, err error) {
-	switch {
-	case errors.Is(err, ErrNotConsumer), errors.Is(err, ErrBadInstances):
-		writeError(w, http.StatusBadRequest, err)
-	case errors.Is(err, ErrScaleInProgress), errors.Is(err, ErrPortTaken):
-		writeError(w, http.StatusConflict, err)
-	case err != nil:
-		answer(w, ServiceView{}, err)
-	default:
-		writeJSON(w, http.StatusOK, v)
-	}
-}
-
-// scaleView lists every instance of service, its own process first.
-func (c *control) scaleView(service string) ScaleView {
-	out := ScaleView{Service: service, Instances: []ServiceView{}}
-	for _, v := range c.views() {
-		if v.Name == service || v.Service == service {
-			out.Instances = append(out.Instances, v)
-		}
-	}
-	return out
+	p := &proc{svc: s, k: k, run: 1, starting: true, done: make(chan struct{})}
+	c.procs[name] = p
+	return p, nil
 }
 
 // InstanceEnv is the environment of an extra instance listening on port:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
@@ -27,23 +26,18 @@ func NewControlClient(baseURL string, timeout time.Duration) *ControlClient {
 	return &ControlClient{api: controlapi.New(baseURL, timeout+2*time.Minute), timeout: timeout}
 }
 
-// controlView is the part of the control API's answer the client reads.
-type controlView struct {
-	State    string `json:"state"`
-	ExitCode *int   `json:"exitCode"`
-}
-
 // Restart asks the runner to restart service with env added to its usual
 // environment; the runner answers once the service is ready.
 func (c *ControlClient) Restart(ctx context.Context, service string, env map[string]string) error {
-	return c.send(ctx, "POST", "/services/"+url.PathEscape(service)+"/restart", map[string]any{"env": env}, nil)
+	_, err := c.api.Restart(ctx, service, env)
+	return err
 }
 
 // WaitExit asks the runner to wait until service's process has ended and
 // returns its exit status.
 func (c *ControlClient) WaitExit(ctx context.Context, service string) (int, error) {
-	var v controlView
-	if err := c.send(ctx, "GET", "/services/"+url.PathEscape(service)+"/exit?timeout="+c.timeout.String(), nil, &v); err != nil {
+	var v controlapi.ServiceView
+	if err := c.api.Do(ctx, http.MethodGet, "/services/"+url.PathEscape(service)+"/exit?timeout="+c.timeout.String(), nil, &v); err != nil {
 		return 0, err
 	}
 	if v.ExitCode == nil {
@@ -55,24 +49,26 @@ func (c *ControlClient) WaitExit(ctx context.Context, service string) (int, erro
 // Check verifies the control API answers, so a run can say early that crash
 // drills will be skipped.
 func (c *ControlClient) Check(ctx context.Context) error {
-	return c.send(ctx, "GET", "/services", nil, nil)
-}
-
-// send sends a request to the control API and decodes its answer into out.
-// A 409 from a broker route (the suite's brokers are not the runner's) is
-// ErrNoBrokerControl.
-func (c *ControlClient) send(ctx context.Context, method, path string, body, out any) error {
-	err := c.api.Do(ctx, method, path, body, out)
-	var status *controlapi.StatusError
-	if errors.As(err, &status) && status.Status == http.StatusConflict && strings.HasPrefix(path, "/broker") {
-		return fmt.Errorf("%w: %w", ErrNoBrokerControl, err)
-	}
+	_, err := c.api.Services(ctx)
 	return err
 }
 
 // Stop asks the runner to stop service; it stays down until Restart.
 func (c *ControlClient) Stop(ctx context.Context, service string) error {
-	return c.send(ctx, "POST", "/services/"+url.PathEscape(service)+"/stop", nil, nil)
+	_, err := c.api.Stop(ctx, service)
+	return err
+}
+
+// broker sends a request to a broker route of the control API and decodes
+// its answer into out. A 409 (the suite's brokers are not the runner's) is
+// ErrNoBrokerControl.
+func (c *ControlClient) broker(ctx context.Context, method, path string, body, out any) error {
+	err := c.api.Do(ctx, method, path, body, out)
+	var status *controlapi.StatusError
+	if errors.As(err, &status) && status.Status == http.StatusConflict {
+		return fmt.Errorf("%w: %w", ErrNoBrokerControl, err)
+	}
+	return err
 }
 
 // brokerView is the part of the control API's broker answer the client
@@ -86,24 +82,24 @@ type brokerView struct {
 
 // StopBroker asks the runner to stop its embedded broker.
 func (c *ControlClient) StopBroker(ctx context.Context) error {
-	return c.send(ctx, "POST", "/broker/stop", nil, nil)
+	return c.broker(ctx, http.MethodPost, "/broker/stop", nil, nil)
 }
 
 // StartBroker asks the runner to start its embedded broker again.
 func (c *ControlClient) StartBroker(ctx context.Context) error {
-	return c.send(ctx, "POST", "/broker/start", nil, nil)
+	return c.broker(ctx, http.MethodPost, "/broker/start", nil, nil)
 }
 
 // LoseAcks arms the runner's lost-ack fault on the next count Produce
 // requests to topic.
 func (c *ControlClient) LoseAcks(ctx context.Context, topic string, count int) error {
-	return c.send(ctx, "POST", "/broker/faults", map[string]any{"type": "lost-ack", "topic": topic, "count": count}, nil)
+	return c.broker(ctx, http.MethodPost, "/broker/faults", map[string]any{"type": "lost-ack", "topic": topic, "count": count}, nil)
 }
 
 // LostAcks reads how many Produce requests the armed fault has answered.
 func (c *ControlClient) LostAcks(ctx context.Context) (int, error) {
 	var v brokerView
-	if err := c.send(ctx, "GET", "/broker", nil, &v); err != nil {
+	if err := c.broker(ctx, http.MethodGet, "/broker", nil, &v); err != nil {
 		return 0, err
 	}
 	if v.Fault == nil {
@@ -114,5 +110,5 @@ func (c *ControlClient) LostAcks(ctx context.Context) (int, error) {
 
 // ClearFaults asks the runner to remove the broker fault.
 func (c *ControlClient) ClearFaults(ctx context.Context) error {
-	return c.send(ctx, "DELETE", "/broker/faults", nil, nil)
+	return c.broker(ctx, http.MethodDelete, "/broker/faults", nil, nil)
 }

@@ -24,6 +24,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -209,39 +210,17 @@ func NewRunID() string { return strconv.FormatInt(time.Now().UnixMilli(), 36) }
 
 // withDefaults fills in what the target leaves zero.
 func (t Target) withDefaults() Target {
-	if t.Topic == "" {
-		t.Topic = DefaultTopic
-	}
-	if t.DLQTopic == "" {
-		t.DLQTopic = DefaultDLQTopic
-	}
-	if t.CallbackSecret == "" {
-		t.CallbackSecret = DefaultCallbackSecret
-	}
-	if t.RetryMaxAttempts == 0 {
-		t.RetryMaxAttempts = DefaultRetryMaxAttempts
-	}
-	if t.RetryInitialInterval == 0 {
-		t.RetryInitialInterval = DefaultRetryInitial
-	}
-	if t.RetryMaxInterval == 0 {
-		t.RetryMaxInterval = DefaultRetryMax
-	}
-	if t.RunID == "" {
-		t.RunID = NewRunID()
-	}
-	if t.Timeout == 0 {
-		t.Timeout = DefaultTimeout
-	}
-	if t.Outage == 0 {
-		t.Outage = DefaultOutage
-	}
-	if t.ParkDeadline == 0 {
-		t.ParkDeadline = DefaultParkDeadline
-	}
-	if t.HTTPClient == nil {
-		t.HTTPClient = &http.Client{Timeout: 10 * time.Second}
-	}
+	t.Topic = cmp.Or(t.Topic, DefaultTopic)
+	t.DLQTopic = cmp.Or(t.DLQTopic, DefaultDLQTopic)
+	t.CallbackSecret = cmp.Or(t.CallbackSecret, DefaultCallbackSecret)
+	t.RetryMaxAttempts = cmp.Or(t.RetryMaxAttempts, DefaultRetryMaxAttempts)
+	t.RetryInitialInterval = cmp.Or(t.RetryInitialInterval, DefaultRetryInitial)
+	t.RetryMaxInterval = cmp.Or(t.RetryMaxInterval, DefaultRetryMax)
+	t.RunID = cmp.Or(t.RunID, NewRunID())
+	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
+	t.Outage = cmp.Or(t.Outage, DefaultOutage)
+	t.ParkDeadline = cmp.Or(t.ParkDeadline, DefaultParkDeadline)
+	t.HTTPClient = cmp.Or(t.HTTPClient, &http.Client{Timeout: 10 * time.Second})
 	return t
 }
 

@@ -21,8 +21,7 @@ const seedStock = 100
 // read them all and applied one.
 func publishCopies(copies, quantity int, amount string, atOnce bool) body {
 	return func(s *session) string {
-		o := drillOrder{id: s.orderID(""), sku: s.sku(""), quantity: quantity, stock: seedStock}
-		check(s.api.SetStock(s.ctx, o.sku, seedStock))
+		o := drillOrder{id: s.orderID(""), sku: s.seeded("", seedStock), quantity: quantity, stock: seedStock}
 		paid := s.newOrderEvents(o.id, o.sku, quantity, amount).paid()
 		rec := s.record(paid)
 		before := s.counts(handled, consumers...)
@@ -36,22 +35,32 @@ func publishCopies(copies, quantity int, amount string, atOnce bool) body {
 			own := *rec
 			return cl.ProduceSync(s.ctx, &own).FirstErr()
 		}
-		errs := make([]error, copies)
-		var wg sync.WaitGroup
-		for i := range errs {
-			if !atOnce {
-				errs[i] = publish()
-				continue
-			}
-			wg.Go(func() { errs[i] = publish() })
+		serial := copies
+		if atOnce {
+			serial = 0
 		}
-		wg.Wait()
-		checkf(errors.Join(errs...), "publish")
+		checkf(sendCopies(copies, serial, func(int) error { return publish() }), "publish")
 		s.waitHandled(before, copies)
 		s.waitEffects(o.id, "DEDUCTED", 1, 1)
 		s.converged = time.Since(start)
 		return fmt.Sprintf("%d copies read by each consumer; %s", copies, s.paidOnce(o, paid.EventID))
 	}
+}
+
+// sendCopies calls send for copies 0 … n-1: the first serial ones one
+// after the other, then all the others at once.
+func sendCopies(n, serial int, send func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		if i < serial {
+			errs[i] = send(i)
+			continue
+		}
+		wg.Go(func() { errs[i] = send(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // callbackAnswer is the order service's answer to a callback.
@@ -107,26 +116,17 @@ func duplicateCallback(s *session) string {
 	// other, then ten at once.
 	signature := event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now(), body)
 	answers := make([]callbackAnswer, 12)
-	errs := make([]error, 12)
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range answers {
-		if i < 2 {
-			answers[i], errs[i] = s.readCallback(body, signature)
-			continue
-		}
-		wg.Go(func() { answers[i], errs[i] = s.readCallback(body, signature) })
-	}
-	wg.Wait()
-	check(errors.Join(errs...))
+	check(sendCopies(len(answers), 2, func(i int) (err error) {
+		answers[i], err = s.readCallback(body, signature)
+		return err
+	}))
 	for i, a := range answers {
 		if a.status != http.StatusOK || a.result.BusinessCode != "SUCCESS" {
 			fail("callback copy %d answered %d %s (is CALLBACK_SECRET the suite's?)", i+1, a.status, a.result.BusinessCode)
 		}
 	}
-	if v := s.order(o.id); v.Status != "PAID" || v.Version != 3 {
-		fail("order %s v%d after 12 callbacks, want PAID v3", v.Status, v.Version)
-	}
+	s.orderIs(o.id, "PAID", 3, "after 12 callbacks")
 	paid := s.orderEvent(o.id, "OrderPaid")
 	s.waitEffects(o.id, "DEDUCTED", 1, 1)
 	s.converged = time.Since(start)

@@ -46,9 +46,7 @@ func (s *session) crashRelay(failPoint string, whileDown func(o drillOrder)) (dr
 	whileDown(o)
 	checkf(s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"}),
 		"restart the order service with its relay held")
-	if v := s.order(o.id); v.Status != "PAID" || v.Version != 3 {
-		fail("after the crash the order is %s v%d, want PAID v3 (the commit happened)", v.Status, v.Version)
-	}
+	s.orderIs(o.id, "PAID", 3, "after the crash (the commit happened)")
 	paid := s.orderEvent(o.id, "OrderPaid")
 	if st := must(s.api.OutboxStatus(s.ctx, paid.EventID)); st.Status != outbox.StatusPending {
 		fail("after the crash OrderPaid %s is %s, want PENDING", paid.EventID, st.Status)
@@ -59,18 +57,17 @@ func (s *session) crashRelay(failPoint string, whileDown func(o drillOrder)) (dr
 // releaseRelay disarms the held relay once it has held the pending row
 // at least once.
 func (s *session) releaseRelay() {
-	checkf(s.waitFired(Order, outbox.FailPointBeforePublish, 1), "the held relay")
+	s.waitFired(Order, outbox.FailPointBeforePublish, 1)
 	check(s.api.ArmFailPoint(s.ctx, Order, outbox.FailPointBeforePublish, "off", 0))
 }
 
 // waitSent waits until the relay has marked the event SENT.
 func (s *session) waitSent(eventID string) suiteapi.OutboxStatus {
 	var st suiteapi.OutboxStatus
-	must(s.waitUntil(eventID+" marked SENT", func() (bool, error) {
-		var err error
+	s.waitUntil(eventID+" marked SENT", func() (_ string, _ bool, err error) {
 		st, err = s.api.OutboxStatus(s.ctx, eventID)
-		return st.Status == outbox.StatusSent, err
-	}))
+		return st.Status, st.Status == outbox.StatusSent, err
+	})
 	return st
 }
 
@@ -144,9 +141,7 @@ func lossConsumerFailure(s *session) string {
 		fail("consumer_retries_total of inventory grew by %v, want at least %d", retried, failures)
 	}
 	check(s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", failures))
-	if dl := must(s.api.DeadLetters(s.ctx, Inventory, o.id, "")); len(dl) != 0 {
-		fail("%d dead letters for %s, want 0", len(dl), o.id)
-	}
+	s.noDeadLetters(Inventory, o.id)
 	return fmt.Sprintf("inventory failed %d times and was retried (retries +%v), DLQ 0; %s", failures, retried, s.paidOnce(o, ""))
 }
 
@@ -176,9 +171,7 @@ func lossRollback(s *session) string {
 		fail("checkout with %s armed answered %d %s, want 500 (the fail point did not fire?)", failPointBeforeCommit, code, res.BusinessCode)
 	}
 	check(s.api.FailPointFired(s.ctx, Order, failPointBeforeCommit, 1))
-	if o := s.order(orderID); o.Status != "CREATED" || o.Version != 1 {
-		fail("after the rollback the order is %s v%d, want CREATED v1 (unchanged)", o.Status, o.Version)
-	}
+	s.orderIs(orderID, "CREATED", 1, "after the rollback (unchanged)")
 	if rows := s.outboxRows(Order, orderID); len(rows) != 1 || rows[0].EventType != "OrderCreated" {
 		fail("after the rollback %s has outbox rows %s, want OrderCreated only", orderID, describeRows(rows))
 	}

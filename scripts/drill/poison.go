@@ -13,21 +13,15 @@ import (
 )
 
 // nextOnPartition publishes an OrderPaid for a fresh order whose key lands
-// on partition p, seeding its SKU, and returns the order.
-func (s *session) nextOnPartition(p int32) string {
-	orderID := s.sameKeyPartition(s.orderID("-next-"), p, must(s.api.Partitions(s.ctx)))
-	sku := s.sku("-next")
-	check(s.api.SetStock(s.ctx, sku, seedStock))
-	check(s.api.Publish(s.ctx, s.newOrderEvents(orderID, sku, 1, "10.00").paid()))
-	return orderID
-}
-
-// waitNextOnPartition publishes the next order on partition p and waits
-// until the consumers have applied it: a message they could not handle
-// does not hold its partition.
-func (s *session) waitNextOnPartition(p int32) {
-	next := s.nextOnPartition(p)
-	s.waitEffectsFor(s.t.Timeout, fmt.Sprintf("the next order on partition %d: %s applied", p, next), next, "DEDUCTED", 1, 1)
+// on partition p, seeding its SKU. The returned wait waits until the
+// consumers have applied it: a message they could not handle does not
+// hold its partition.
+func (s *session) nextOnPartition(p int32) (wait func()) {
+	next := s.sameKeyPartition(s.orderID("-next-"), p, must(s.api.Partitions(s.ctx)))
+	check(s.api.Publish(s.ctx, s.newOrderEvents(next, s.seeded("-next", seedStock), 1, "10.00").paid()))
+	return func() {
+		s.waitEffectsFor(s.t.Timeout, fmt.Sprintf("the next order on partition %d: %s applied", p, next), next, "DEDUCTED", 1, 1)
+	}
 }
 
 // reasonCode is the short code a DLQ record's failureReason starts with.
@@ -72,25 +66,18 @@ type poison struct {
 // Tutorial: "Schema 非法、缺必填字段通常直接进入死信" — the poison cases, one
 // row each: invalid JSON, a schema violation, an unknown event version.
 var (
-	invalidJSON = poison{message: func(s *session, orderID string) (*kgo.Record, string) {
-		eventID := event.NewEventID()
-		s.planted(orderID, eventID)
-		return &kgo.Record{Topic: s.t.Topic, Key: []byte(orderID),
-			Value: []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`),
-			Headers: []kgo.RecordHeader{
-				{Key: event.HeaderEventID, Value: []byte(eventID)},
-				{Key: event.HeaderEventType, Value: []byte(event.OrderPaid)},
-				{Key: event.HeaderEventVersion, Value: []byte("1")},
-				{Key: event.HeaderAggregateID, Value: []byte(orderID)},
-			}}, eventID
-	}}
-	schemaViolation = poison{reason: event.ReasonSchemaViolation, message: mutatedPaid(func(m map[string]any, _ *kgo.Record) {
-		if data, ok := m["data"].(map[string]any); ok {
-			delete(data, "paymentId")
-		}
+	invalidJSON = poison{message: mutatedPaid(func(rec *kgo.Record, eventID string) {
+		rec.Value = []byte(`{"eventId":"` + eventID + `","eventType":"OrderPaid", this is not JSON`)
 	})}
-	unknownVersion = poison{reason: event.ReasonUnknownVersion, message: mutatedPaid(func(m map[string]any, rec *kgo.Record) {
-		m["eventVersion"] = 99
+	schemaViolation = poison{reason: event.ReasonSchemaViolation, message: mutatedPaid(func(rec *kgo.Record, _ string) {
+		editJSON(rec, func(m map[string]any) {
+			if data, ok := m["data"].(map[string]any); ok {
+				delete(data, "paymentId")
+			}
+		})
+	})}
+	unknownVersion = poison{reason: event.ReasonUnknownVersion, message: mutatedPaid(func(rec *kgo.Record, _ string) {
+		editJSON(rec, func(m map[string]any) { m["eventVersion"] = 99 })
 		for i := range rec.Headers {
 			if rec.Headers[i].Key == event.HeaderEventVersion {
 				rec.Headers[i].Value = []byte("99")
@@ -100,18 +87,22 @@ var (
 )
 
 // mutatedPaid builds a valid OrderPaid of a fresh order, as the relay
-// would publish it, with change applied to its JSON (and header) before it
-// is sent.
-func mutatedPaid(change func(m map[string]any, rec *kgo.Record)) func(s *session, orderID string) (*kgo.Record, string) {
+// would publish it, with change applied to the record before it is sent.
+func mutatedPaid(change func(rec *kgo.Record, eventID string)) func(s *session, orderID string) (*kgo.Record, string) {
 	return func(s *session, orderID string) (*kgo.Record, string) {
 		paid := s.newOrderEvents(orderID, s.sku(""), 1, "10.00").paid()
 		rec := s.record(paid)
-		var m map[string]any
-		checkf(json.Unmarshal(rec.Value, &m), "decode %s", paid.EventID)
-		change(m, rec)
-		rec.Value = must(json.Marshal(m))
+		change(rec, paid.EventID)
 		return rec, paid.EventID
 	}
+}
+
+// editJSON applies change to the record's JSON value.
+func editJSON(rec *kgo.Record, change func(m map[string]any)) {
+	var m map[string]any
+	check(json.Unmarshal(rec.Value, &m))
+	change(m)
+	rec.Value = must(json.Marshal(m))
 }
 
 // deadLetteredAtOnce publishes the poison and checks every consumer
@@ -124,7 +115,7 @@ func deadLetteredAtOnce(p poison) body {
 		before := s.counts(retries, consumers...)
 		start := time.Now()
 		partition := s.produce(rec)
-		next := s.nextOnPartition(partition)
+		waitNext := s.nextOnPartition(partition)
 		reason := p.reason
 		for _, c := range consumers {
 			dl := s.waitDeadLetter(c, orderID)
@@ -135,7 +126,7 @@ func deadLetteredAtOnce(p poison) body {
 				fail("%s's dead letter: failureReason %q, want %s", c, dl.FailureReason, p.reason)
 			}
 		}
-		s.waitEffectsFor(s.t.Timeout, fmt.Sprintf("the next order on partition %d: %s applied", partition, next), next, "DEDUCTED", 1, 1)
+		waitNext()
 		s.converged = time.Since(start)
 		retried := ""
 		if p.reason != "" {
@@ -156,8 +147,7 @@ const handlerSlack = time.Second
 // backoff: a bad message holds its order no longer than the retry bound.
 func poisonRetriesExhausted(s *session) string {
 	attempts := s.t.RetryMaxAttempts
-	orderID, sku := s.orderID(""), s.sku("")
-	check(s.api.SetStock(s.ctx, sku, seedStock))
+	orderID, sku := s.orderID(""), s.seeded("", seedStock)
 	paid := s.newOrderEvents(orderID, sku, 2, "20.00").paid()
 	rec := s.record(paid)
 	before := s.counts(retries, Inventory)
@@ -179,13 +169,11 @@ func poisonRetriesExhausted(s *session) string {
 	// The fail point counts hits, not events: the next order is published
 	// once the poison has spent them all, or, passing the poison in the
 	// subscriber's window, it would take one of its failures.
-	s.waitNextOnPartition(partition)
+	s.nextOnPartition(partition)()
 	s.converged = time.Since(start)
 	// Only inventory failed: the others applied it, inventory did nothing.
 	s.waitEffects(orderID, "NONE", 1, 1)
-	if st := s.stock(sku); st.Deducted != 0 {
-		fail("a dead-lettered payment deducted %d of %s", st.Deducted, sku)
-	}
+	s.stockIs(sku, seedStock, 0, "after a dead-lettered payment")
 	return fmt.Sprintf("DLQ after %d attempts (retries +%v), partition held %s (allowed %s = backoff bound + %s for the runs): RETRYABLE %s, firstFailedAt %s, originalTopic %s; stock untouched; next order on partition %d converged",
 		dl.Attempts, s.grown(retries, before)[Inventory], held.Round(10*time.Millisecond), bound+handlerSlack, handlerSlack, reasonCode(dl.FailureReason),
 		dl.FirstFailedAt.UTC().Format(time.RFC3339), dl.OriginalTopic, partition)

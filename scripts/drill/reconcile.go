@@ -72,14 +72,10 @@ func (s *session) convergedNow(orderID string) (bool, string, error) {
 
 // waitConverged waits until reconciliation sees the order converged.
 func (s *session) waitConverged(orderID string) {
-	var open string
-	if _, err := s.waitUntil(orderID+" converged", func() (bool, error) {
-		ok, o, err := s.convergedNow(orderID)
-		open = o
-		return ok, err
-	}); err != nil {
-		fail("%w; still open: %s", err, open)
-	}
+	s.waitUntil(orderID+" converged", func() (string, bool, error) {
+		ok, open, err := s.convergedNow(orderID)
+		return "still open: " + open, ok, err
+	})
 }
 
 func reconcileRules(s *session) string {
@@ -158,14 +154,13 @@ func reconcileLastUnitRace(s *session) string {
 	s.pay(a)
 	s.pay(b)
 	var kept, refunded string
-	var seen []string
-	if _, err := s.waitUntil("one order kept the unit and the other was cancelled OUT_OF_STOCK", func() (bool, error) {
-		seen = seen[:0]
+	s.waitUntil("one order kept the unit and the other was cancelled OUT_OF_STOCK", func() (string, bool, error) {
+		var seen []string
 		kept, refunded = "", ""
 		for _, id := range ids {
 			o, err := s.api.Order(s.ctx, id)
 			if err != nil {
-				return false, err
+				return "", false, err
 			}
 			seen = append(seen, fmt.Sprintf("%s %s %s", id, o.Status, o.Reason))
 			switch {
@@ -175,10 +170,8 @@ func reconcileLastUnitRace(s *session) string {
 				refunded = id
 			}
 		}
-		return kept != "" && refunded != "", nil
-	}); err != nil {
-		fail("%w; %s", err, strings.Join(seen, ", "))
-	}
+		return strings.Join(seen, ", "), kept != "" && refunded != "", nil
+	})
 	for _, id := range ids {
 		s.waitConverged(id)
 	}
@@ -210,21 +203,14 @@ func (s *session) paidThenCancelled() (orderID string, release func()) {
 	}
 	// The payment's callback is in the payment outbox: the held relay
 	// meets it.
-	check(s.waitFired(Payment, outbox.FailPointBeforePublish, 1))
+	s.waitFired(Payment, outbox.FailPointBeforePublish, 1)
 	return orderID, release
 }
 
 // returned waits until the order, the payment and the notification service
 // agree that a cancelled order's payment went back.
 func (s *session) returned(orderID string) string {
-	var o orderView
-	if _, err := s.waitUntil(orderID+": OrderPaymentReturned", func() (bool, error) {
-		var err error
-		o, err = s.api.Order(s.ctx, orderID)
-		return o.Version == 5, err
-	}); err != nil {
-		fail("%w; order %s v%d", err, o.Status, o.Version)
-	}
+	o := s.waitOrder(orderID, "CANCELLED", 5) // OrderPaymentReturned
 	s.waitEffects(orderID, "NONE", 0, 1)
 	s.waitConverged(orderID)
 	pay, eff := s.payment(orderID), s.effects(orderID)
@@ -282,7 +268,7 @@ func reconcileLostEffect(s *session) string {
 	release := s.arm(Order, outbox.FailPointBeforePublish, "error", 1_000_000)
 	first, took := s.reconcile([]string{o.id}, "MISSING_EFFECT inventory REPUBLISH")
 	// The republished events are due again: the held relay meets them.
-	check(s.waitFired(Order, outbox.FailPointBeforePublish, 1))
+	s.waitFired(Order, outbox.FailPointBeforePublish, 1)
 	second, _ := s.reconcile([]string{o.id}, "MISSING_EFFECT inventory REPUBLISH")
 	release()
 	if second.Actions != 0 || !strings.HasPrefix(second.Findings[0].Outcome, "ALREADY_TAKEN") {
@@ -291,22 +277,16 @@ func reconcileLostEffect(s *session) string {
 	start := time.Now()
 	s.waitConverged(o.id)
 	s.converged = time.Since(start)
-	if st := s.stock(o.sku); st.Available != 8 || st.Deducted != 2 {
-		fail("stock %d/%d after the republish, want 8/2 (deducted once again)", st.Available, st.Deducted)
-	}
+	s.stockIs(o.sku, 8, 2, "after the republish (deducted once again)")
 	s.processedOnce(ids[2])
 	return fmt.Sprintf("%s in %s (%d events due again); second %s, 0 actions; stock 8/2 again, one dedup row per consumer; %s",
 		first, took.Round(time.Millisecond), len(ids), second, s.reconcileClean(o.id))
 }
 
 func reconcileStuckInDLQ(s *session) string {
-	o := s.placed("", 1, "10.00", 10)
 	// Inventory fails every attempt of the payment, then recovers: the
 	// cause is gone, the event is in the dead letters.
-	s.failApply(Inventory, s.t.RetryMaxAttempts)
-	s.pay(o)
-	dl := s.waitDeadLetter(Inventory, o.id)
-	check(s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", s.t.RetryMaxAttempts))
+	o, dl := s.deadLetteredPayment()
 	run, took := s.reconcile([]string{o.id}, "STUCK_IN_DLQ inventory REPLAY")
 	start := time.Now()
 	s.waitConverged(o.id)

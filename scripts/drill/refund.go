@@ -52,13 +52,10 @@ func (s *session) refund(orderID, status string, version int64, body refundBody)
 // waitOrder waits until the order is status at version.
 func (s *session) waitOrder(orderID, status string, version int64) orderView {
 	var o orderView
-	if _, err := s.waitUntil(fmt.Sprintf("%s %s v%d", orderID, status, version), func() (bool, error) {
-		var err error
+	s.waitUntil(fmt.Sprintf("%s %s v%d", orderID, status, version), func() (_ string, _ bool, err error) {
 		o, err = s.api.Order(s.ctx, orderID)
-		return o.Status == status && o.Version == version, err
-	}); err != nil {
-		fail("%w; order %s v%d", err, o.Status, o.Version)
-	}
+		return fmt.Sprintf("order %s v%d", o.Status, o.Version), o.Status == status && o.Version == version, err
+	})
 	return o
 }
 

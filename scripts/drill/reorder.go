@@ -15,19 +15,14 @@ const reorderStock = 10
 // synthetic seeds the case's SKU with stock units and returns the events
 // of a synthetic order of quantity of it for amount.
 func (s *session) synthetic(suffix string, quantity int, amount string, stock int) orderEvents {
-	sku := s.sku("")
-	check(s.api.SetStock(s.ctx, sku, stock))
-	return s.newOrderEvents(s.orderID(suffix), sku, quantity, amount)
+	return s.newOrderEvents(s.orderID(suffix), s.seeded("", stock), quantity, amount)
 }
 
 // noEffect checks a synthetic order whose payment never came moved
 // nothing: its SKU still holds stock, and no consumer did anything.
 func (s *session) noEffect(ev orderEvents, stock int, what string) stock {
-	st, eff := s.stock(ev.sku), s.effects(ev.orderID)
-	if st.Available != stock || st.Deducted != 0 || !eff.are("NONE", 0, 0) {
-		fail("%s had an effect: stock %d/%d, %s", what, st.Available, st.Deducted, eff)
-	}
-	return st
+	s.noEffects(ev.orderID, what)
+	return s.stockIs(ev.sku, stock, 0, what+":")
 }
 
 // appliedInOrder checks an order's payment (paidID, worth points) and
@@ -57,9 +52,7 @@ func reorderRefundBeforePayment(s *session) string {
 	check(s.api.Publish(s.ctx, paid))
 	s.waitEffects(ev.orderID, "RESTOCKED", 2, 2)
 	s.converged = time.Since(start)
-	if st := s.stock(ev.sku); st.Available != reorderStock || st.Deducted != 0 {
-		fail("stock not conserved: %d available, %d deducted; want %d, 0", st.Available, st.Deducted, reorderStock)
-	}
+	s.stockIs(ev.sku, reorderStock, 0, "conserved:")
 	s.appliedInOrder(ev.orderID, points, paid.EventID, refunded.EventID)
 	return fmt.Sprintf("v5 parked (stock %d/0, ledger 0, notifications 0); after v3: RESTOCKED, stock %d/0, ledger +%d -%d, notifications paid then refunded",
 		reorderStock, reorderStock, points, points)
@@ -99,9 +92,8 @@ func reorderLateCreated(s *session) string {
 func reorderOrdersInParallel(s *session) string {
 	const perPartition, points = 2, 10
 	n := must(s.api.Partitions(s.ctx))
-	sku := s.sku("")
 	stockOf := perPartition * n
-	check(s.api.SetStock(s.ctx, sku, stockOf))
+	sku := s.seeded("", stockOf)
 	var (
 		orders []string
 		recs   []*kgo.Record
@@ -141,10 +133,7 @@ func reorderOrdersInParallel(s *session) string {
 			fail("%s applied %v events, want %d", c, applied[c], 2*len(orders))
 		}
 	}
-	st := s.stock(sku)
-	if st.Available != stockOf || st.Deducted != 0 {
-		fail("stock not conserved: %d/%d, want %d/0", st.Available, st.Deducted, stockOf)
-	}
+	st := s.stockIs(sku, stockOf, 0, "conserved:")
 	return fmt.Sprintf("%d orders on %d of %d partitions, %d events at once: all RESTOCKED, ledger + then -, notifications paid then refunded; "+
 		"each consumer applied %d, parked 0; stock %d/0",
 		len(orders), len(used), n, len(recs), 2*len(orders), st.Available)
@@ -158,8 +147,7 @@ func reorderOrdersInParallel(s *session) string {
 func reorderCrossClientPartition(s *session) string {
 	const orders = 8
 	n := must(s.api.Partitions(s.ctx))
-	sku := s.sku("")
-	check(s.api.SetStock(s.ctx, sku, orders))
+	sku := s.seeded("", orders)
 	ids := make([]string, orders)
 	recs := make([]*kgo.Record, orders)
 	for i := range ids {

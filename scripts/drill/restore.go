@@ -136,11 +136,7 @@ func pgTool(ctx context.Context, name string, args ...string) error {
 // whileStopped stops service, runs during and starts the service again,
 // also when during fails.
 func (s *session) whileStopped(service string, during func() error) {
-	stopper, ok := s.t.Controller.(ServiceStopper)
-	if !ok {
-		check(skip("the controller cannot stop a service"))
-	}
-	checkf(stopper.Stop(s.ctx, service), "stop the %s service", service)
+	checkf(s.stopper().Stop(s.ctx, service), "stop the %s service", service)
 	start := s.cleanup("start the "+service+" service again", func(ctx context.Context) error {
 		return s.t.Controller.Restart(ctx, service, nil)
 	})
@@ -162,9 +158,7 @@ func (s *session) whileStopped(service string, during func() error) {
 func reconcileRestoreFromBackup(s *session) string {
 	dsn := s.database(Order)
 	check(havePGTools())
-	if _, ok := s.t.Controller.(ServiceStopper); !ok {
-		check(skip("the controller cannot stop the order service for the restore"))
-	}
+	s.stopper() // before the case touches the suite
 	fenced := s.paidForRefund("-fenced")
 	s.waitRelayed(fenced.id, 3)
 	backup := must(BackUp(s.ctx, dsn))
@@ -179,11 +173,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	s.waitConverged(orphan)
 
 	s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) })
-	if o, err := s.api.Order(s.ctx, fenced.id); err != nil {
-		fail("after the restore, %s: %w", fenced.id, err)
-	} else if o.Status != "PAID" || o.Version != 3 {
-		fail("after the restore %s is %s v%d; want PAID v3, as backed up", fenced.id, o.Status, o.Version)
-	}
+	s.orderIs(fenced.id, "PAID", 3, "after the restore, as backed up,")
 	if _, err := s.api.Order(s.ctx, orphan); !suiteapi.IsStatus(err, 404) {
 		fail("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)
 	}
@@ -196,9 +186,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	r := runView(must(s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, fenced.id, orphan)))
 	took := time.Since(start)
 	regressed, orphaned := restoreFindings(r.Findings, fenced.id, orphan)
-	if o := s.order(fenced.id); o.Status != "PAID" || o.Version != 5 {
-		fail("after the run %s is %s v%d; want PAID fenced at v5, the highest version its consumers applied", fenced.id, o.Status, o.Version)
-	}
+	s.orderIs(fenced.id, "PAID", 5, "after the run (fenced at the highest version its consumers applied)")
 
 	// The next change of the fenced order: a unit and 40.00 back. Every
 	// consumer applies it: none ignores it as stale.

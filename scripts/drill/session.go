@@ -142,16 +142,11 @@ type StatusError = suiteapi.StatusError
 // atLeast times since it was armed: a drill whose fault never happened proves
 // nothing. A point that ends its process ("exit") cannot be read after;
 // its exit status (137) is the proof instead.
-func (s *session) waitFired(service, name string, atLeast int) error {
-	hits := 0
-	if _, err := s.waitUntil(fmt.Sprintf("%s fail point %s to fire %d times", service, name, atLeast), func() (bool, error) {
-		var err error
-		hits, err = s.api.FailPointHits(s.ctx, service, name)
-		return hits >= atLeast, err
-	}); err != nil {
-		return fmt.Errorf("%w (fired %d times)", err, hits)
-	}
-	return nil
+func (s *session) waitFired(service, name string, atLeast int) {
+	s.waitUntil(fmt.Sprintf("%s fail point %s to fire %d times", service, name, atLeast), func() (string, bool, error) {
+		hits, err := s.api.FailPointHits(s.ctx, service, name)
+		return fmt.Sprintf("fired %d times", hits), hits >= atLeast, err
+	})
 }
 
 // arm arms a service's fail point at run time (times 0: every time) until
@@ -180,10 +175,25 @@ func (s *session) restart(service string, env map[string]string) (restore func()
 	return restore
 }
 
-// waitUntil polls cond until it holds and returns how long that took. It
-// fails after the target's timeout, with what and cond's last error.
-func (s *session) waitUntil(what string, cond func() (bool, error)) (time.Duration, error) {
-	return s.api.WaitFor(s.ctx, s.t.Timeout, what, cond)
+// waitUntil polls cond until it holds and returns how long that took.
+// After the target's timeout it ends the case with what, cond's last
+// error and what cond last saw.
+func (s *session) waitUntil(what string, cond func() (seen string, ok bool, err error)) time.Duration {
+	return s.waitFor(s.t.Timeout, what, cond)
+}
+
+// waitFor is waitUntil with its own timeout.
+func (s *session) waitFor(timeout time.Duration, what string, cond func() (seen string, ok bool, err error)) time.Duration {
+	var seen string
+	took, err := s.api.WaitFor(s.ctx, timeout, what, func() (ok bool, err error) {
+		seen, ok, err = cond()
+		return ok, err
+	})
+	if err != nil && seen != "" {
+		fail("%w; seen %s", err, seen)
+	}
+	check(err)
+	return took
 }
 
 // The suite's answers the drills read.
@@ -201,6 +211,34 @@ func (s *session) order(orderID string) orderView { return must(s.api.Order(s.ct
 
 // stock reads a SKU's stock.
 func (s *session) stock(sku string) stock { return must(s.api.Stock(s.ctx, sku)) }
+
+// orderIs checks the order is status at version, when (a phrase such as
+// "after the crash").
+func (s *session) orderIs(orderID, status string, version int64, when string) orderView {
+	o := s.order(orderID)
+	if o.Status != status || o.Version != version {
+		fail("%s %s is %s v%d, want %s v%d", when, orderID, o.Status, o.Version, status, version)
+	}
+	return o
+}
+
+// stockIs checks a SKU's stock is available and deducted, when (a phrase
+// such as "after the republish").
+func (s *session) stockIs(sku string, available, deducted int, when string) stock {
+	st := s.stock(sku)
+	if st.Available != available || st.Deducted != deducted {
+		fail("%s the stock of %s is %d/%d, want %d/%d", when, sku, st.Available, st.Deducted, available, deducted)
+	}
+	return st
+}
+
+// seeded is a SKU of the case (suffix tells its SKUs apart) with stock
+// units available.
+func (s *session) seeded(suffix string, stock int) string {
+	sku := s.sku(suffix)
+	check(s.api.SetStock(s.ctx, sku, stock))
+	return sku
+}
 
 // effects is every side effect of one order the drills count.
 type effects struct {
@@ -246,16 +284,10 @@ func (s *session) waitEffects(orderID, inventory string, ledger, notifications i
 
 // waitEffectsFor is waitEffects with its own timeout and description.
 func (s *session) waitEffectsFor(timeout time.Duration, what, orderID, inventory string, ledger, notifications int) time.Duration {
-	var last effects
-	took, err := s.api.WaitFor(s.ctx, timeout, what, func() (bool, error) {
-		var err error
-		last, err = s.readEffects(orderID)
-		return last.are(inventory, ledger, notifications), err
+	return s.waitFor(timeout, what, func() (string, bool, error) {
+		eff, err := s.readEffects(orderID)
+		return eff.String(), eff.are(inventory, ledger, notifications), err
 	})
-	if err != nil {
-		fail("%w; seen %s", err, last)
-	}
-	return took
 }
 
 // processedOnce checks every consumer holds exactly one dedup row for eventID.
@@ -279,11 +311,10 @@ func (s *session) waitDeadLetter(service, aggregateID string) deadLetter {
 // waitDeadLetterFor is waitDeadLetter with its own timeout and description.
 func (s *session) waitDeadLetterFor(timeout time.Duration, what, service, aggregateID string) deadLetter {
 	var dl []deadLetter
-	must(s.api.WaitFor(s.ctx, timeout, what, func() (bool, error) {
-		var err error
+	s.waitFor(timeout, what, func() (_ string, _ bool, err error) {
 		dl, err = s.api.DeadLetters(s.ctx, service, aggregateID, "")
-		return len(dl) > 0, err
-	}))
+		return "", len(dl) > 0, err
+	})
 	if len(dl) != 1 {
 		fail("%s holds %d dead letters for %s, want 1", service, len(dl), aggregateID)
 	}
@@ -352,15 +383,15 @@ func (s *session) noRetries(before map[string]float64) {
 // waitGrown waits until c has grown by at least n on every service of
 // before, and returns how long that took.
 func (s *session) waitGrown(c counter, before map[string]float64, n int, what string) time.Duration {
-	return must(s.waitUntil(what, func() (bool, error) {
+	return s.waitUntil(what, func() (string, bool, error) {
 		now, err := s.readCounts(c, slices.Collect(maps.Keys(before))...)
 		for svc, v := range now {
 			if v < before[svc]+float64(n) {
-				return false, err
+				return fmt.Sprint(now), false, err
 			}
 		}
-		return err == nil, err
-	}))
+		return "", err == nil, err
+	})
 }
 
 // waitHandled waits until every consumer has handled at least n more
@@ -438,8 +469,7 @@ type drillOrder struct {
 // placed seeds a SKU of the case with stock units and places (creates and
 // checks out) an order of quantity × unitPrice of it.
 func (s *session) placed(suffix string, quantity int, unitPrice string, stock int) drillOrder {
-	o := drillOrder{id: s.orderID(suffix), sku: s.sku(suffix), quantity: quantity, stock: stock}
-	check(s.api.SetStock(s.ctx, o.sku, stock))
+	o := drillOrder{id: s.orderID(suffix), sku: s.seeded(suffix, stock), quantity: quantity, stock: stock}
 	o.amount = s.placeOrder(o.id, o.sku, quantity, unitPrice)
 	return o
 }
@@ -504,28 +534,19 @@ func (s *session) orderEvent(orderID, t string) orderEvent {
 // waitRelayed waits until the order service has sent every outbox event of
 // the order, so a fail point armed afterwards hits a later event only.
 func (s *session) waitRelayed(orderID string, n int) {
-	must(s.waitUntil(fmt.Sprintf("%d events of %s relayed", n, orderID), func() (bool, error) {
+	s.waitUntil(fmt.Sprintf("%d events of %s relayed", n, orderID), func() (string, bool, error) {
 		events, err := s.api.OrderEvents(s.ctx, orderID)
-		if err != nil || len(events) != n {
-			return false, err
-		}
-		for _, e := range events {
-			if e.Status != outbox.StatusSent {
-				return false, nil
-			}
-		}
-		return true, nil
-	}))
+		return "", err == nil && len(events) == n && !slices.ContainsFunc(events, func(e orderEvent) bool {
+			return e.Status != outbox.StatusSent
+		}), err
+	})
 }
 
 // paidOnce checks the side effects of the order's payment happened once:
 // stock deducted by its quantity, one dedup row per consumer for eventID
 // (its OrderPaid when ""), one ledger entry and one notification.
 func (s *session) paidOnce(o drillOrder, eventID string) string {
-	if st := s.stock(o.sku); st.Deducted != o.quantity || st.Available != o.stock-o.quantity {
-		fail("stock of %s is %d available, %d deducted; want %d, %d (deducted once)",
-			o.sku, st.Available, st.Deducted, o.stock-o.quantity, o.quantity)
-	}
+	s.stockIs(o.sku, o.stock-o.quantity, o.quantity, "deducted once:")
 	if eventID == "" {
 		eventID = s.orderEvent(o.id, "OrderPaid").EventID
 	}

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -24,32 +25,11 @@ import (
 // the second place a drill writes one (docs/drills.md, What a drill may
 // touch). Every statement is here.
 
-// The tables that hold a planted order's rows, by the schema that creates
-// them: the services' own migrations (services/*/migrations) and the
-// shared ones of pkg/outbox, pkg/inbox, pkg/versionguard and pkg/dlq.
-const (
-	tableOrders             = "orders"
-	tableOrderRefunds       = "order_refunds"
-	tableProcessedCallbacks = "processed_callbacks"
-	tableOutbox             = "outbox_events"
-	tablePayments           = "payments"
-	tableRefunds            = "refunds"
-	tableStock              = "stock"
-	tableStockMovements     = "stock_movements"
-	tableInventoryOrders    = "inventory_orders"
-	tablePointsLedger       = "points_ledger"
-	tableNotifications      = "notifications"
-	tableProcessedEvents    = "processed_events"
-	tableAggregateVersions  = "aggregate_versions"
-	tableParkedEvents       = "parked_events"
-	tableDeadLetters        = "dead_letters"
-	tableDLQReplays         = "dlq_replays"
-	tableConvergenceWatch   = "convergence_watch"
-)
-
 // plantedTable is a table whose rows name their order in orderColumn;
 // eventColumn, if set, names the event each row came from, whose dedup
-// rows go with it.
+// rows go with it. The tables are those of the schema that creates them:
+// the services' own migrations (services/*/migrations) and the shared ones
+// of pkg/outbox, pkg/inbox, pkg/versionguard and pkg/dlq.
 type plantedTable struct {
 	name, orderColumn, eventColumn string
 }
@@ -61,9 +41,9 @@ type plantedTable struct {
 // ids the other tables and the case name.
 func consumerTables() []plantedTable {
 	return []plantedTable{
-		{name: tableParkedEvents, orderColumn: "aggregate_id", eventColumn: "event_id"},
-		{name: tableDeadLetters, orderColumn: "aggregate_id", eventColumn: "event_id"},
-		{name: tableAggregateVersions, orderColumn: "aggregate_id"},
+		{"parked_events", "aggregate_id", "event_id"},
+		{"dead_letters", "aggregate_id", "event_id"},
+		{"aggregate_versions", "aggregate_id", ""},
 	}
 }
 
@@ -72,31 +52,24 @@ func consumerTables() []plantedTable {
 // the one its rows reference). A service without an entry keeps nothing
 // of an order.
 func plantedTables(service string) []plantedTable {
-	outbox := plantedTable{name: tableOutbox, orderColumn: "aggregate_id", eventColumn: "event_id"}
+	outbox := plantedTable{"outbox_events", "aggregate_id", "event_id"}
 	switch service {
 	case Order:
-		return []plantedTable{outbox,
-			{name: tableProcessedCallbacks, orderColumn: "order_id"},
-			{name: tableOrderRefunds, orderColumn: "order_id"},
-			{name: tableOrders, orderColumn: "order_id"},
-		}
+		return []plantedTable{outbox, {"processed_callbacks", "order_id", ""}, {"order_refunds", "order_id", ""}, {"orders", "order_id", ""}}
 	case Payment:
-		return append(consumerTables(), outbox,
-			plantedTable{name: tableRefunds, orderColumn: "order_id"},
-			plantedTable{name: tablePayments, orderColumn: "order_id"})
+		return append(consumerTables(), outbox, plantedTable{"refunds", "order_id", ""}, plantedTable{"payments", "order_id", ""})
 	case Inventory:
 		return append(consumerTables(), outbox,
-			plantedTable{name: tableStockMovements, orderColumn: "order_id", eventColumn: "event_id"},
-			plantedTable{name: tableInventoryOrders, orderColumn: "order_id"})
+			plantedTable{"stock_movements", "order_id", "event_id"}, plantedTable{"inventory_orders", "order_id", ""})
 	case Points:
-		return append(consumerTables(), plantedTable{name: tablePointsLedger, orderColumn: "order_id", eventColumn: "event_id"})
+		return append(consumerTables(), plantedTable{"points_ledger", "order_id", "event_id"})
 	case Notification:
-		return append(consumerTables(), plantedTable{name: tableNotifications, orderColumn: "order_id", eventColumn: "event_id"})
+		return append(consumerTables(), plantedTable{"notifications", "order_id", "event_id"})
 	case Reconciliation:
 		// The convergence monitor's watch of an order the order service no
 		// longer holds would stay unconverged for ever. Runs and findings
 		// are the audit of what reconciliation saw, and stay.
-		return []plantedTable{{name: tableConvergenceWatch, orderColumn: "order_id"}}
+		return []plantedTable{{"convergence_watch", "order_id", ""}}
 	}
 	return nil
 }
@@ -105,27 +78,23 @@ func plantedTables(service string) []plantedTable {
 const (
 	// The order service's events of the orders: the dedup rows every
 	// consumer keeps of them carry their ids alone.
-	sqlOrderEventIDs = `SELECT event_id FROM ` + tableOutbox + ` WHERE aggregate_id = ANY($1)`
+	sqlOrderEventIDs = `SELECT event_id FROM outbox_events WHERE aggregate_id = ANY($1)`
 	// A planted order's stock goes back to its SKUs: what its movements
 	// took from available, and added to deducted, is undone, so the stock
 	// is what the other orders' movements make it.
-	sqlGiveStockBack = `UPDATE ` + tableStock + ` AS s
+	sqlGiveStockBack = `UPDATE stock AS s
 		SET available = greatest(s.available - m.delta, 0), deducted = greatest(s.deducted + m.delta, 0), updated_at = now()
-		FROM (SELECT sku, sum(delta) AS delta FROM ` + tableStockMovements + ` WHERE order_id = ANY($1) GROUP BY sku) AS m
+		FROM (SELECT sku, sum(delta) AS delta FROM stock_movements WHERE order_id = ANY($1) GROUP BY sku) AS m
 		WHERE s.sku = m.sku`
-	sqlDeleteReplays = `DELETE FROM ` + tableDLQReplays + ` WHERE dead_letter_id IN
-		(SELECT id FROM ` + tableDeadLetters + ` WHERE aggregate_id = ANY($1))`
-	sqlDeleteProcessed = `DELETE FROM ` + tableProcessedEvents + ` WHERE event_id = ANY($1)`
+	sqlDeleteReplays = `DELETE FROM dlq_replays WHERE dead_letter_id IN
+		(SELECT id FROM dead_letters WHERE aggregate_id = ANY($1))`
+	sqlDeleteProcessed = `DELETE FROM processed_events WHERE event_id = ANY($1)`
 )
 
-// deleteByOrder deletes t's rows of the orders in $1 and returns their
-// event ids, if t has them.
+// deleteByOrder deletes t's rows of the orders in $1 and returns, for
+// each, its event id if t has them, else its order id.
 func (t plantedTable) deleteByOrder() string {
-	q := "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1)"
-	if t.eventColumn != "" {
-		q += " RETURNING " + t.eventColumn
-	}
-	return q
+	return "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1) RETURNING " + cmp.Or(t.eventColumn, t.orderColumn)
 }
 
 // cleanupOrder is the order the databases are cleaned in: the order
@@ -187,11 +156,11 @@ func orderEventIDs(ctx context.Context, dsn string, orderIDs []string) ([]string
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, sqlOrderEventIDs, pq.Array(orderIDs))
+	ids, err := scanIDs(db.QueryContext(ctx, sqlOrderEventIDs, pq.Array(orderIDs)))
 	if err != nil {
 		return nil, fmt.Errorf("read the planted orders' events: %w", err)
 	}
-	return scanIDs(rows)
+	return ids, nil
 }
 
 // removeFrom cleans one service's database in one transaction and returns
@@ -226,37 +195,33 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 	}
 	if consumer {
 		if err := exec(sqlDeleteReplays, orders); err != nil {
-			return 0, fmt.Errorf("%s: %w", tableDLQReplays, err)
+			return 0, fmt.Errorf("dlq_replays: %w", err)
 		}
 	}
 	events := slices.Clone(eventIDs)
 	for _, t := range plantedTables(service) {
-		if t.eventColumn == "" {
-			if err := exec(t.deleteByOrder(), orders); err != nil {
-				return 0, fmt.Errorf("%s: %w", t.name, err)
-			}
-			continue
-		}
-		rows, err := tx.QueryContext(ctx, t.deleteByOrder(), orders)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t.name, err)
-		}
-		ids, err := scanIDs(rows)
+		ids, err := scanIDs(tx.QueryContext(ctx, t.deleteByOrder(), orders))
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", t.name, err)
 		}
 		removed += int64(len(ids))
-		events = append(events, ids...)
+		if t.eventColumn != "" {
+			events = append(events, ids...)
+		}
 	}
 	if consumer {
 		if err := exec(sqlDeleteProcessed, pq.Array(events)); err != nil {
-			return 0, fmt.Errorf("%s: %w", tableProcessedEvents, err)
+			return 0, fmt.Errorf("processed_events: %w", err)
 		}
 	}
 	return removed, tx.Commit()
 }
 
-func scanIDs(rows *sql.Rows) ([]string, error) {
+// scanIDs reads the one column of a query's rows.
+func scanIDs(rows *sql.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	var ids []string
 	for rows.Next() {

@@ -151,11 +151,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			}
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.relay(ctx, conn)
-		}()
+		wg.Go(func() { p.relay(ctx, conn) })
 	}
 }
 

@@ -9,14 +9,16 @@
 package supervise
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,9 +45,7 @@ type Config struct {
 const DefaultGracePeriod = 10 * time.Second
 
 func (c Config) withDefaults() Config {
-	if c.GracePeriod == 0 {
-		c.GracePeriod = DefaultGracePeriod
-	}
+	c.GracePeriod = cmp.Or(c.GracePeriod, DefaultGracePeriod)
 	return c
 }
 
@@ -270,10 +270,7 @@ func (s *Supervisor) Stop() error {
 		s.stopped = true
 		close(s.closed)
 	}
-	procs := make([]*process, 0, len(s.procs))
-	for _, p := range s.procs {
-		procs = append(procs, p)
-	}
+	procs := slices.Collect(maps.Values(s.procs))
 	s.mu.Unlock()
 
 	for _, p := range procs {
@@ -281,7 +278,7 @@ func (s *Supervisor) Stop() error {
 	}
 	s.wg.Wait()
 
-	sort.Slice(procs, func(i, j int) bool { return procs[i].spec.Name < procs[j].spec.Name })
+	slices.SortFunc(procs, func(a, b *process) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	var errs []error
 	for _, p := range procs {
 		if p.killed {
@@ -343,15 +340,13 @@ func (s *Supervisor) startLocked(parent context.Context, spec Spec, extra []stri
 	ctx, cancel := context.WithCancel(parent)
 	p := &process{spec: spec, run: s.runs[spec.Name], pid: cmd.Process.Pid, parent: parent, cancel: cancel, done: make(chan struct{})}
 	s.procs[spec.Name] = p
-	s.wg.Add(1)
-	go s.watch(ctx, p, cmd, stdout, stderr)
+	s.wg.Go(func() { s.watch(ctx, p, cmd, stdout, stderr) })
 	return p.run, nil
 }
 
 // watch waits for the child, stops it when ctx ends, and reports an exit
 // nobody asked for.
 func (s *Supervisor) watch(ctx context.Context, p *process, cmd *exec.Cmd, stdout, stderr *lineWriter) {
-	defer s.wg.Done()
 	defer p.cancel()
 
 	waited := make(chan error, 1)
