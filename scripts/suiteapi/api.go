@@ -1,6 +1,7 @@
 package suiteapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,9 +371,7 @@ const DefaultOperator = "suiteapi"
 // requestedByHeader names who asks for an operator action (X-Operator,
 // which every operator route requires and its audit records).
 func requestedByHeader(who string) http.Header {
-	if who == "" {
-		who = DefaultOperator
-	}
+	who = cmp.Or(who, DefaultOperator)
 	return http.Header{"X-Operator": {who}}
 }
 

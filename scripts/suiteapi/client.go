@@ -12,6 +12,7 @@ package suiteapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,18 +92,10 @@ type Client struct {
 
 // New returns a client of the suite cfg describes.
 func New(cfg Config) *Client {
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = DefaultTopic
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.ShedRetries == 0 {
-		cfg.ShedRetries = DefaultShedRetries
-	}
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout})
+	cfg.Topic = cmp.Or(cfg.Topic, DefaultTopic)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.ShedRetries = cmp.Or(cfg.ShedRetries, DefaultShedRetries)
 	return &Client{cfg: cfg}
 }
 
