@@ -19,6 +19,7 @@
 package backlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,33 +130,17 @@ func DefaultOut(runID string) string { return filepath.Join(".data", "backlog", 
 func NewRunID() string { return "backlog-" + time.Now().UTC().Format("20060102-150405") }
 
 func (c Config) withDefaults() Config {
-	if c.RunID == "" {
-		c.RunID = NewRunID()
-	}
-	if c.Count == 0 {
-		c.Count = DefaultCount
-	}
-	if c.SKUs == 0 {
-		c.SKUs = DefaultSKUs
-	}
-	if c.Instances == 0 {
-		c.Instances = DefaultInstances
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
+	c.RunID = cmp.Or(c.RunID, NewRunID())
+	c.Count = cmp.Or(c.Count, DefaultCount)
+	c.SKUs = cmp.Or(c.SKUs, DefaultSKUs)
+	c.Instances = cmp.Or(c.Instances, DefaultInstances)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	if len(c.Services) == 0 {
 		c.Services = DefaultServices()
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
 	return c
 }
 
@@ -231,9 +216,7 @@ type Target struct {
 }
 
 func (t Target) withDefaults() Target {
-	if t.Topic == "" {
-		t.Topic = suite.OrderEventsTopic
-	}
+	t.Topic = cmp.Or(t.Topic, suite.OrderEventsTopic)
 	if t.Databases == nil || t.Groups == nil {
 		dbs, groups := map[string]string{}, map[string]string{}
 		for _, s := range suite.Services() {
@@ -249,9 +232,7 @@ func (t Target) withDefaults() Target {
 			t.Groups = groups
 		}
 	}
-	if t.HTTPClient == nil {
-		t.HTTPClient = &http.Client{Timeout: 5 * time.Second}
-	}
+	t.HTTPClient = cmp.Or(t.HTTPClient, &http.Client{Timeout: 5 * time.Second})
 	return t
 }
 

@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -358,9 +359,7 @@ func exclusive(s Sample) (string, bool) {
 		owner := map[int32]string{}
 		for _, m := range g.Members {
 			who := m.Instance
-			if who == "" {
-				who = m.ClientHost
-			}
+			who = cmp.Or(who, m.ClientHost)
 			for _, p := range m.Partitions {
 				if other, ok := owner[p]; ok {
 					return fmt.Sprintf("%s partition %d owned by %s and %s at %.1fs", g.Group, p, other, who, s.Elapsed), false

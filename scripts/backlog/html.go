@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"html/template"
 	"io"
 	"math"
 	"os"
@@ -64,25 +65,32 @@ type series struct {
 	x, y   []float64
 }
 
+// seriesOf draws one line per name over the samples, coloured by its
+// place; value gives the point of line i in sample j, NaN for none.
+func seriesOf(samples []Sample, names []string, value func(j, i int) float64) []series {
+	out := make([]series, len(names))
+	for i, name := range names {
+		out[i] = series{name: name, colour: colour(i)}
+		for j, s := range samples {
+			if v := value(j, i); !math.IsNaN(v) {
+				out[i].x = append(out[i].x, s.Elapsed)
+				out[i].y = append(out[i].y, v)
+			}
+		}
+	}
+	return out
+}
+
 // marker is a vertical line at a moment of the run.
 type marker struct {
 	at    float64
 	label string
 }
 
-// WriteHTML writes a self-contained page — no script, no external asset —
-// with the report's figures, the checks and inline SVG charts of lag,
-// oldest message age, throughput, memory and database connections over
-// time, the scale-out marked on each.
-func WriteHTML(w io.Writer, r *Report, samples []Sample) error {
-	var b strings.Builder
-	esc := html.EscapeString
-	verdict, vclass := "PASS", "pass"
-	if !r.Pass {
-		verdict, vclass = "FAIL", "fail"
-	}
-	fmt.Fprintf(&b, `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Backlog drill %s</title>
+// page is the HTML rendering of a view: the report's tables, the checks
+// and the charts, no script, no external asset.
+var page = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Backlog drill {{.RunID}}</title>
 <style>
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222}
 h1{font-size:22px;margin-bottom:4px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -90,81 +98,70 @@ table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom
 td:first-child,th:first-child{text-align:left}.pass{color:#1a7f37;font-weight:600}.fail{color:#c62828;font-weight:600}
 .note{color:#555;max-width:900px}table.left td,table.left th{text-align:left}svg{display:block;margin:6px 0 18px}code{background:#f4f4f4;padding:0 3px}
 </style></head><body>
-<h1>Backlog drill <code>%s</code>: <span class="%s">%s</span></h1>
-<p class="note">%d OrderPaid events published straight to the topic; %s scaled from 1 to %d instances %s after the publish started; sampled every %s.
-Started %s.</p>
-`, esc(r.RunID), esc(r.RunID), vclass, verdict, r.Count, esc(strings.Join(r.Services, ", ")), r.Instances,
-		seconds(r.ScaleAfterSeconds), seconds(r.IntervalSeconds), r.StartedAt.Format("2006-01-02 15:04:05 UTC"))
+<h1>Backlog drill <code>{{.RunID}}</code>: {{if .Pass}}<span class="pass">PASS{{else}}<span class="fail">FAIL{{end}}</span></h1>
+<p class="note">{{.Summary}}, sampled every {{.Interval}}. Started {{.StartedAt.Format "2006-01-02 15:04:05 UTC"}}.</p>
+<h2>Moments</h2><table class="left">
+{{range .Moments}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
+{{end}}</table>
+<h2>Per consumer group</h2><table>
+{{range $i, $row := .Groups}}<tr>{{range $row}}{{if $i}}<td>{{.}}</td>{{else}}<th>{{.}}</th>{{end}}{{end}}</tr>
+{{end}}</table>
+{{range .Charts}}<h2>{{.Heading}}</h2><p class="note">{{.Note}}</p>
+{{.SVG}}{{end}}<h2>Peak database connections</h2><table><tr><th>database</th><th>open / in use</th></tr>
+{{range .Connections}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
+{{end}}</table>
+<h2>Partition assignment at the end</h2><table class="left"><tr><th>group</th><th>instance: partitions</th></tr>
+{{range .Assignment}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
+{{end}}</table>
+<h2>Checks</h2><table class="left"><tr><th>result</th><th>check</th><th>want</th><th>got</th></tr>
+{{range .Checks}}<tr>{{if .Pass}}<td class="pass">PASS{{else}}<td class="fail">FAIL{{end}}</td><td>{{.Name}}</td><td>{{.Want}}</td><td>{{.Got}}</td></tr>
+{{end}}</table>
+{{with .Errors}}<p class="note">{{.}}</p>
+{{end}}<p class="note">Every sample is in report.json next to this page. docs/backlog.md explains the figures.</p>
+</body></html>
+`))
 
-	fmt.Fprintf(&b, "<h2>Moments</h2><table>\n")
-	for _, m := range [][2]string{
-		{"time to drain (no lag, every event recorded)", moment(r.Drained)},
-		{"publish ended", fmt.Sprintf("%s (%s events/s)", moment(r.PublishSeconds), count(r.PublishRate))},
-		{"scale-out requested", moment(r.ScaleRequested)},
-		{"new instances ready", moment(r.ScaleReady)},
-		{"groups settled (one member per instance, each with partitions)", moment(r.Rebalanced)},
-	} {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td></tr>\n", esc(m[0]), esc(m[1]))
-	}
-	b.WriteString("</table>\n<h2>Per consumer group</h2><table><tr><th></th>")
-	for _, g := range r.Groups {
-		fmt.Fprintf(&b, "<th>%s</th>", esc(g.Service))
-	}
-	b.WriteString("</tr>\n")
-	row := func(name string, cell func(GroupReport) string) {
-		fmt.Fprintf(&b, "<tr><td>%s</td>", esc(name))
-		for _, g := range r.Groups {
-			fmt.Fprintf(&b, "<td>%s</td>", esc(cell(g)))
-		}
-		b.WriteString("</tr>\n")
-	}
-	for _, gr := range groupRows() {
-		if !gr.tableOnly {
-			row(gr.name, gr.cell)
-		}
-	}
-	b.WriteString("</table>\n")
+// chart is one chart of the page with its heading and what it shows.
+type chart struct {
+	Heading, Note string
+	SVG           template.HTML
+}
 
+// WriteHTML writes a self-contained page — no script, no external asset —
+// with the report's figures, the checks and inline SVG charts of lag,
+// oldest message age, throughput, memory and database connections over
+// time, the scale-out marked on each.
+func WriteHTML(w io.Writer, r *Report, samples []Sample) error {
 	markers := reportMarkers(r)
-	// groupSeries draws value per group; measured leaves out the samples
-	// where the group's lag could not be measured (Lag -1), scaledOnly the
-	// groups that were not scaled.
-	groupSeries := func(measured, scaledOnly bool, value func(GroupSample) float64) []series {
-		var out []series
-		if len(samples) == 0 {
-			return nil
+	var groups, dbs []string
+	if len(samples) > 0 {
+		for _, g := range samples[0].Groups {
+			groups = append(groups, g.Service)
 		}
-		for gi, g := range samples[0].Groups {
-			if scaledOnly && !slices.Contains(r.Services, g.Service) {
-				continue
-			}
-			s := series{name: g.Service, colour: colour(gi)}
-			for _, smp := range samples {
-				if gi < len(smp.Groups) && (!measured || smp.Groups[gi].Lag >= 0) {
-					if v := value(smp.Groups[gi]); !math.IsNaN(v) {
-						s.x = append(s.x, smp.Elapsed)
-						s.y = append(s.y, v)
-					}
-				}
-			}
-			out = append(out, s)
+		for _, c := range samples[0].Connections {
+			dbs = append(dbs, c.Database)
 		}
-		return out
 	}
-	b.WriteString("<h2>Lag</h2><p class=\"note\">Messages not yet processed per group (log end offset minus committed offset, summed over the partitions). It climbs while the publish outruns the consumers, and must fall faster after the scale-out.</p>\n")
-	b.WriteString(lineChart("consumer lag (messages)", groupSeries(true, false, func(g GroupSample) float64 { return float64(g.Lag) }), markers, count, 0))
-	b.WriteString("<h2>Oldest unprocessed message</h2><p class=\"note\">How long the oldest waiting message has waited: the business delay, what an alert fires on. It keeps rising as long as the consumers work through messages older than their progress.</p>\n")
-	b.WriteString(lineChart("oldest message age (seconds)", groupSeries(true, false, func(g GroupSample) float64 { return g.OldestAge }), markers, seconds, 0))
-	tp := groupSeries(false, true, func(g GroupSample) float64 { return g.ConsumedPerSecond })
-	if len(samples) > 1 {
-		pub := series{name: "published", colour: "#7f7f7f", dashed: true}
-		for i := 1; i < len(samples); i++ {
-			dt := samples[i].Elapsed - samples[i-1].Elapsed
-			if dt > 0 {
-				pub.x = append(pub.x, samples[i].Elapsed)
-				pub.y = append(pub.y, float64(samples[i].Published-samples[i-1].Published)/dt)
+	// groupSeries draws value per group; measured leaves out the samples
+	// where the group's lag could not be measured (Lag -1).
+	groupSeries := func(measured bool, value func(GroupSample) float64) []series {
+		return seriesOf(samples, groups, func(j, i int) float64 {
+			if i >= len(samples[j].Groups) || (measured && samples[j].Groups[i].Lag < 0) {
+				return math.NaN()
 			}
+			return value(samples[j].Groups[i])
+		})
+	}
+	// Throughput shows the scaled groups only, and the publish rate.
+	tp := slices.DeleteFunc(groupSeries(false, func(g GroupSample) float64 { return g.ConsumedPerSecond }),
+		func(s series) bool { return !slices.Contains(r.Services, s.name) })
+	pub := seriesOf(samples, []string{"published"}, func(j, _ int) float64 {
+		if j == 0 || samples[j].Elapsed <= samples[j-1].Elapsed {
+			return math.NaN()
 		}
+		return float64(samples[j].Published-samples[j-1].Published) / (samples[j].Elapsed - samples[j-1].Elapsed)
+	})[0]
+	if pub.colour, pub.dashed = "#7f7f7f", true; len(samples) > 1 {
 		tp = append(tp, pub)
 	}
 	// The publish is often far faster than the consumers: let it run off
@@ -184,10 +181,7 @@ Started %s.</p>
 		tpCap = niceCeil(1.2 * consumedMax)
 		tpNote = fmt.Sprintf(" The publish peaked at %s events/s, off the top of the chart.", count(pubMax))
 	}
-	b.WriteString("<h2>Throughput</h2><p class=\"note\">Messages each scaled group finished per second, over all its instances (consumer_messages_total ok + rejected), and the publish rate (dashed); payment, which only acknowledges OrderPaid, is in the tables and report.json. After the scale-out the scaled groups' rate must rise; where it does not, the limit is elsewhere (database, CPU)." + tpNote + "</p>\n")
-	b.WriteString(lineChart("consumed per second", tp, markers, count, tpCap))
-	b.WriteString("<h2>Memory</h2><p class=\"note\">The largest resident memory of one process of each service (process_resident_memory_bytes).</p>\n")
-	b.WriteString(lineChart("peak RSS of one process (MiB)", groupSeries(false, false, func(g GroupSample) float64 {
+	rss := func(g GroupSample) float64 {
 		m := 0.0
 		for _, in := range g.Instances {
 			m = max(m, in.RSS/(1<<20))
@@ -196,48 +190,29 @@ Started %s.</p>
 			return math.NaN() // no process scraped this round: no point
 		}
 		return m
-	}), markers, func(v float64) string { return fmt.Sprintf("%.0f", v) }, 0))
-	var conns []series
-	if len(samples) > 0 {
-		for ci, c := range samples[0].Connections {
-			s := series{name: c.Database, colour: colour(ci)}
-			for _, smp := range samples {
-				if ci < len(smp.Connections) {
-					s.x = append(s.x, smp.Elapsed)
-					s.y = append(s.y, float64(smp.Connections[ci].InUse))
+	}
+	charts := []chart{
+		{"Lag", "Messages not yet processed per group (log end offset minus committed offset, summed over the partitions). It climbs while the publish outruns the consumers, and must fall faster after the scale-out.",
+			lineChart("consumer lag (messages)", groupSeries(true, func(g GroupSample) float64 { return float64(g.Lag) }), markers, count, 0)},
+		{"Oldest unprocessed message", "How long the oldest waiting message has waited: the business delay, what an alert fires on. It keeps rising as long as the consumers work through messages older than their progress.",
+			lineChart("oldest message age (seconds)", groupSeries(true, func(g GroupSample) float64 { return g.OldestAge }), markers, seconds, 0)},
+		{"Throughput", "Messages each scaled group finished per second, over all its instances (consumer_messages_total ok + rejected), and the publish rate (dashed); payment, which only acknowledges OrderPaid, is in the tables and report.json. After the scale-out the scaled groups' rate must rise; where it does not, the limit is elsewhere (database, CPU)." + tpNote,
+			lineChart("consumed per second", tp, markers, count, tpCap)},
+		{"Memory", "The largest resident memory of one process of each service (process_resident_memory_bytes).",
+			lineChart("peak RSS of one process (MiB)", groupSeries(false, rss), markers, func(v float64) string { return fmt.Sprintf("%.0f", v) }, 0)},
+		{"Database connections in use", "Connections of each service database that are not idle (pg_stat_activity): more instances mean more pools; watch this against max_connections.",
+			lineChart("connections in use", seriesOf(samples, dbs, func(j, i int) float64 {
+				if i >= len(samples[j].Connections) {
+					return math.NaN()
 				}
-			}
-			conns = append(conns, s)
-		}
+				return float64(samples[j].Connections[i].InUse)
+			}), markers, count, 0)},
 	}
-	b.WriteString("<h2>Database connections in use</h2><p class=\"note\">Connections of each service database that are not idle (pg_stat_activity): more instances mean more pools; watch this against max_connections.</p>\n")
-	b.WriteString(lineChart("connections in use", conns, markers, count, 0))
-
-	b.WriteString("<h2>Peak database connections</h2><table><tr><th>database</th><th>open</th><th>in use</th></tr>\n")
-	for _, c := range r.Connections {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td>%d</td></tr>\n", esc(c.Database), c.PeakOpen, c.PeakInUse)
-	}
-	fmt.Fprintf(&b, "<tr><td>the whole server (anyone's)</td><td>%d</td><td>of max_connections %d</td></tr>\n", r.PeakServerConnections, r.MaxConnections)
-	b.WriteString("</table>\n<h2>Partition assignment at the end</h2><table class=\"left\"><tr><th>group</th><th>instance: partitions</th></tr>\n")
-	for _, g := range r.Groups {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td></tr>\n", esc(g.Group), esc(assignment(g.Assignment)))
-	}
-	b.WriteString("</table>\n<h2>Checks</h2><table class=\"left\"><tr><th>result</th><th>check</th><th>want</th><th>got</th></tr>\n")
-	for _, c := range r.Checks {
-		v, cls := "PASS", "pass"
-		if !c.Pass {
-			v, cls = "FAIL", "fail"
-		}
-		fmt.Fprintf(&b, "<tr><td class=\"%s\">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-			cls, v, esc(c.Name), esc(c.Want), esc(c.Got))
-	}
-	b.WriteString("</table>\n")
-	if r.SampleErrors > 0 {
-		fmt.Fprintf(&b, "<p class=\"note\">%d samples missed a measurement, e.g. %s</p>\n", r.SampleErrors, esc(strings.Join(r.FirstErrors, "; ")))
-	}
-	b.WriteString("<p class=\"note\">Every sample is in report.json next to this page. docs/backlog.md explains the figures.</p>\n</body></html>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return page.Execute(w, struct {
+		view
+		Interval string
+		Charts   []chart
+	}{newView(r), seconds(r.IntervalSeconds), charts})
 }
 
 func reportMarkers(r *Report) []marker {
@@ -266,7 +241,7 @@ const (
 // to a round maximum (or yCap, when positive: higher values are drawn at
 // the top), the x axis in seconds and markers as dashed vertical lines.
 // label formats the y ticks.
-func lineChart(title string, ss []series, markers []marker, label func(float64) string, yCap float64) string {
+func lineChart(title string, ss []series, markers []marker, label func(float64) string, yCap float64) template.HTML {
 	maxX, maxY := 1.0, 0.0
 	for _, s := range ss {
 		for i := range s.x {
@@ -339,32 +314,25 @@ func lineChart(title string, ss []series, markers []marker, label func(float64) 
 		x += 40 + 7*float64(len(s.name))
 	}
 	b.WriteString("</svg>\n")
-	return b.String()
+	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
 }
 
 // niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten (1 for
 // v ≤ 0).
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if v <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
-}
+func niceCeil(v float64) float64 { return roundUp(v, 1, 2, 2.5, 5) }
 
 // niceStep is a round tick step at or above v: 1, 2 or 5 times a power
 // of ten.
-func niceStep(v float64) float64 {
+func niceStep(v float64) float64 { return roundUp(v, 1, 2, 5) }
+
+// roundUp rounds v up to one of the multiples of its power of ten, or the
+// next power (1 for v ≤ 0).
+func roundUp(v float64, multiples ...float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5} {
+	for _, m := range multiples {
 		if v <= m*p {
 			return m * p
 		}

@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -106,30 +107,6 @@ type ConnectionReport struct {
 	PeakInUse int    `json:"peakInUse"`
 }
 
-// groupRow is a row of the per-group figures, in the table and the page.
-type groupRow struct {
-	name string
-	cell func(GroupReport) string
-	// tableOnly rows are left out of the page, whose charts show them.
-	tableOnly bool
-}
-
-func groupRows() []groupRow {
-	return []groupRow{
-		{"peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) }, false},
-		{"peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) }, false},
-		{"consumed/s before scaling", func(g GroupReport) string { return count(g.Before) }, false},
-		{"consumed/s after scaling", func(g GroupReport) string { return count(g.After) }, false},
-		{"consumed/s peak", func(g GroupReport) string { return count(g.Peak) }, false},
-		{"consumed", func(g GroupReport) string { return count(g.Consumed) }, true},
-		{"retries", func(g GroupReport) string { return count(g.Retries) }, false},
-		{"dead letters", func(g GroupReport) string { return count(g.DeadLetters) }, false},
-		{"handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) }, false},
-		{"instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) }, false},
-		{"peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) }, false},
-	}
-}
-
 // buildReport computes the figures from the timeline and adds the checks
 // that need no database: published, drained, scaled out, one owner per
 // partition.
@@ -149,6 +126,10 @@ func buildReport(cfg Config, tl *timeline) *Report {
 		return r
 	}
 	last := tl.samples[len(tl.samples)-1]
+	// The rates after the scale-out run from the groups settling (or the
+	// instances being ready) to the drain.
+	from := firstOf(tl.rebalanced, tl.scaleReady)
+	after := from != nil && tl.drained != nil && *tl.drained > *from
 	for gi, g := range last.Groups {
 		gr := GroupReport{Service: g.Service, Group: g.Group, Scaled: slices.Contains(cfg.Services, g.Service),
 			Consumed: g.Consumed, Retries: g.Retries, DeadLetters: g.DeadLetters, Assignment: g.Members}
@@ -173,7 +154,7 @@ func buildReport(cfg Config, tl *timeline) *Report {
 		if tl.scaleRequested != nil {
 			gr.Before = rate(tl.samples, gi, 0, *tl.scaleRequested)
 		}
-		if from := firstOf(tl.rebalanced, tl.scaleReady); from != nil && tl.drained != nil && *tl.drained > *from {
+		if after {
 			gr.After = rate(tl.samples, gi, *from, *tl.drained)
 		}
 		r.Groups = append(r.Groups, gr)
@@ -182,7 +163,7 @@ func buildReport(cfg Config, tl *timeline) *Report {
 	if tl.scaleRequested != nil {
 		r.CPUBefore = meanCPU(tl.samples, 0, *tl.scaleRequested)
 	}
-	if from := firstOf(tl.rebalanced, tl.scaleReady); from != nil && tl.drained != nil && *tl.drained > *from {
+	if after {
 		r.CPUAfter = meanCPU(tl.samples, *from, *tl.drained)
 	}
 	if busy := firstOf(r.CPUAfter, r.CPUBefore); busy != nil && *busy >= cpuBusyFloor {
@@ -302,91 +283,129 @@ func nearest(samples []Sample, at float64) Sample {
 	return samples[i]
 }
 
-// WriteTable writes the report as aligned tables: the moments, one column
-// per consumer group, the database connections, the partition assignment,
-// the checks and the verdict.
-func WriteTable(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "\nbacklog drill %s: %d %s, %s scaled 1 → %d after %s\n\n", r.RunID, r.Count, unit(r.Mix),
-		strings.Join(r.Services, ", "), r.Instances, seconds(r.ScaleAfterSeconds))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "time to drain\t%s\n", moment(r.Drained))
+// view is the report as both renderings show it, the text table
+// (WriteTable) and the page (WriteHTML): the same rows, formatted once.
+type view struct {
+	*Report
+	// Summary says what ran: "550 events, inventory scaled 1 → 2 after 30.0s".
+	Summary string
+	// Moments, Connections and Assignment are rows of a name and a value.
+	Moments, Connections, Assignment [][2]string
+	// Groups are the per-group figures: the services, then one row per
+	// figure, its name first.
+	Groups [][]string
+	// Errors says how many samples missed a measurement, "" when none did.
+	Errors string
+	// Conclusion is the verdict as the report ends with it.
+	Conclusion string
+}
+
+func newView(r *Report) view {
+	v := view{Report: r, Conclusion: "FAIL",
+		Summary: fmt.Sprintf("%d %s, %s scaled 1 → %d after %s", r.Count, unit(r.Mix), strings.Join(r.Services, ", "),
+			r.Instances, seconds(r.ScaleAfterSeconds))}
+	if r.Pass {
+		v.Conclusion = "PASS: every event of the run applied exactly once, in order, nothing dead-lettered"
+	}
 	perSecond := "events/s"
 	if r.Mix {
 		perSecond = "orders/s"
 	}
-	fmt.Fprintf(tw, "publish\t%d %s acknowledged by %s (%s %s while publishing)\n", r.Published, unit(r.Mix), moment(r.PublishSeconds),
-		count(r.PublishRate), perSecond)
-	fmt.Fprintf(tw, "scale-out\trequested at %s, instances ready at %s, groups settled at %s\n",
-		moment(r.ScaleRequested), moment(r.ScaleReady), moment(r.Rebalanced))
+	v.Moments = [][2]string{
+		{"time to drain", moment(r.Drained)},
+		{"publish", fmt.Sprintf("%d %s acknowledged by %s (%s %s while publishing)", r.Published, unit(r.Mix),
+			moment(r.PublishSeconds), count(r.PublishRate), perSecond)},
+		{"scale-out", fmt.Sprintf("requested at %s, instances ready at %s, groups settled at %s",
+			moment(r.ScaleRequested), moment(r.ScaleReady), moment(r.Rebalanced))},
+	}
 	if r.CPUBefore != nil || r.CPUAfter != nil {
-		fmt.Fprintf(tw, "this machine's CPU\t%s busy before scaling, %s after (%d cores)\n", share(r.CPUBefore), share(r.CPUAfter), r.CPUs)
+		v.Moments = append(v.Moments, [2]string{"this machine's CPU",
+			fmt.Sprintf("%s busy before scaling, %s after (%d cores)", share(r.CPUBefore), share(r.CPUAfter), r.CPUs)})
 	}
 	if r.Limit == "cpu" {
-		fmt.Fprintf(tw, "limit\tthe CPU, not the consumers: the machine was at least %.0f %% busy, so another instance takes time from the services, Postgres and the broker on the same cores instead of adding any\n",
-			cpuBusyFloor*100)
+		v.Moments = append(v.Moments, [2]string{"limit", fmt.Sprintf("the CPU, not the consumers: the machine was at least %.0f %% busy, "+
+			"so another instance takes time from the services, Postgres and the broker on the same cores instead of adding any", cpuBusyFloor*100)})
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, cell func(GroupReport) string) {
-		fmt.Fprintf(tw, "%s\t", name)
-		for _, g := range r.Groups {
-			fmt.Fprintf(tw, "%s\t", cell(g))
-		}
-		fmt.Fprintln(tw)
-	}
-	row("", func(g GroupReport) string { return g.Service })
-	for _, gr := range groupRows() {
-		row(gr.name, gr.cell)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(w, "\ndatabase connections (peak open / peak in use):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range r.Connections {
-		fmt.Fprintf(tw, "  %s\t%d / %d\n", c.Database, c.PeakOpen, c.PeakInUse)
+		v.Connections = append(v.Connections, [2]string{c.Database, fmt.Sprintf("%d / %d", c.PeakOpen, c.PeakInUse)})
 	}
-	fmt.Fprintf(tw, "  the whole server\t%d of max_connections %d\n", r.PeakServerConnections, r.MaxConnections)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(w, "\npartition assignment at the end (instance: partitions):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	v.Connections = append(v.Connections, [2]string{"the whole server",
+		fmt.Sprintf("%d of max_connections %d", r.PeakServerConnections, r.MaxConnections)})
 	for _, g := range r.Groups {
-		fmt.Fprintf(tw, "  %s\t%s\n", g.Group, assignment(g.Assignment))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+		v.Assignment = append(v.Assignment, [2]string{g.Group, assignment(g.Assignment)})
 	}
 	if r.SampleErrors > 0 {
-		fmt.Fprintf(w, "\n%d samples missed a measurement, e.g. %s\n", r.SampleErrors, strings.Join(r.FirstErrors, "; "))
+		v.Errors = fmt.Sprintf("%d samples missed a measurement, e.g. %s", r.SampleErrors, strings.Join(r.FirstErrors, "; "))
 	}
-
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RESULT\tCHECK\tWANT\tGOT")
-	for _, c := range r.Checks {
-		verdict := "PASS"
-		if !c.Pass {
-			verdict = "FAIL"
+	for _, row := range []struct {
+		name string
+		cell func(GroupReport) string
+	}{
+		{"", func(g GroupReport) string { return g.Service }},
+		{"peak lag", func(g GroupReport) string { return count(float64(g.PeakLag)) }},
+		{"peak oldest age", func(g GroupReport) string { return seconds(g.PeakOldestAge) }},
+		{"consumed/s before scaling", func(g GroupReport) string { return count(g.Before) }},
+		{"consumed/s after scaling", func(g GroupReport) string { return count(g.After) }},
+		{"consumed/s peak", func(g GroupReport) string { return count(g.Peak) }},
+		{"consumed", func(g GroupReport) string { return count(g.Consumed) }},
+		{"retries", func(g GroupReport) string { return count(g.Retries) }},
+		{"dead letters", func(g GroupReport) string { return count(g.DeadLetters) }},
+		{"handler p99 (max)", func(g GroupReport) string { return seconds(g.HandlerP99Max) }},
+		{"instances (max)", func(g GroupReport) string { return fmt.Sprint(g.PeakInstances) }},
+		{"peak RSS of one process", func(g GroupReport) string { return mib(g.PeakRSS) }},
+	} {
+		cells := []string{row.name}
+		for _, g := range r.Groups {
+			cells = append(cells, row.cell(g))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", verdict, c.Name, c.Want, c.Got)
+		v.Groups = append(v.Groups, cells)
 	}
-	if err := tw.Flush(); err != nil {
+	return v
+}
+
+// WriteTable writes the report as aligned tables: the moments, one column
+// per consumer group, the database connections, the partition assignment,
+// the checks and the verdict.
+func WriteTable(w io.Writer, r *Report) error {
+	v := newView(r)
+	// The figures align right, on a writer of their own; a line without a
+	// tab ends the columns of the one around it.
+	var groups strings.Builder
+	gw := tabwriter.NewWriter(&groups, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, row := range v.Groups {
+		fmt.Fprintln(gw, strings.Join(row, "\t")+"\t")
+	}
+	if err := gw.Flush(); err != nil {
 		return err
 	}
-	verdict := "PASS: every event of the run applied exactly once, in order, nothing dead-lettered"
-	if !r.Pass {
-		verdict = "FAIL"
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	pairs := func(indent string, rows [][2]string) {
+		for _, p := range rows {
+			fmt.Fprintf(tw, "%s%s\t%s\n", indent, p[0], p[1])
+		}
 	}
-	_, err := fmt.Fprintf(w, "\nverdict: %s\n", verdict)
-	return err
+	fmt.Fprintf(tw, "\nbacklog drill %s: %s\n\n", r.RunID, v.Summary)
+	pairs("", v.Moments)
+	fmt.Fprintf(tw, "\n%s\ndatabase connections (peak open / peak in use):\n", groups.String())
+	pairs("  ", v.Connections)
+	fmt.Fprintln(tw, "\npartition assignment at the end (instance: partitions):")
+	pairs("  ", v.Assignment)
+	if v.Errors != "" {
+		fmt.Fprintf(tw, "\n%s\n", v.Errors)
+	}
+	fmt.Fprintln(tw, "\nRESULT\tCHECK\tWANT\tGOT")
+	for _, c := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", verdict(c.Pass), c.Name, c.Want, c.Got)
+	}
+	fmt.Fprintf(tw, "\nverdict: %s\n", v.Conclusion)
+	return tw.Flush()
+}
+
+func verdict(pass bool) string {
+	if pass {
+		return "PASS"
+	}
+	return "FAIL"
 }
 
 // share writes a busy share as a percentage, "-" when unknown.
@@ -405,9 +424,7 @@ func assignment(members []Member) string {
 	parts := make([]string, 0, len(members))
 	for _, m := range members {
 		who := m.Instance
-		if who == "" {
-			who = "member at " + m.ClientHost
-		}
+		who = cmp.Or(who, "member at "+m.ClientHost)
 		ps := make([]string, len(m.Partitions))
 		for i, p := range m.Partitions {
 			ps[i] = fmt.Sprint(p)

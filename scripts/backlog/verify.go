@@ -3,8 +3,10 @@ package backlog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 
 	"github.com/lib/pq"
 
@@ -88,13 +90,9 @@ func (d *drill) connections(ctx context.Context) ([]Connections, int, error) {
 
 // maxConnections is the server's max_connections.
 func (d *drill) maxConnections(ctx context.Context) (int, error) {
-	var v string
-	if err := d.server.QueryRowContext(ctx, `SHOW max_connections`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("max_connections: %w", err)
-	}
 	var n int
-	if _, err := fmt.Sscan(v, &n); err != nil {
-		return 0, fmt.Errorf("max_connections %q: %w", v, err)
+	if err := d.server.QueryRowContext(ctx, `SELECT current_setting('max_connections')::int`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("max_connections: %w", err)
 	}
 	return n, nil
 }
@@ -190,13 +188,6 @@ func (r runIDs) perOrder(f func(loadgen.Shape) int64) []int64 {
 func refunded(s loadgen.Shape) bool { return s == loadgen.ShapeRefunded }
 func answered(s loadgen.Shape) bool { return s != loadgen.ShapePaid }
 
-func one(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // used reports whether a consumer has already recorded the run's first
 // event: the run id was used before, and the checks would count twice.
 func (d *drill) used(ctx context.Context) (string, error) {
@@ -248,207 +239,231 @@ func (d *drill) verify(ctx context.Context) ([]Check, error) {
 	return checks, nil
 }
 
-func (d *drill) verifyService(ctx context.Context, service string) ([]Check, error) {
-	db, group, ids := d.dbs[service], d.t.Groups[service], d.ids
-	handled := ids.handled[service]
-	n, events, orders := len(handled), pq.Array(handled), pq.Array(ids.orders)
-	var checks []Check
-	add := func(name string, pass bool, want, got string) {
-		checks = append(checks, Check{Name: service + ": " + name, Pass: pass, Want: want, Got: got})
-	}
+// verifying is one service's side of the run, as the checks see it.
+type verifying struct {
+	service, group string
+	ids            runIDs
+	// handled are the run's events the service has a transition for.
+	handled []string
+	// orders, refunded and rejected count the run's orders, those of them
+	// refunded and those whose refund was rejected.
+	orders, refunded, rejected int
+}
 
+// perOrder is, for each order, 1 and one more when more applies to its
+// shape: the count of an effect table's rows the order must have.
+func (v verifying) perOrder(more func(loadgen.Shape) bool) any {
+	return pq.Array(v.ids.perOrder(func(s loadgen.Shape) int64 {
+		if more(s) {
+			return 2
+		}
+		return 1
+	}))
+}
+
+// pick is paid in a run of OrderPaid events alone, mixed in a mixed one.
+func (v verifying) pick(paid, mixed string) string {
+	if v.ids.mix {
+		return mixed
+	}
+	return paid
+}
+
+// dbCheck is one check of a service's database: query counts what the
+// check needs over args, judge holds the counts against the run.
+type dbCheck struct {
+	// services are the services it applies to, none every one; mix says
+	// it applies to mixed runs only.
+	services []string
+	mix      bool
+	query    string
+	args     func(v verifying) []any
+	judge    func(v verifying, n []int) Check
+}
+
+// ordersOff is a column counting the orders whose rows of table (order_id
+// = ANY($2)) are not the count of $3: an order with an effect too many
+// (even under another event id) or one too few.
+func ordersOff(table string) string {
+	return `(SELECT count(*) FROM unnest($2::text[], $3::bigint[]) AS w(order_id, n)
+		LEFT JOIN (SELECT order_id, count(*) FROM ` + table + ` WHERE order_id = ANY($2) GROUP BY order_id) AS g(order_id, n) USING (order_id)
+		WHERE coalesce(g.n, 0) <> w.n)`
+}
+
+// dbChecks are the exactly-once checks, in the order of the report.
+var dbChecks = []dbCheck{{
 	// An event parked until its predecessor came keeps the outcome
-	// WAITING_FOR_GAP in its dedup row; no parked event may remain (below),
-	// so it was applied then.
-	var recorded, applied, afterGap int
-	if err := db.QueryRowContext(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE outcome = 'APPLIED'), count(*) FILTER (WHERE outcome = 'WAITING_FOR_GAP')
-		FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`, group, events).Scan(&recorded, &applied, &afterGap); err != nil {
-		return nil, err
-	}
-	want, got := fmt.Sprintf("%d dedup rows, %d APPLIED", n, n), fmt.Sprintf("%d dedup rows, %d APPLIED", recorded, applied)
-	if ids.mix {
-		want = fmt.Sprintf("%d dedup rows, each APPLIED or applied after WAITING_FOR_GAP", n)
-		got = fmt.Sprintf("%d dedup rows, %d APPLIED, %d after WAITING_FOR_GAP, %d other", recorded, applied, afterGap, recorded-applied-afterGap)
-	}
-	add("every event recorded once and applied", recorded == n && applied+afterGap == n, want, got)
-
-	if ids.mix {
-		// A rebalance redelivers what was not committed yet, so a consumer
-		// may count more duplicates than were published; every republished
-		// event must be among them.
-		republished := ids.republished[service]
-		var seen, dups int
-		if err := db.QueryRowContext(ctx, `
-			SELECT count(*) FILTER (WHERE duplicates > 0 AND event_id = ANY($3)), coalesce(sum(duplicates), 0)
-			FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`,
-			group, events, pq.Array(republished)).Scan(&seen, &dups); err != nil {
-			return nil, err
+	// WAITING_FOR_GAP in its dedup row; no parked event may remain (per-order
+	// order held), so it was applied then.
+	query: `SELECT count(*), count(*) FILTER (WHERE outcome = 'APPLIED'), count(*) FILTER (WHERE outcome = 'WAITING_FOR_GAP')
+		FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`,
+	args: func(v verifying) []any { return []any{v.group, pq.Array(v.handled)} },
+	judge: func(v verifying, n []int) Check {
+		recorded, applied, afterGap, want := n[0], n[1], n[2], len(v.handled)
+		return Check{Name: "every event recorded once and applied", Pass: recorded == want && applied+afterGap == want,
+			Want: v.pick(fmt.Sprintf("%d dedup rows, %d APPLIED", want, want), fmt.Sprintf("%d dedup rows, each APPLIED or applied after WAITING_FOR_GAP", want)),
+			Got: v.pick(fmt.Sprintf("%d dedup rows, %d APPLIED", recorded, applied),
+				fmt.Sprintf("%d dedup rows, %d APPLIED, %d after WAITING_FOR_GAP, %d other", recorded, applied, afterGap, recorded-applied-afterGap))}
+	},
+}, {
+	// A rebalance redelivers what was not committed yet, so a consumer may
+	// count more duplicates than were published; every republished event
+	// must be among them.
+	mix: true,
+	query: `SELECT count(*) FILTER (WHERE duplicates > 0 AND event_id = ANY($3)), coalesce(sum(duplicates), 0)
+		FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`,
+	args: func(v verifying) []any {
+		return []any{v.group, pq.Array(v.handled), pq.Array(v.ids.republished[v.service])}
+	},
+	judge: func(v verifying, n []int) Check {
+		seen, dups, want := n[0], n[1], len(v.ids.republished[v.service])
+		return Check{Name: "every republished event recognised as a duplicate", Pass: seen == want && dups >= want,
+			Want: fmt.Sprintf("%d of %d, at least %d DUPLICATE", want, want, want),
+			Got:  fmt.Sprintf("%d of %d, %d DUPLICATE (%d from redeliveries)", seen, want, dups, dups-seen)}
+	},
+}, {
+	services: []string{Inventory},
+	query: `SELECT count(*) FILTER (WHERE kind = 'DEDUCT'), count(DISTINCT event_id) FILTER (WHERE kind = 'DEDUCT'),
+		       count(*) FILTER (WHERE kind = 'RESTOCK'), count(DISTINCT event_id) FILTER (WHERE kind = 'RESTOCK'),
+		       ` + ordersOff("stock_movements") + `
+		FROM stock_movements WHERE event_id = ANY($1)`,
+	args: func(v verifying) []any {
+		return []any{pq.Array(v.handled), pq.Array(v.ids.orders), v.perOrder(refunded)}
+	},
+	judge: func(v verifying, n []int) Check {
+		deducts, deductEvents, restocks, restockEvents, off := n[0], n[1], n[2], n[3], n[4]
+		return Check{Name: v.pick("one deduction per event", "one deduction per payment, one restock per refund"),
+			Pass: deducts == v.orders && deductEvents == v.orders && restocks == v.refunded && restockEvents == v.refunded && off == 0,
+			Want: v.pick(fmt.Sprintf("%d movements of %d events, 0 orders off", v.orders, v.orders),
+				fmt.Sprintf("%d DEDUCT of %d events, %d RESTOCK of %d events, 0 orders off", v.orders, v.orders, v.refunded, v.refunded)),
+			Got: v.pick(fmt.Sprintf("%d movements of %d events, %d orders off", deducts+restocks, deductEvents+restockEvents, off),
+				fmt.Sprintf("%d DEDUCT of %d events, %d RESTOCK of %d events, %d orders off", deducts, deductEvents, restocks, restockEvents, off))}
+	},
+}, {
+	// A SKU without a stock row is off whatever its orders kept.
+	services: []string{Inventory},
+	query: `SELECT (SELECT coalesce(sum(-delta), 0) FROM stock_movements WHERE event_id = ANY($1)),
+		       coalesce(sum(s.deducted), 0), count(*) FILTER (WHERE s.sku IS NULL OR s.deducted <> w.units)
+		FROM unnest($2::text[], $3::bigint[]) AS w(sku, units) LEFT JOIN stock s USING (sku)`,
+	args: func(v verifying) []any {
+		units := make([]int64, len(v.ids.skus))
+		for i, sku := range v.ids.skus {
+			units[i] = int64(v.ids.units[sku])
 		}
-		add("every republished event recognised as a duplicate", seen == len(republished) && dups >= len(republished),
-			fmt.Sprintf("%d of %d, at least %d DUPLICATE", len(republished), len(republished), len(republished)),
-			fmt.Sprintf("%d of %d, %d DUPLICATE (%d from redeliveries)", seen, len(republished), dups, dups-seen))
-	}
-
-	refundedN, rejected := ids.count(loadgen.ShapeRefunded), ids.count(loadgen.ShapeRefundRejected)
-	orderCount := len(ids.orders)
-	switch service {
-	case Inventory:
-		var deducts, deductEvents, restocks, restockEvents, units int
-		if err := db.QueryRowContext(ctx, `
-			SELECT count(*) FILTER (WHERE kind = 'DEDUCT'), count(DISTINCT event_id) FILTER (WHERE kind = 'DEDUCT'),
-			       count(*) FILTER (WHERE kind = 'RESTOCK'), count(DISTINCT event_id) FILTER (WHERE kind = 'RESTOCK'),
-			       coalesce(sum(-delta), 0)
-			FROM stock_movements WHERE event_id = ANY($1)`, events).Scan(&deducts, &deductEvents, &restocks, &restockEvents, &units); err != nil {
-			return nil, err
-		}
-		off, err := ordersOff(ctx, db, movementsPerOrder, ids.orders, ids.perOrder(func(s loadgen.Shape) int64 { return 1 + one(refunded(s)) }))
-		if err != nil {
-			return nil, err
-		}
-		name, want := "one deduction per event", fmt.Sprintf("%d movements of %d events, 0 orders off", orderCount, orderCount)
-		got := fmt.Sprintf("%d movements of %d events, %d orders off", deducts+restocks, deductEvents+restockEvents, off)
-		if ids.mix {
-			name = "one deduction per payment, one restock per refund"
-			want = fmt.Sprintf("%d DEDUCT of %d events, %d RESTOCK of %d events, 0 orders off", orderCount, orderCount, refundedN, refundedN)
-			got = fmt.Sprintf("%d DEDUCT of %d events, %d RESTOCK of %d events, %d orders off", deducts, deductEvents, restocks, restockEvents, off)
-		}
-		add(name, deducts == orderCount && deductEvents == orderCount && restocks == refundedN && restockEvents == refundedN && off == 0,
-			want, got)
-		kept := 0
-		for _, u := range ids.units {
+		return []any{pq.Array(v.handled), pq.Array(v.ids.skus), pq.Array(units)}
+	},
+	judge: func(v verifying, n []int) Check {
+		moved, deducted, off, kept := n[0], n[1], n[2], 0
+		for _, u := range v.ids.units {
 			kept += u
 		}
-		deducted, skusOff, err := d.stock(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		name = "stock deducted = sum of quantities"
-		if ids.mix {
-			name += " kept"
-		}
-		add(name, units == kept && deducted == kept && skusOff == 0,
-			fmt.Sprintf("%d units deducted, every SKU as its orders", kept),
-			fmt.Sprintf("%d units moved, %d deducted, %d SKUs off", units, deducted, skusOff))
-	case Points:
-		var earn, earnOrders, reversals, reversalOrders int
-		if err := db.QueryRowContext(ctx, `
-			SELECT count(*) FILTER (WHERE entry_type = 'EARN'), count(DISTINCT order_id) FILTER (WHERE entry_type = 'EARN'),
-			       count(*) FILTER (WHERE entry_type = 'REVERSAL'), count(DISTINCT order_id) FILTER (WHERE entry_type = 'REVERSAL')
-			FROM points_ledger WHERE event_id = ANY($1)`, events).Scan(&earn, &earnOrders, &reversals, &reversalOrders); err != nil {
-			return nil, err
-		}
-		off, err := ordersOff(ctx, db, ledgerPerOrder, ids.orders, ids.perOrder(func(s loadgen.Shape) int64 { return 1 + one(refunded(s)) }))
-		if err != nil {
-			return nil, err
-		}
-		name, want := "one ledger row per order", fmt.Sprintf("%d EARN rows for %d orders", orderCount, orderCount)
-		if ids.mix {
-			name, want = "ledger rows = earn + reversal", fmt.Sprintf("%d EARN, %d REVERSAL, 0 orders off", orderCount, refundedN)
-		}
-		add(name, earn == orderCount && earnOrders == orderCount && reversals == refundedN && reversalOrders == refundedN && off == 0,
-			want, fmt.Sprintf("%d EARN for %d orders, %d REVERSAL for %d orders, %d orders off", earn, earnOrders, reversals, reversalOrders, off))
-	case Notification:
-		var paidN, refundedK, rejectedK int
-		if err := db.QueryRowContext(ctx, `
-			SELECT count(*) FILTER (WHERE kind = 'ORDER_PAID'), count(*) FILTER (WHERE kind = 'ORDER_REFUNDED'),
-			       count(*) FILTER (WHERE kind = 'REFUND_REJECTED')
-			FROM notifications WHERE event_id = ANY($1)`, events).Scan(&paidN, &refundedK, &rejectedK); err != nil {
-			return nil, err
-		}
-		off, err := ordersOff(ctx, db, notificationsPerOrder, ids.orders, ids.perOrder(func(s loadgen.Shape) int64 { return 1 + one(answered(s)) }))
-		if err != nil {
-			return nil, err
-		}
-		name, want := "one notification per order", fmt.Sprintf("%d ORDER_PAID for %d orders", orderCount, orderCount)
-		if ids.mix {
-			name, want = "notifications per kind", fmt.Sprintf("%d ORDER_PAID, %d ORDER_REFUNDED, %d REFUND_REJECTED, 0 orders off",
-				orderCount, refundedN, rejected)
-		}
-		add(name, paidN == orderCount && refundedK == refundedN && rejectedK == rejected && off == 0,
-			want, fmt.Sprintf("%d ORDER_PAID, %d ORDER_REFUNDED, %d REFUND_REJECTED, %d orders off", paidN, refundedK, rejectedK, off))
-	}
-
-	var dead int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE consumer = $1 AND event_id = ANY($2)`,
-		group, pq.Array(ids.events)).Scan(&dead); err != nil {
-		return nil, err
-	}
-	add("nothing dead-lettered", dead == 0, "0 dead letters", fmt.Sprintf("%d dead letters", dead))
-
-	last := func(s loadgen.Shape) int64 {
-		if refunded(s) || (service == Notification && answered(s)) {
-			return loadgen.RefundVersion
-		}
-		return loadgen.PaidVersion
-	}
-	var versions, atLast, parked int
-	if err := db.QueryRowContext(ctx, `
-		SELECT count(av.aggregate_id), count(*) FILTER (WHERE av.version = w.version)
+		return Check{Name: v.pick("stock deducted = sum of quantities", "stock deducted = sum of quantities kept"),
+			Pass: moved == kept && deducted == kept && off == 0, Want: fmt.Sprintf("%d units deducted, every SKU as its orders", kept),
+			Got: fmt.Sprintf("%d units moved, %d deducted, %d SKUs off", moved, deducted, off)}
+	},
+}, {
+	services: []string{Points},
+	query: `SELECT count(*) FILTER (WHERE entry_type = 'EARN'), count(DISTINCT order_id) FILTER (WHERE entry_type = 'EARN'),
+		       count(*) FILTER (WHERE entry_type = 'REVERSAL'), count(DISTINCT order_id) FILTER (WHERE entry_type = 'REVERSAL'),
+		       ` + ordersOff("points_ledger") + `
+		FROM points_ledger WHERE event_id = ANY($1)`,
+	args: func(v verifying) []any {
+		return []any{pq.Array(v.handled), pq.Array(v.ids.orders), v.perOrder(refunded)}
+	},
+	judge: func(v verifying, n []int) Check {
+		earn, earnOrders, reversals, reversalOrders, off := n[0], n[1], n[2], n[3], n[4]
+		return Check{Name: v.pick("one ledger row per order", "ledger rows = earn + reversal"),
+			Pass: earn == v.orders && earnOrders == v.orders && reversals == v.refunded && reversalOrders == v.refunded && off == 0,
+			Want: v.pick(fmt.Sprintf("%d EARN rows for %d orders", v.orders, v.orders), fmt.Sprintf("%d EARN, %d REVERSAL, 0 orders off", v.orders, v.refunded)),
+			Got:  fmt.Sprintf("%d EARN for %d orders, %d REVERSAL for %d orders, %d orders off", earn, earnOrders, reversals, reversalOrders, off)}
+	},
+}, {
+	services: []string{Notification},
+	query: `SELECT count(*) FILTER (WHERE kind = 'ORDER_PAID'), count(*) FILTER (WHERE kind = 'ORDER_REFUNDED'),
+		       count(*) FILTER (WHERE kind = 'REFUND_REJECTED'), ` + ordersOff("notifications") + `
+		FROM notifications WHERE event_id = ANY($1)`,
+	args: func(v verifying) []any {
+		return []any{pq.Array(v.handled), pq.Array(v.ids.orders), v.perOrder(answered)}
+	},
+	judge: func(v verifying, n []int) Check {
+		paid, refundedN, rejected, off := n[0], n[1], n[2], n[3]
+		return Check{Name: v.pick("one notification per order", "notifications per kind"),
+			Pass: paid == v.orders && refundedN == v.refunded && rejected == v.rejected && off == 0,
+			Want: v.pick(fmt.Sprintf("%d ORDER_PAID for %d orders", v.orders, v.orders),
+				fmt.Sprintf("%d ORDER_PAID, %d ORDER_REFUNDED, %d REFUND_REJECTED, 0 orders off", v.orders, v.refunded, v.rejected)),
+			Got: fmt.Sprintf("%d ORDER_PAID, %d ORDER_REFUNDED, %d REFUND_REJECTED, %d orders off", paid, refundedN, rejected, off)}
+	},
+}, {
+	query: `SELECT count(*) FROM dead_letters WHERE consumer = $1 AND event_id = ANY($2)`,
+	args:  func(v verifying) []any { return []any{v.group, pq.Array(v.ids.events)} },
+	judge: func(_ verifying, n []int) Check {
+		return Check{Name: "nothing dead-lettered", Pass: n[0] == 0, Want: "0 dead letters", Got: fmt.Sprintf("%d dead letters", n[0])}
+	},
+}, {
+	query: `SELECT count(av.aggregate_id), count(*) FILTER (WHERE av.version = w.version),
+		       (SELECT count(*) FROM parked_events WHERE consumer = $1 AND aggregate_id = ANY($2))
 		FROM unnest($2::text[], $3::bigint[]) AS w(aggregate_id, version)
 		JOIN aggregate_versions av ON av.consumer = $1 AND av.aggregate_id = w.aggregate_id`,
-		group, orders, pq.Array(ids.perOrder(last))).Scan(&versions, &atLast); err != nil {
-		return nil, err
+	args: func(v verifying) []any {
+		last := v.ids.perOrder(func(s loadgen.Shape) int64 {
+			if refunded(s) || (v.service == Notification && answered(s)) {
+				return loadgen.RefundVersion
+			}
+			return loadgen.PaidVersion
+		})
+		return []any{v.group, pq.Array(v.ids.orders), pq.Array(last)}
+	},
+	judge: func(v verifying, n []int) Check {
+		versions, atLast, parked := n[0], n[1], n[2]
+		return Check{Name: "per-order order held", Pass: versions == v.orders && atLast == v.orders && parked == 0,
+			Want: v.pick(fmt.Sprintf("%d orders at version %d, 0 parked", v.orders, loadgen.PaidVersion),
+				fmt.Sprintf("%d orders at their last version (%d or %d), 0 parked", v.orders, loadgen.PaidVersion, loadgen.RefundVersion)),
+			Got: v.pick(fmt.Sprintf("%d orders, %d at version %d, %d parked", versions, atLast, loadgen.PaidVersion, parked),
+				fmt.Sprintf("%d orders, %d at their last version, %d parked", versions, atLast, parked))}
+	},
+}}
+
+func (d *drill) verifyService(ctx context.Context, service string) ([]Check, error) {
+	v := verifying{service: service, group: d.t.Groups[service], ids: d.ids, handled: d.ids.handled[service],
+		orders: len(d.ids.orders), refunded: d.ids.count(loadgen.ShapeRefunded), rejected: d.ids.count(loadgen.ShapeRefundRejected)}
+	var checks []Check
+	for _, dc := range dbChecks {
+		if (dc.mix && !v.ids.mix) || (len(dc.services) > 0 && !slices.Contains(dc.services, service)) {
+			continue
+		}
+		n, err := counts(ctx, d.dbs[service], dc.query, dc.args(v)...)
+		if err != nil {
+			return nil, err
+		}
+		c := dc.judge(v, n)
+		c.Name = service + ": " + c.Name
+		checks = append(checks, c)
 	}
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM parked_events WHERE consumer = $1 AND aggregate_id = ANY($2)`,
-		group, orders).Scan(&parked); err != nil {
-		return nil, err
-	}
-	want, got = fmt.Sprintf("%d orders at version %d, 0 parked", orderCount, loadgen.PaidVersion),
-		fmt.Sprintf("%d orders, %d at version %d, %d parked", versions, atLast, loadgen.PaidVersion, parked)
-	if ids.mix {
-		want = fmt.Sprintf("%d orders at their last version (%d or %d), 0 parked", orderCount, loadgen.PaidVersion, loadgen.RefundVersion)
-		got = fmt.Sprintf("%d orders, %d at their last version, %d parked", versions, atLast, parked)
-	}
-	add("per-order order held", versions == orderCount && atLast == orderCount && parked == 0, want, got)
 	return checks, nil
 }
 
-// The per-order counts ordersOff compares, one query per effect table.
-const (
-	movementsPerOrder     = `SELECT order_id, count(*) FROM stock_movements WHERE order_id = ANY($1) GROUP BY order_id`
-	ledgerPerOrder        = `SELECT order_id, count(*) FROM points_ledger WHERE order_id = ANY($1) GROUP BY order_id`
-	notificationsPerOrder = `SELECT order_id, count(*) FROM notifications WHERE order_id = ANY($1) GROUP BY order_id`
-)
-
-// ordersOff counts the orders whose rows, counted by perOrder, are not
-// want: an order with an effect too many (even under another event id) or
-// one too few.
-func ordersOff(ctx context.Context, db *sql.DB, perOrder string, orders []string, want []int64) (int, error) {
-	var off int
-	err := db.QueryRowContext(ctx, `
-		SELECT count(*) FROM unnest($1::text[], $2::bigint[]) AS w(order_id, n)
-		LEFT JOIN (`+perOrder+`) AS g(order_id, n) USING (order_id)
-		WHERE coalesce(g.n, 0) <> w.n`, pq.Array(orders), pq.Array(want)).Scan(&off)
-	return off, err
-}
-
-// stock sums the deducted units of the run's SKUs and counts the SKUs whose
-// deduction differs from what their orders bought.
-func (d *drill) stock(ctx context.Context, db *sql.DB) (deducted, off int, err error) {
-	rows, err := db.QueryContext(ctx, `SELECT sku, deducted FROM stock WHERE sku = ANY($1)`, pq.Array(d.ids.skus))
+// counts runs a query of one row of counts and returns them.
+func counts(ctx context.Context, db *sql.DB, query string, args ...any) ([]int, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer rows.Close()
-	seen := map[string]bool{}
-	for rows.Next() {
-		var sku string
-		var n int
-		if err := rows.Scan(&sku, &n); err != nil {
-			return 0, 0, err
-		}
-		seen[sku] = true
-		deducted += n
-		if n != d.ids.units[sku] {
-			off++
-		}
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return 0, 0, err
+	n, into := make([]int, len(cols)), make([]any, len(cols))
+	for i := range n {
+		into[i] = &n[i]
 	}
-	off += len(d.ids.skus) - len(seen)
-	return deducted, off, nil
+	if !rows.Next() {
+		return nil, errors.Join(rows.Err(), sql.ErrNoRows)
+	}
+	if err := rows.Scan(into...); err != nil {
+		return nil, err
+	}
+	return n, rows.Err()
 }
 
 // Load is what a run publishes, counted.

@@ -1,6 +1,7 @@
 package suiteapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,16 +93,12 @@ type Snapshot = orderapi.Snapshot
 // CreateOrder sends POST /orders. A 2xx answer with a businessCode other
 // than SUCCESS is returned as it is, for the caller to judge.
 func (c *Client) CreateOrder(ctx context.Context, o NewOrder) (CommandResult, error) {
-	var res CommandResult
-	err := c.Call(ctx, Order, http.MethodPost, "/orders", o.request(), &res)
-	return res, err
+	return call[CommandResult](ctx, c, Order, http.MethodPost, "/orders", o.request())
 }
 
 // Checkout sends POST /orders/{id}/checkout.
 func (c *Client) Checkout(ctx context.Context, orderID string) (CommandResult, error) {
-	var res CommandResult
-	err := c.Call(ctx, Order, http.MethodPost, "/orders/"+url.PathEscape(orderID)+"/checkout", nil, &res)
-	return res, err
+	return call[CommandResult](ctx, c, Order, http.MethodPost, "/orders/"+url.PathEscape(orderID)+"/checkout", nil)
 }
 
 // PlaceOrder creates and checks out an order and returns its amount; an
@@ -129,38 +126,29 @@ func (c *Client) PlaceOrder(ctx context.Context, o NewOrder) (string, error) {
 // Pay sends POST /payments. As CreateOrder, it leaves the businessCode of
 // a 2xx answer to the caller.
 func (c *Client) Pay(ctx context.Context, p PaymentRequest) (CommandResult, error) {
-	var res CommandResult
 	body := paymentapi.PayRequest{OrderID: p.OrderID, Amount: paymentapi.Amount(p.Amount), Currency: p.Currency}
-	err := c.Call(ctx, Payment, http.MethodPost, "/payments", body, &res)
-	return res, err
+	return call[CommandResult](ctx, c, Payment, http.MethodPost, "/payments", body)
 }
 
 // Order reads GET /orders/{id}.
 func (c *Client) Order(ctx context.Context, orderID string) (OrderView, error) {
-	var o OrderView
-	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID), nil, &o)
-	return o, err
+	return get[OrderView](ctx, c, Order, "/orders/"+url.PathEscape(orderID))
 }
 
 // OrderEvents reads the order's outbox events, oldest first.
 func (c *Client) OrderEvents(ctx context.Context, orderID string) ([]OrderEvent, error) {
-	var out orderapi.EventsView
-	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID)+"/events", nil, &out)
+	out, err := get[orderapi.EventsView](ctx, c, Order, "/orders/"+url.PathEscape(orderID)+"/events")
 	return out.Events, err
 }
 
 // OutboxStatus reads one outbox row of the order service by event id.
 func (c *Client) OutboxStatus(ctx context.Context, eventID string) (OutboxStatus, error) {
-	var st OutboxStatus
-	err := c.Call(ctx, Order, http.MethodGet, "/admin/outbox/"+url.PathEscape(eventID), nil, &st)
-	return st, err
+	return get[OutboxStatus](ctx, c, Order, "/admin/outbox/"+url.PathEscape(eventID))
 }
 
 // Snapshot reads GET /orders/{id}/snapshot.
 func (c *Client) Snapshot(ctx context.Context, orderID string) (Snapshot, error) {
-	var snap Snapshot
-	err := c.Call(ctx, Order, http.MethodGet, "/orders/"+url.PathEscape(orderID)+"/snapshot", nil, &snap)
-	return snap, err
+	return get[Snapshot](ctx, c, Order, "/orders/"+url.PathEscape(orderID)+"/snapshot")
 }
 
 // WaitSnapshot waits until the order's snapshot equals want in what the
@@ -198,16 +186,13 @@ func (c *Client) SetStock(ctx context.Context, sku string, available int) error 
 
 // Stock reads a SKU's inventory.
 func (c *Client) Stock(ctx context.Context, sku string) (Stock, error) {
-	var st Stock
-	err := c.Call(ctx, Inventory, http.MethodGet, "/inventory/"+url.PathEscape(sku), nil, &st)
-	return st, err
+	return get[Stock](ctx, c, Inventory, "/inventory/"+url.PathEscape(sku))
 }
 
 // InventoryState is the inventory consumer's state for an order (NONE,
 // DEDUCTED, PARTIALLY_RESTOCKED, RESTOCKED, REJECTED).
 func (c *Client) InventoryState(ctx context.Context, orderID string) (string, error) {
-	var out inventoryapi.OrderResponse
-	err := c.Call(ctx, Inventory, http.MethodGet, "/inventory/orders/"+url.PathEscape(orderID), nil, &out)
+	out, err := get[inventoryapi.OrderResponse](ctx, c, Inventory, "/inventory/orders/"+url.PathEscape(orderID))
 	return out.Status, err
 }
 
@@ -216,8 +201,7 @@ type PointsEntry = pointsapi.Entry
 
 // PointsLedger reads an order's points ledger entries.
 func (c *Client) PointsLedger(ctx context.Context, orderID string) ([]PointsEntry, error) {
-	var out pointsapi.OrderResponse
-	err := c.Call(ctx, Points, http.MethodGet, "/points/orders/"+url.PathEscape(orderID), nil, &out)
+	out, err := get[pointsapi.OrderResponse](ctx, c, Points, "/points/orders/"+url.PathEscape(orderID))
 	return out.Entries, err
 }
 
@@ -226,8 +210,7 @@ type Notice = notificationapi.Item
 
 // Notifications reads the notifications sent for an order.
 func (c *Client) Notifications(ctx context.Context, orderID string) ([]Notice, error) {
-	var out notificationapi.ListResponse
-	err := c.Call(ctx, Notification, http.MethodGet, "/notifications?orderId="+url.QueryEscape(orderID), nil, &out)
+	out, err := get[notificationapi.ListResponse](ctx, c, Notification, "/notifications?orderId="+url.QueryEscape(orderID))
 	return out.Items, err
 }
 
@@ -245,9 +228,7 @@ type Dedup = admin.ProcessedEvent
 
 // Dedup reads a consumer's dedup record of eventID.
 func (c *Client) Dedup(ctx context.Context, service, eventID string) (Dedup, error) {
-	var out Dedup
-	err := c.Call(ctx, service, http.MethodGet, "/admin/processed-events/"+url.PathEscape(eventID), nil, &out)
-	return out, err
+	return get[Dedup](ctx, c, service, "/admin/processed-events/"+url.PathEscape(eventID))
 }
 
 // WaitConsumed waits until every named consumer has processed eventID.
@@ -275,8 +256,7 @@ func (c *Client) DeadLetters(ctx context.Context, service, aggregateID, status s
 	if status != "" {
 		q.Set("status", status)
 	}
-	var out admin.DeadLetters
-	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out)
+	out, err := get[admin.DeadLetters](ctx, c, service, "/admin/dlq?"+q.Encode())
 	return out.Items, err
 }
 
@@ -285,9 +265,8 @@ func (c *Client) DeadLetters(ctx context.Context, service, aggregateID, status s
 func (c *Client) DLQCount(ctx context.Context, orderID string, services ...string) (int, error) {
 	n := 0
 	for _, svc := range services {
-		var out admin.DeadLetters
-		q := url.Values{"status": {"DEAD"}, "aggregateId": {orderID}}
-		if err := c.Call(ctx, svc, http.MethodGet, "/admin/dlq?"+q.Encode(), nil, &out); err != nil {
+		out, err := get[admin.DeadLetters](ctx, c, svc, "/admin/dlq?"+url.Values{"status": {"DEAD"}, "aggregateId": {orderID}}.Encode())
+		if err != nil {
 			return 0, err
 		}
 		n += out.Count
@@ -301,8 +280,7 @@ type ReplayAudit = dlq.ReplayAudit
 // Inspect reads a dead letter and the audit of its replays
 // (GET /admin/dlq/{id}), oldest first.
 func (c *Client) Inspect(ctx context.Context, service string, id int64) (DeadLetter, []ReplayAudit, error) {
-	var out admin.DeadLetter
-	err := c.Call(ctx, service, http.MethodGet, "/admin/dlq/"+strconv.FormatInt(id, 10), nil, &out)
+	out, err := get[admin.DeadLetter](ctx, c, service, "/admin/dlq/"+strconv.FormatInt(id, 10))
 	return out.Record, out.Replays, err
 }
 
@@ -393,9 +371,7 @@ const DefaultOperator = "suiteapi"
 // requestedByHeader names who asks for an operator action (X-Operator,
 // which every operator route requires and its audit records).
 func requestedByHeader(who string) http.Header {
-	if who == "" {
-		who = DefaultOperator
-	}
+	who = cmp.Or(who, DefaultOperator)
 	return http.Header{"X-Operator": {who}}
 }
 
@@ -482,11 +458,8 @@ type FailPoint = failpoint.Point
 // FailPoints lists a service's declared fail points with their action,
 // remaining count and hits.
 func (c *Client) FailPoints(ctx context.Context, service string) ([]FailPoint, error) {
-	var out admin.FailPoints
-	if err := c.Call(ctx, service, http.MethodGet, "/admin/failpoints", nil, &out); err != nil {
-		return nil, failPointsError(service, err)
-	}
-	return out.Points, nil
+	out, err := get[admin.FailPoints](ctx, c, service, "/admin/failpoints")
+	return out.Points, failPointsError(service, err)
 }
 
 // FailPointHits is how often a service's fail point fired since it was
@@ -574,9 +547,7 @@ func (c *Client) StartRun(ctx context.Context, requestedBy string, req RunReques
 // while RUNNING, how far it has got; once done, how it ended and every
 // finding.
 func (c *Client) ReconciliationRun(ctx context.Context, id int64) (Run, error) {
-	var r Run
-	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/runs/"+strconv.FormatInt(id, 10), nil, &r)
-	return r, err
+	return get[Run](ctx, c, Reconciliation, "/admin/reconciliation/runs/"+strconv.FormatInt(id, 10))
 }
 
 // AwaitRun polls run id until it is no longer RUNNING, as often as the
@@ -675,7 +646,5 @@ type Convergence = reconciliationapi.CheckView
 // Converged asks reconciliation whether every service has reached what
 // the order's state requires (GET /admin/reconciliation/orders/{id}).
 func (c *Client) Converged(ctx context.Context, orderID string) (Convergence, error) {
-	var out Convergence
-	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/orders/"+url.PathEscape(orderID), nil, &out)
-	return out, err
+	return get[Convergence](ctx, c, Reconciliation, "/admin/reconciliation/orders/"+url.PathEscape(orderID))
 }

@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
@@ -93,21 +91,17 @@ func (c *Client) Partitions(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	topic := c.cfg.Topic
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, cl)
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, c.cfg.Topic)
+	if err == nil {
+		err = topics.Error()
+	}
 	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+		return 0, fmt.Errorf("metadata of %s: %w", c.cfg.Topic, err)
 	}
-	for _, t := range resp.Topics {
-		if t.Topic != nil && *t.Topic == topic && len(t.Partitions) > 0 {
-			return len(t.Partitions), nil
-		}
+	if n := len(topics[c.cfg.Topic].Partitions); n > 0 {
+		return n, nil
 	}
-	return 0, fmt.Errorf("metadata of %s: no partitions", topic)
+	return 0, fmt.Errorf("metadata of %s: no partitions", c.cfg.Topic)
 }
 
 // TopicCount counts the records on the order-events topic carrying
@@ -150,39 +144,21 @@ func (c *Client) TopicCount(ctx context.Context, eventID string) (int, error) {
 // EndOffsets returns the end offset of every partition of the order-events
 // topic: a mark to count the records written after it.
 func (c *Client) EndOffsets(ctx context.Context) (map[int32]int64, error) {
-	n, err := c.Partitions(ctx)
-	if err != nil {
-		return nil, err
-	}
 	cl, err := c.producer()
 	if err != nil {
 		return nil, err
 	}
-	topic := c.cfg.Topic
-	req := kmsg.NewPtrListOffsetsRequest()
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = topic
-	for p := range int32(n) {
-		part := kmsg.NewListOffsetsRequestTopicPartition()
-		part.Partition, part.Timestamp = p, -1 // -1: the end
-		t.Partitions = append(t.Partitions, part)
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.Topic)
+	if err == nil {
+		err = listed.Error()
 	}
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("end offsets of %s: %w", c.cfg.Topic, err)
 	}
 	ends := map[int32]int64{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, err)
-			}
-			ends[p.Partition] = p.Offset
-		}
-	}
-	if len(ends) != n {
-		return nil, fmt.Errorf("end offsets of %s: %d partitions answered, want %d", topic, len(ends), n)
+	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	if len(ends) == 0 {
+		return nil, fmt.Errorf("end offsets of %s: no partitions", c.cfg.Topic)
 	}
 	return ends, nil
 }

@@ -12,9 +12,8 @@ package suiteapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -92,18 +92,10 @@ type Client struct {
 
 // New returns a client of the suite cfg describes.
 func New(cfg Config) *Client {
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = DefaultTopic
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.ShedRetries == 0 {
-		cfg.ShedRetries = DefaultShedRetries
-	}
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout})
+	cfg.Topic = cmp.Or(cfg.Topic, DefaultTopic)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.ShedRetries = cmp.Or(cfg.ShedRetries, DefaultShedRetries)
 	return &Client{cfg: cfg}
 }
 
@@ -218,14 +210,11 @@ const ReplayedHeader = "Idempotent-Replayed"
 
 // NewIdempotencyKey returns a fresh key: 128 random bits, as a UUID (v4).
 func NewIdempotencyKey() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	key, err := uuid.NewRandom()
+	if err != nil {
 		return "", fmt.Errorf("idempotency key: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+	return key.String(), nil
 }
 
 // IsCommand reports whether a request of method to path changes state, so
@@ -305,6 +294,18 @@ func (c *Client) Do(ctx context.Context, service, method, path string, header ht
 func (c *Client) Call(ctx context.Context, service, method, path string, body, out any) error {
 	_, err := c.Do(ctx, service, method, path, nil, body, out)
 	return err
+}
+
+// call is Call that returns the answer as a T.
+func call[T any](ctx context.Context, c *Client, service, method, path string, body any) (T, error) {
+	var out T
+	err := c.Call(ctx, service, method, path, body, &out)
+	return out, err
+}
+
+// get is call of a GET.
+func get[T any](ctx context.Context, c *Client, service, path string) (T, error) {
+	return call[T](ctx, c, service, http.MethodGet, path, nil)
 }
 
 func statusError(method, u string, code int, raw []byte) *StatusError {

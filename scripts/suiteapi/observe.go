@@ -2,7 +2,6 @@ package suiteapi
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"strconv"
 
@@ -21,8 +20,7 @@ type Span = tracing.Span
 // Traces reads the spans of traceID a service kept in memory, oldest
 // first: the spans it recorded of that trace and has not overwritten yet.
 func (c *Client) Traces(ctx context.Context, service, traceID string) ([]Span, error) {
-	var out admin.TracesView
-	err := c.Call(ctx, service, http.MethodGet, "/admin/traces?"+url.Values{"traceId": {traceID}}.Encode(), nil, &out)
+	out, err := get[admin.TracesView](ctx, c, service, "/admin/traces?"+url.Values{"traceId": {traceID}}.Encode())
 	return out.Spans, err
 }
 
@@ -30,8 +28,7 @@ func (c *Client) Traces(ctx context.Context, service, traceID string) ([]Span, e
 // oldest first: how a batch that applied an event in another trace's
 // transaction is found by its link.
 func (c *Client) RecentSpans(ctx context.Context, service string, limit int) ([]Span, error) {
-	var out admin.TracesView
-	err := c.Call(ctx, service, http.MethodGet, "/admin/traces?limit="+strconv.Itoa(limit), nil, &out)
+	out, err := get[admin.TracesView](ctx, c, service, "/admin/traces?limit="+strconv.Itoa(limit))
 	return out.Spans, err
 }
 
@@ -47,9 +44,7 @@ func (c *Client) Outbox(ctx context.Context, service, aggregateID string) (Outbo
 	if aggregateID != "" {
 		path += "?" + url.Values{"aggregateId": {aggregateID}}.Encode()
 	}
-	var out OutboxBacklog
-	err := c.Call(ctx, service, http.MethodGet, path, nil, &out)
-	return out, err
+	return get[OutboxBacklog](ctx, c, service, path)
 }
 
 // LagReport is a consumer's lag, oldest unprocessed age and rates
@@ -58,15 +53,12 @@ type LagReport = lag.Report
 
 // Lag reads a consumer's GET /admin/lag.
 func (c *Client) Lag(ctx context.Context, service string) (LagReport, error) {
-	var out LagReport
-	err := c.Call(ctx, service, http.MethodGet, "/admin/lag", nil, &out)
-	return out, err
+	return get[LagReport](ctx, c, service, "/admin/lag")
 }
 
 // Findings reads everything reconciliation's runs recorded for an order
 // (GET /admin/reconciliation/findings?orderId=), oldest first.
 func (c *Client) Findings(ctx context.Context, orderID string) ([]Finding, error) {
-	var out reconciliationapi.FindingsView
-	err := c.Call(ctx, Reconciliation, http.MethodGet, "/admin/reconciliation/findings?"+url.Values{"orderId": {orderID}}.Encode(), nil, &out)
+	out, err := get[reconciliationapi.FindingsView](ctx, c, Reconciliation, "/admin/reconciliation/findings?"+url.Values{"orderId": {orderID}}.Encode())
 	return out.Findings, err
 }

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -123,9 +124,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 		}
 	}
 	cfg.Services = envconfig.Split(*services)
-	if cfg.RunID == "" {
-		cfg.RunID = backlog.NewRunID()
-	}
+	cfg.RunID = cmp.Or(cfg.RunID, backlog.NewRunID())
 	switch *out {
 	case "":
 		cfg.Out = backlog.DefaultOut(cfg.RunID)

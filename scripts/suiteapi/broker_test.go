@@ -1,0 +1,46 @@
+package suiteapi_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+)
+
+// The topic's partitions and their end offsets are read from the broker:
+// a record produced moves the end of its partition only.
+func TestPartitionsAndEndOffsets(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	c := suiteapi.New(suiteapi.Config{Brokers: cluster.ListenAddrs()})
+	defer c.Close()
+	ctx := context.Background()
+	if n, err := c.Partitions(ctx); err != nil || n != 3 {
+		t.Fatalf("partitions %d, %v; want 3", n, err)
+	}
+	if _, err := c.Produce(ctx, &kgo.Record{Topic: suiteapi.DefaultTopic, Partition: 0, Value: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := c.EndOffsets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, o := range ends {
+		total += o
+	}
+	if len(ends) != 3 || total != 1 {
+		t.Errorf("end offsets %v, want 3 partitions and one record", ends)
+	}
+	other := suiteapi.New(suiteapi.Config{Brokers: cluster.ListenAddrs(), Topic: "no-such-topic"})
+	defer other.Close()
+	if _, err := other.EndOffsets(ctx); err == nil {
+		t.Error("the end offsets of a topic that does not exist were read")
+	}
+}
