@@ -120,7 +120,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := event.NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
