@@ -69,7 +69,7 @@ func schedule(ctx context.Context, interval time.Duration, r *app.Reconciler, lo
 		case <-t.C:
 			_, err := r.Start(ctx, "schedule", rec.Scope{MinAge: r.Deadline()})
 			switch {
-			case errors.Is(err, adapters.ErrRunInProgress):
+			case errors.Is(err, app.ErrRunInProgress):
 				logger.InfoContext(ctx, "scheduled reconciliation run skipped", "reason", err)
 			case err != nil && ctx.Err() == nil:
 				logger.WarnContext(ctx, "scheduled reconciliation run did not start", "error", err)

@@ -68,17 +68,10 @@ type CancelRequest struct {
 
 // CallbackRequest is the body of POST /payments/callback and
 // /inventory/callback (the signed callbacks of the payment and inventory
-// services).
-type CallbackRequest struct {
-	CallbackID string  `json:"callbackId"`
-	Type       string  `json:"type"`
-	OrderID    string  `json:"orderId"`
-	PaymentID  string  `json:"paymentId"`
-	Amount     *string `json:"amount"`
-	Currency   string  `json:"currency"`
-	RefundID   string  `json:"refundId"`
-	Reason     string  `json:"reason"`
-}
+// services). It is the kit's event.Callback, which the senders write
+// through pkg/outbox: the module of a contract package is one the kit
+// cannot import.
+type CallbackRequest = event.Callback
 
 // Result answers the order commands: SUCCESS or a named rejection, and
 // where the order stands.

@@ -20,6 +20,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/domain/inventory"
 )
 
@@ -93,32 +94,25 @@ func (r *Repository) LoadOrders(ctx context.Context, uow *versionguard.UnitOfWor
 	return out, nil
 }
 
-// OrderRecord is inventory's view of an order with when it last changed
-// (zero for an order never seen).
-type OrderRecord struct {
-	inventory.Order
-	UpdatedAt time.Time
-}
-
 // Records reads the orders through q with one statement, whatever their
 // number; q is a snapshot the caller reads other tables in too. Every id
 // has a record: an order never seen is NONE.
-func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]OrderRecord, error) {
+func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]app.OrderRecord, error) {
 	var rows []orderRow
 	if err := sqlx.SelectContext(ctx, q, &rows,
 		`SELECT order_id, status, reason, items, restocked, updated_at FROM inventory_orders WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("read %d inventory orders: %w", len(orderIDs), err)
 	}
-	out := make(map[string]OrderRecord, len(orderIDs))
+	out := make(map[string]app.OrderRecord, len(orderIDs))
 	for _, id := range orderIDs {
-		out[id] = OrderRecord{Order: inventory.Order{ID: id, Status: inventory.StatusNone}}
+		out[id] = app.OrderRecord{Order: inventory.Order{ID: id, Status: inventory.StatusNone}}
 	}
 	for _, row := range rows {
 		o, err := row.order()
 		if err != nil {
 			return nil, err
 		}
-		out[o.ID] = OrderRecord{Order: o, UpdatedAt: row.UpdatedAt.UTC()}
+		out[o.ID] = app.OrderRecord{Order: o, UpdatedAt: row.UpdatedAt.UTC()}
 	}
 	return out, nil
 }

@@ -170,9 +170,9 @@ func shortages(changes []inventory.EventChange, paid []event.OrderPaidData) []ev
 			continue
 		}
 		p := paid[i]
-		out = append(out, event.Callback{CallbackID: event.NewEventID(), Type: rules.CallbackStockRejected,
-			OrderID: ch.Change.Order.ID, PaymentID: p.PaymentID, Amount: p.PaidAmount, Currency: p.Currency,
-			Reason: ch.Change.Order.Reason})
+		cb := event.NewCallback(rules.CallbackStockRejected, ch.Change.Order.ID, p.PaymentID, p.PaidAmount.Decimal, p.Currency)
+		cb.Reason = ch.Change.Order.Reason
+		out = append(out, cb)
 	}
 	return out
 }

@@ -2,27 +2,39 @@ package ports
 
 import (
 	"context"
+	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/services/inventory/internal/adapters"
+	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
 	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
 )
+
+// Records is what reconciliation reads of the inventory's database.
+type Records interface {
+	// Records reads the orders through q, a snapshot the caller reads
+	// other tables in too; every id has a record.
+	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]app.OrderRecord, error)
+	// EffectOrders lists up to limit order ids after after, ascending,
+	// that the service holds effects for, last written before before.
+	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+}
 
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
 // with three statements in one snapshot whatever their number, and GET
 // /reconciliation/effects, a page of the orders the service holds effects
 // for (reconciliation looks them up at the order service to find orphans).
-func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *admin.FactsReader) {
+func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.Records, reconciliationView)
 	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
 		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
 	})
 }
 
-func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) inventoryapi.ReconciliationView {
+func reconciliationView(orderID string, recs map[string]app.OrderRecord, facts admin.ConsumerFacts) inventoryapi.ReconciliationView {
 	rec := recs[orderID]
 	v := inventoryapi.ReconciliationView{OrderID: orderID, Status: string(rec.Status), Reason: rec.Reason,
 		Items: lines(rec.Items), Restocked: lines(rec.Restocked), ConsumerFacts: facts}

@@ -71,7 +71,7 @@ func callbackOf(r orderapi.CallbackRequest) (order.Callback, error) {
 	}
 	cb := order.Callback{
 		ID:        r.CallbackID,
-		Type:      rules.CallbackType(r.Type),
+		Type:      r.Type,
 		OrderID:   r.OrderID,
 		PaymentID: r.PaymentID,
 		RefundID:  r.RefundID,

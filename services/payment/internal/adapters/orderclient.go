@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
+	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 )
 
@@ -96,18 +97,14 @@ func (c *OrderClient) Order(ctx context.Context, orderID string) (payment.Order,
 		PaymentID: v.PaymentID}, nil
 }
 
-// OperatorRefund is an operator's refund of a payment the order holds, as
-// the payment service forwards it to the order service (POST
-// /admin/orders/{id}/refunds, whose body is orderapi.OperatorRefundRequest).
-// Its items travel as the operator sent them, unparsed, so the order
-// service is the one to judge them and name what is wrong.
-type OperatorRefund struct {
+// operatorRefundBody is the body of POST /admin/orders/{id}/refunds
+// (orderapi.OperatorRefundRequest) with its items left as the operator
+// sent them: the order service decodes and judges them.
+type operatorRefundBody struct {
 	RefundID string          `json:"refundId,omitempty"`
 	Amount   *string         `json:"amount,omitempty"`
 	Items    json.RawMessage `json:"items,omitempty"`
 	Reason   string          `json:"reason"`
-	// Operator is who asks (X-Operator).
-	Operator string `json:"-"`
 }
 
 // RequestRefund asks the order service to record r on order orderID, with
@@ -115,8 +112,8 @@ type OperatorRefund struct {
 // books of every refund of the money it holds. A 400 is returned as an
 // *httpapi.Error carrying the order service's businessCode and message.
 // The client's timeout bounds the call.
-func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r OperatorRefund) (orderapi.Result, error) {
-	body, err := json.Marshal(r)
+func (c *OrderClient) RequestRefund(ctx context.Context, orderID string, r app.OperatorRefund) (orderapi.Result, error) {
+	body, err := json.Marshal(operatorRefundBody{RefundID: r.RefundID, Amount: r.Amount, Items: r.Items, Reason: r.Reason})
 	if err != nil {
 		return orderapi.Result{}, fmt.Errorf("encode refund of order %s: %w", orderID, err)
 	}

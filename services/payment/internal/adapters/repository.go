@@ -120,7 +120,7 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
 		if created = n == 1; created {
-			cb := NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+			cb := event.NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
 			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
 				return err
 			}
@@ -215,15 +215,8 @@ func (r *Repository) InUnitOfWork(ctx context.Context, fn func(*versionguard.Uni
 	return versionguard.InUnitOfWork(ctx, r.db, fn)
 }
 
-// PaymentRecord is an order's payment as reconciliation reads it.
-type PaymentRecord struct {
-	payment.Payment
-	UpdatedAt time.Time
-}
-
-// RefundRecord is one entry of the refunds ledger: an executed or a
-// rejected refund.
-type RefundRecord struct {
+// refundRow is one row of the refunds ledger.
+type refundRow struct {
 	RefundID  string          `db:"refund_id"`
 	OrderID   string          `db:"order_id"`
 	Amount    decimal.Decimal `db:"amount"`
@@ -233,19 +226,11 @@ type RefundRecord struct {
 	CreatedAt time.Time       `db:"created_at"`
 }
 
-// OrderRecord is what the payment service holds of one order: its payment
-// (nil if none), its refunds and its callbacks' outbox rows, oldest first.
-type OrderRecord struct {
-	Payment *PaymentRecord
-	Refunds []RefundRecord
-	Outbox  []outbox.Event
-}
-
 // Records reads the records of orderIDs through q with three statements,
 // whatever their number; q is a snapshot the caller reads other tables in
 // too. Every id has a record, empty for an order the service never saw;
 // times are in UTC.
-func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]OrderRecord, error) {
+func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]app.OrderRecord, error) {
 	var payments []struct {
 		paymentRow
 		UpdatedAt time.Time `db:"updated_at"`
@@ -255,7 +240,7 @@ func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderID
 		FROM payments WHERE order_id = ANY($1)`, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("read payments of %d orders: %w", len(orderIDs), err)
 	}
-	var refunds []RefundRecord
+	var refunds []refundRow
 	if err := sqlx.SelectContext(ctx, q, &refunds, `
 		SELECT refund_id, order_id, amount, currency, status, coalesce(reason, '') AS reason, created_at
 		FROM refunds WHERE order_id = ANY($1) ORDER BY created_at, refund_id`, pq.Array(orderIDs)); err != nil {
@@ -265,25 +250,25 @@ func (r *Repository) Records(ctx context.Context, q sqlx.QueryerContext, orderID
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]OrderRecord, len(orderIDs))
+	out := make(map[string]app.OrderRecord, len(orderIDs))
 	for _, id := range orderIDs {
 		events := rows[id]
 		if events == nil {
 			events = []outbox.Event{}
 		}
-		out[id] = OrderRecord{Refunds: []RefundRecord{}, Outbox: events}
+		out[id] = app.OrderRecord{Refunds: []app.RefundRecord{}, Outbox: events}
 	}
 	for _, p := range payments {
 		rec := out[p.OrderID]
 		d := p.domain()
 		d.CreatedAt = d.CreatedAt.UTC()
-		rec.Payment = &PaymentRecord{Payment: d, UpdatedAt: p.UpdatedAt.UTC()}
+		rec.Payment = &app.PaymentRecord{Payment: d, UpdatedAt: p.UpdatedAt.UTC()}
 		out[p.OrderID] = rec
 	}
 	for _, rf := range refunds {
 		rec := out[rf.OrderID]
 		rf.CreatedAt = rf.CreatedAt.UTC()
-		rec.Refunds = append(rec.Refunds, rf)
+		rec.Refunds = append(rec.Refunds, app.RefundRecord(rf))
 		out[rf.OrderID] = rec
 	}
 	return out, nil

@@ -123,9 +123,8 @@ func (s *Refunds) Refund(ctx context.Context, uow *versionguard.UnitOfWork, req 
 	if d.Callback == nil {
 		return out, nil
 	}
-	cb := event.Callback{CallbackID: event.NewEventID(), Type: d.Callback.Type, OrderID: req.OrderID,
-		PaymentID: d.Callback.PaymentID, Amount: event.NewMoney(req.Amount), Currency: d.Currency,
-		RefundID: req.RefundID, Reason: d.Reason}
+	cb := event.NewCallback(d.Callback.Type, req.OrderID, d.Callback.PaymentID, req.Amount, d.Currency)
+	cb.RefundID, cb.Reason = req.RefundID, d.Reason
 	if err := s.ledger.AddCallback(ctx, uow, cb, req.OrderVersion); err != nil {
 		return RefundOutcome{}, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/httpapitest"
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/ports"
@@ -41,7 +40,7 @@ func (memOrders) Order(_ context.Context, id string) (payment.Order, error) {
 
 // RequestRefund records an operator's refund of O-PAID as the order
 // service answers it.
-func (memOrders) RequestRefund(_ context.Context, _ string, r adapters.OperatorRefund) (orderapi.Result, error) {
+func (memOrders) RequestRefund(_ context.Context, _ string, r app.OperatorRefund) (orderapi.Result, error) {
 	return orderapi.Result{BusinessCode: "SUCCESS", Status: "REFUNDING", Version: 4, RefundID: r.RefundID}, nil
 }
 

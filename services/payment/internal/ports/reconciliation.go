@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
@@ -12,7 +14,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
-	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/domain/payment"
 	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
@@ -24,19 +25,29 @@ type Refunds interface {
 	RefundPayment(ctx context.Context, req payment.RefundRequest) (app.RefundOutcome, error)
 }
 
+// Records is what reconciliation reads of the payment service's database.
+type Records interface {
+	// Records reads the records of orderIDs through q, a snapshot the
+	// caller reads other tables in too; every id has a record.
+	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]app.OrderRecord, error)
+	// EffectOrders lists up to limit order ids after after, ascending,
+	// that the service holds a payment for, last written before before.
+	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+}
+
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
 // with five statements in one snapshot whatever their number, and GET
 // /reconciliation/effects, a page of the orders the service holds effects
 // for (reconciliation looks them up at the order service to find orphans).
-func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *admin.FactsReader) {
+func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.Records, reconciliationView)
 	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
 		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
 	})
 }
 
-func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, facts admin.ConsumerFacts) paymentapi.ReconciliationView {
+func reconciliationView(orderID string, recs map[string]app.OrderRecord, facts admin.ConsumerFacts) paymentapi.ReconciliationView {
 	rec := recs[orderID]
 	v := paymentapi.ReconciliationView{OrderID: orderID, Refunds: make([]paymentapi.ReconciledRefund, len(rec.Refunds)), Outbox: rec.Outbox, ConsumerFacts: facts}
 	if p := rec.Payment; p != nil {
@@ -55,7 +66,7 @@ func reconciliationView(orderID string, recs map[string]adapters.OrderRecord, fa
 // recorded by it.
 type OperatorOrders interface {
 	Order(ctx context.Context, orderID string) (payment.Order, error)
-	RequestRefund(ctx context.Context, orderID string, r adapters.OperatorRefund) (orderapi.Result, error)
+	RequestRefund(ctx context.Context, orderID string, r app.OperatorRefund) (orderapi.Result, error)
 }
 
 // StatusRequested is the status of an operator's refund the order service
@@ -157,7 +168,7 @@ func heldByOrder(ctx context.Context, refunds Refunds, orders OperatorOrders, or
 
 // forwardRefund has the order service record the operator's refund.
 func forwardRefund(c echo.Context, orders OperatorOrders, orderID string, body paymentapi.RefundBody, operator string) error {
-	r := adapters.OperatorRefund{RefundID: body.RefundID, Items: body.Items, Reason: body.Reason, Operator: operator}
+	r := app.OperatorRefund{RefundID: body.RefundID, Items: body.Items, Reason: body.Reason, Operator: operator}
 	if len(body.Amount) > 0 {
 		text, err := amountText(body.Amount)
 		if err != nil {

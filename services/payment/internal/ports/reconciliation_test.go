@@ -332,7 +332,7 @@ func (f *adminFixture) refundState(t *testing.T, orderID string) refundState {
 		if err := json.Unmarshal(r.Payload, &cb); err != nil {
 			t.Fatal(err)
 		}
-		s.callbacks = append(s.callbacks, fmt.Sprintf("%s %s %s %s %s %s v%d", cb.Type, cb.RefundID, cb.PaymentID, cb.Amount.String(), cb.Currency, cb.Reason, r.Version))
+		s.callbacks = append(s.callbacks, fmt.Sprintf("%s %s %s %s %s %s v%d", cb.Type, cb.RefundID, cb.PaymentID, *cb.Amount, cb.Currency, cb.Reason, r.Version))
 	}
 	return s
 }

@@ -2,21 +2,32 @@ package ports
 
 import (
 	"context"
+	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
-	"github.com/reliable-orders/fulfillment/services/points/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/points/internal/domain/points"
 	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 )
+
+// Records is what reconciliation reads of the service's database.
+type Records interface {
+	// EntriesOf reads the ledger of orderIDs through q, a snapshot the caller
+	// reads other tables in too.
+	EntriesOf(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string][]points.LedgerEntry, error)
+	// EffectOrders lists up to limit order ids after after, ascending,
+	// that the service holds effects for, last written before before.
+	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+}
 
 // RegisterReconciliation adds to the admin group POST
 // /reconciliation/orders, the views of up to admin.MaxOrderIDs orders read
 // with three statements in one snapshot whatever their number, and GET
 // /reconciliation/effects, a page of the orders the service holds effects
 // for (reconciliation looks them up at the order service to find orphans).
-func RegisterReconciliation(g *echo.Group, records *adapters.Repository, facts *admin.FactsReader) {
+func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.EntriesOf, reconciliationView)
 	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
 		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -59,10 +59,6 @@ func (u PeerURLs) of(service string) string {
 	}
 	return ""
 }
-
-// ErrUnavailable wraps a failure to read or reach a service: reconciliation
-// cannot judge an order without every service's facts.
-var ErrUnavailable = errors.New("service unavailable")
 
 // Peers reads the services' views and takes compensations through their
 // APIs; it never touches another service's database.
@@ -100,25 +96,21 @@ func (p *Peers) call(ctx context.Context, service, method, path string, body, ou
 	if p.adminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+p.adminToken)
 	}
-	by := RequestedBy(ctx)
-	if by == "" {
-		by = "reconciliation"
-	}
-	req.Header.Set(admin.OperatorHeader, by)
+	req.Header.Set(admin.OperatorHeader, app.RequestedByOf(ctx))
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, u, err)
+		return fmt.Errorf("%w: %s %s: %w", app.ErrUnavailable, method, u, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: read answer: %w", ErrUnavailable, method, u, err)
+		return fmt.Errorf("%w: %s %s: read answer: %w", app.ErrUnavailable, method, u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return &StatusError{Service: service, Method: method, URL: u, Status: resp.StatusCode, Body: string(raw)}
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%w: %s %s: decode answer: %w", ErrUnavailable, method, u, err)
+		return fmt.Errorf("%w: %s %s: decode answer: %w", app.ErrUnavailable, method, u, err)
 	}
 	return nil
 }
@@ -138,40 +130,18 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s %s answered %d: %s", e.Method, e.URL, e.Status, body)
 }
 
-// Unwrap makes a 5xx an ErrUnavailable.
+// Unwrap makes a 5xx an app.ErrUnavailable.
 func (e *StatusError) Unwrap() error {
 	if e.Status >= 500 {
-		return ErrUnavailable
+		return app.ErrUnavailable
 	}
 	return nil
-}
-
-type requestedByKey struct{}
-
-// WithRequestedBy names who a run's calls are made for (sent as
-// X-Operator, which the audits of a replay, a republish and a refund
-// record).
-func WithRequestedBy(ctx context.Context, by string) context.Context {
-	return context.WithValue(ctx, requestedByKey{}, by)
-}
-
-// RequestedBy returns the name WithRequestedBy set.
-func RequestedBy(ctx context.Context) string {
-	by, _ := ctx.Value(requestedByKey{}).(string)
-	return by
-}
-
-// Cursor is a position in the order service's orders, by last change
-// (orderapi.PageCursor, its time parsed).
-type Cursor struct {
-	ChangedAfter time.Time
-	AfterID      string
 }
 
 // ChangedOrders returns up to limit orders that changed after cursor (and
 // before before, when it is set), oldest change first, and the cursor after
 // them; next is nil at the end.
-func (p *Peers) ChangedOrders(ctx context.Context, after Cursor, before time.Time, limit int) ([]rec.Order, *Cursor, error) {
+func (p *Peers) ChangedOrders(ctx context.Context, after app.Cursor, before time.Time, limit int) ([]rec.Order, *app.Cursor, error) {
 	q := url.Values{}
 	if !after.ChangedAfter.IsZero() {
 		q.Set("changedAfter", after.ChangedAfter.UTC().Format(time.RFC3339Nano))
@@ -196,9 +166,9 @@ func (p *Peers) ChangedOrders(ctx context.Context, after Cursor, before time.Tim
 	}
 	changedAfter, err := time.Parse(time.RFC3339Nano, page.Next.ChangedAfter)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: order service's next page: changedAfter %q: %w", ErrUnavailable, page.Next.ChangedAfter, err)
+		return nil, nil, fmt.Errorf("%w: order service's next page: changedAfter %q: %w", app.ErrUnavailable, page.Next.ChangedAfter, err)
 	}
-	return orders, &Cursor{ChangedAfter: changedAfter, AfterID: page.Next.AfterID}, nil
+	return orders, &app.Cursor{ChangedAfter: changedAfter, AfterID: page.Next.AfterID}, nil
 }
 
 // EffectOrders returns up to limit of the order ids service holds effects
@@ -225,7 +195,7 @@ func (p *Peers) Orders(ctx context.Context, ids []string) ([]rec.Order, error) {
 		return nil, err
 	}
 	if len(page.Orders) != len(ids) {
-		return nil, fmt.Errorf("%w: order service answered %d views for %d ids", ErrUnavailable, len(page.Orders), len(ids))
+		return nil, fmt.Errorf("%w: order service answered %d views for %d ids", app.ErrUnavailable, len(page.Orders), len(ids))
 	}
 	orders := make([]rec.Order, len(page.Orders))
 	for i, v := range page.Orders {
@@ -274,7 +244,7 @@ func (p *Peers) Facts(ctx context.Context, orders []rec.Order) ([]rec.Facts, err
 	for service, n := range map[string]int{rec.ServicePayment: len(payments.Orders), rec.ServiceInventory: len(inventories.Orders),
 		rec.ServicePoints: len(points.Orders), rec.ServiceNotification: len(notifications.Orders)} {
 		if n != len(ids) {
-			return nil, fmt.Errorf("%w: %s answered %d views for %d ids", ErrUnavailable, service, n, len(ids))
+			return nil, fmt.Errorf("%w: %s answered %d views for %d ids", app.ErrUnavailable, service, n, len(ids))
 		}
 	}
 	facts := make([]rec.Facts, len(orders))

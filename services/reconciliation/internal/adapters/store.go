@@ -11,15 +11,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
-
-// ErrRunNotFound is returned for a run id that does not exist.
-var ErrRunNotFound = errors.New("reconciliation run not found")
-
-// ErrRunInProgress is returned by StartRun while another run is RUNNING:
-// one runs at a time, over every process.
-var ErrRunInProgress = errors.New("a reconciliation run is in progress")
 
 // Store keeps reconciliation's audit (runs, findings, actions) and the
 // convergence monitor's state in the service's own database.
@@ -31,7 +25,7 @@ type Store struct {
 func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
 
 // StartRun records a run that begins now, RUNNING, or returns
-// ErrRunInProgress naming the run that is: the partial unique index on
+// app.ErrRunInProgress naming the run that is: the partial unique index on
 // RUNNING runs decides between two processes starting at once.
 func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
 	ids := scope.OrderIDs
@@ -56,13 +50,13 @@ func (s *Store) StartRun(ctx context.Context, startedBy string, scope rec.Scope)
 		err = s.db.GetContext(ctx, &running, `SELECT id FROM reconciliation_runs WHERE status = 'RUNNING'`)
 		if err == nil {
 			return rec.Run{}, fmt.Errorf("%w: run %d is running (GET /admin/reconciliation/runs/%d); one runs at a time",
-				ErrRunInProgress, running, running)
+				app.ErrRunInProgress, running, running)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return rec.Run{}, fmt.Errorf("read the running run: %w", err)
 		}
 	}
-	return rec.Run{}, fmt.Errorf("%w: runs keep starting and finishing; try again", ErrRunInProgress)
+	return rec.Run{}, fmt.Errorf("%w: runs keep starting and finishing; try again", app.ErrRunInProgress)
 }
 
 // Progress records how far a RUNNING run has got (its counts, its phase
@@ -221,12 +215,12 @@ func (r runRow) run() (rec.Run, error) {
 const runColumns = `id, started_by, order_ids, min_age_ms, status, started_at, finished_at, checked, findings, actions, error, in_flight,
 	phase, orphans_started_at, orphan_scan`
 
-// Run returns run id with its findings, or ErrRunNotFound.
+// Run returns run id with its findings, or app.ErrRunNotFound.
 func (s *Store) Run(ctx context.Context, id int64) (rec.Run, error) {
 	var row runRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+runColumns+` FROM reconciliation_runs WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rec.Run{}, fmt.Errorf("%w: %d", ErrRunNotFound, id)
+		return rec.Run{}, fmt.Errorf("%w: %d", app.ErrRunNotFound, id)
 	}
 	if err != nil {
 		return rec.Run{}, fmt.Errorf("read run %d: %w", id, err)
@@ -365,23 +359,23 @@ func (s *Store) Finish(ctx context.Context, key string, status rec.ActionStatus,
 }
 
 // Cursor returns how far the monitor has read the orders' changes.
-func (s *Store) Cursor(ctx context.Context) (Cursor, error) {
+func (s *Store) Cursor(ctx context.Context) (app.Cursor, error) {
 	var c struct {
 		ChangedAfter time.Time `db:"changed_after"`
 		AfterID      string    `db:"after_id"`
 	}
 	err := s.db.GetContext(ctx, &c, `SELECT changed_after, after_id FROM convergence_cursor WHERE id = 1`)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Cursor{}, nil
+		return app.Cursor{}, nil
 	}
 	if err != nil {
-		return Cursor{}, fmt.Errorf("read convergence cursor: %w", err)
+		return app.Cursor{}, fmt.Errorf("read convergence cursor: %w", err)
 	}
-	return Cursor{ChangedAfter: c.ChangedAfter, AfterID: c.AfterID}, nil
+	return app.Cursor{ChangedAfter: c.ChangedAfter, AfterID: c.AfterID}, nil
 }
 
 // SaveCursor records how far the monitor has read.
-func (s *Store) SaveCursor(ctx context.Context, c Cursor) error {
+func (s *Store) SaveCursor(ctx context.Context, c app.Cursor) error {
 	if _, err := s.db.ExecContext(ctx, `
 		INSERT INTO convergence_cursor (id, changed_after, after_id) VALUES (1, $1, $2)
 		ON CONFLICT (id) DO UPDATE SET changed_after = EXCLUDED.changed_after, after_id = EXCLUDED.after_id`,

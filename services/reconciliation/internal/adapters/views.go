@@ -11,6 +11,7 @@ import (
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
+	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -108,7 +109,7 @@ func pointsOf(v pointsapi.ReconciliationView) (rec.Points, error) {
 	for _, e := range v.Entries {
 		amount, err := event.ParseMoney(e.Amount)
 		if err != nil {
-			return rec.Points{}, fmt.Errorf("%w: points entry %s of order %s: %w", ErrUnavailable, e.EventID, v.OrderID, err)
+			return rec.Points{}, fmt.Errorf("%w: points entry %s of order %s: %w", app.ErrUnavailable, e.EventID, v.OrderID, err)
 		}
 		p.Entries = append(p.Entries, rec.PointsEntry{EventID: e.EventID, Type: e.Type, Points: e.Points, Amount: amount.Decimal, CreatedAt: e.CreatedAt})
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
@@ -169,7 +168,7 @@ func TestRequestedByOf(t *testing.T) {
 	if got := app.RequestedByOf(context.Background()); got != "reconciliation" {
 		t.Fatalf("RequestedByOf(no caller) = %q", got)
 	}
-	if got := app.RequestedByOf(adapters.WithRequestedBy(context.Background(), "ops")); got != "ops" {
+	if got := app.RequestedByOf(app.WithRequestedBy(context.Background(), "ops")); got != "ops" {
 		t.Fatalf("RequestedByOf(ops) = %q", got)
 	}
 }

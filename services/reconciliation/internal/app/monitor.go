@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -26,8 +25,8 @@ type MonitorConfig struct {
 
 // Watch keeps the monitor's state.
 type Watch interface {
-	Cursor(ctx context.Context) (adapters.Cursor, error)
-	SaveCursor(ctx context.Context, c adapters.Cursor) error
+	Cursor(ctx context.Context) (Cursor, error)
+	SaveCursor(ctx context.Context, c Cursor) error
 	Watch(ctx context.Context, orders []rec.Order) error
 	Unconverged(ctx context.Context, limit int) ([]string, error)
 	Converged(ctx context.Context, id string, version int64, at time.Time) (time.Time, bool, error)
@@ -116,7 +115,7 @@ func (m *Monitor) follow(ctx context.Context) (map[string]rec.Order, error) {
 		}
 		if len(orders) > 0 {
 			last := orders[len(orders)-1]
-			cursor = adapters.Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}
+			cursor = Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}
 			if err := m.watch.SaveCursor(ctx, cursor); err != nil {
 				return nil, err
 			}

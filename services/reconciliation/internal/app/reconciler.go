@@ -14,7 +14,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 )
 
@@ -77,10 +76,28 @@ const MaxPageSize = 1000
 // MaxOrderIDs bounds the orders one run may be asked for by id.
 const MaxOrderIDs = 10_000
 
+// ErrUnavailable wraps a failure to read or reach a service: reconciliation
+// cannot judge an order without every service's facts.
+var ErrUnavailable = errors.New("service unavailable")
+
+// ErrRunNotFound is returned for a run id that does not exist.
+var ErrRunNotFound = errors.New("reconciliation run not found")
+
+// ErrRunInProgress is returned by Audit.StartRun while another run is
+// RUNNING: one runs at a time, over every process.
+var ErrRunInProgress = errors.New("a reconciliation run is in progress")
+
+// Cursor is a position in the order service's orders, by last change
+// (orderapi.PageCursor, its time parsed).
+type Cursor struct {
+	ChangedAfter time.Time
+	AfterID      string
+}
+
 // Peers reads the services' facts and takes compensations through their
 // APIs.
 type Peers interface {
-	ChangedOrders(ctx context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error)
+	ChangedOrders(ctx context.Context, after Cursor, before time.Time, limit int) ([]rec.Order, *Cursor, error)
 	Orders(ctx context.Context, ids []string) ([]rec.Order, error)
 	// UnknownOrders returns those of ids the order service does not know,
 	// in the order given.
@@ -144,7 +161,7 @@ func (r *Reconciler) Deadline() time.Duration { return r.cfg.Deadline }
 // Start records a run of scope, RUNNING, and hands it to Serve, which does
 // the work in the service's context: the run outlives the request that
 // started it, whose answer is the run's id at once. One run runs at a
-// time: while one does, Start returns adapters.ErrRunInProgress naming it.
+// time: while one does, Start returns ErrRunInProgress naming it.
 func (r *Reconciler) Start(ctx context.Context, startedBy string, scope rec.Scope) (rec.Run, error) {
 	run, err := r.begin(ctx, startedBy, scope)
 	if err != nil {
@@ -253,7 +270,7 @@ func (r *Reconciler) execute(ctx context.Context, run rec.Run, scope rec.Scope) 
 	}()
 	defer func() { stop(); <-beat }()
 
-	ctx = adapters.WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, run.StartedBy))
+	ctx = WithRequestedBy(ctx, fmt.Sprintf("reconciliation run %d (%s)", run.ID, run.StartedBy))
 	err := r.pages(ctx, &run, scope, func(facts []rec.Facts) error {
 		recorded, actions, err := r.settle(ctx, &run, facts)
 		run.Checked += len(facts)
@@ -328,7 +345,7 @@ func (r *Reconciler) pages(ctx context.Context, run *rec.Run, scope rec.Scope, e
 		}
 		return nil
 	}
-	cursor := adapters.Cursor{}
+	cursor := Cursor{}
 	for {
 		orders, next, err := r.peers.ChangedOrders(ctx, cursor, before, r.cfg.PageSize)
 		if err != nil {
@@ -625,9 +642,19 @@ func (r *Reconciler) take(ctx context.Context, orderID string, a rec.Action) (st
 	return "", fmt.Errorf("no way to take action %s", a.Type)
 }
 
-// RequestedByOf names who the calls of ctx are made for.
+type requestedByKey struct{}
+
+// WithRequestedBy names who a run's calls are made for (the peers send it
+// as X-Operator, which the audits of a replay, a republish and a refund
+// record).
+func WithRequestedBy(ctx context.Context, by string) context.Context {
+	return context.WithValue(ctx, requestedByKey{}, by)
+}
+
+// RequestedByOf names who the calls of ctx are made for: the name
+// WithRequestedBy set, or reconciliation itself.
 func RequestedByOf(ctx context.Context) string {
-	if by := adapters.RequestedBy(ctx); by != "" {
+	if by, _ := ctx.Value(requestedByKey{}).(string); by != "" {
 		return by
 	}
 	return "reconciliation"

@@ -57,7 +57,7 @@ func newServices(facts ...rec.Facts) *services {
 	return s
 }
 
-func (s *services) ChangedOrders(_ context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error) {
+func (s *services) ChangedOrders(_ context.Context, after app.Cursor, before time.Time, limit int) ([]rec.Order, *app.Cursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads["changed"]++
@@ -80,7 +80,7 @@ func (s *services) ChangedOrders(_ context.Context, after adapters.Cursor, befor
 	})
 	if len(out) > limit {
 		last := out[limit-1]
-		return out[:limit], &adapters.Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}, nil
+		return out[:limit], &app.Cursor{ChangedAfter: last.UpdatedAt, AfterID: last.ID}, nil
 	}
 	return out, nil, nil
 }
@@ -122,7 +122,7 @@ func (s *services) Facts(_ context.Context, orders []rec.Order) ([]rec.Facts, er
 	defer s.mu.Unlock()
 	s.reads["facts"]++
 	if s.down {
-		return nil, fmt.Errorf("%w: facts", adapters.ErrUnavailable)
+		return nil, fmt.Errorf("%w: facts", app.ErrUnavailable)
 	}
 	out := make([]rec.Facts, len(orders))
 	for i, o := range orders {
@@ -154,7 +154,7 @@ func (s *services) call(what string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
-		return "", fmt.Errorf("%w: %s", adapters.ErrUnavailable, what)
+		return "", fmt.Errorf("%w: %s", app.ErrUnavailable, what)
 	}
 	s.calls = append(s.calls, what)
 	return what + " done", nil
@@ -335,7 +335,7 @@ func TestTwoRunsAtOnceTakeOneAction(t *testing.T) {
 	actions, ran := 0, 0
 	for i, run := range runs {
 		switch {
-		case errors.Is(errs[i], adapters.ErrRunInProgress):
+		case errors.Is(errs[i], app.ErrRunInProgress):
 			continue
 		case errs[i] != nil || len(run.Findings) != 2:
 			t.Fatalf("run %d: %v, %d findings", i, errs[i], len(run.Findings))

@@ -30,8 +30,8 @@ func hold(s *services) *held {
 	return &held{services: s, reached: make(chan struct{}), gate: make(chan struct{})}
 }
 
-func (h *held) ChangedOrders(ctx context.Context, after adapters.Cursor, before time.Time, limit int) ([]rec.Order, *adapters.Cursor, error) {
-	if after != (adapters.Cursor{}) {
+func (h *held) ChangedOrders(ctx context.Context, after app.Cursor, before time.Time, limit int) ([]rec.Order, *app.Cursor, error) {
+	if after != (app.Cursor{}) {
 		h.once.Do(func() { close(h.reached) })
 		select {
 		case <-h.gate:
@@ -92,7 +92,7 @@ func TestAStartedRunOutlivesItsStart(t *testing.T) {
 			running.FinishedAt, running.OrphanScans)
 	}
 	_, err = r.Start(context.Background(), "bob", rec.Scope{})
-	if !errors.Is(err, adapters.ErrRunInProgress) || !strings.Contains(err.Error(), fmt.Sprintf("run %d ", started.ID)) {
+	if !errors.Is(err, app.ErrRunInProgress) || !strings.Contains(err.Error(), fmt.Sprintf("run %d ", started.ID)) {
 		t.Fatalf("a second start while run %d runs: %v, want ErrRunInProgress naming it", started.ID, err)
 	}
 
@@ -123,7 +123,7 @@ func TestAnAbandonedRunIsMarkedFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Start(ctx, "alice", rec.Scope{}); !errors.Is(err, adapters.ErrRunInProgress) {
+	if _, err := r.Start(ctx, "alice", rec.Scope{}); !errors.Is(err, app.ErrRunInProgress) {
 		t.Fatalf("a start while the dead run's heartbeat is fresh: %v, want ErrRunInProgress", err)
 	}
 
@@ -160,7 +160,7 @@ func TestAFailedActionSaysFailedOnce(t *testing.T) {
 		t.Fatalf("%d findings, want 1", len(run.Findings))
 	}
 	outcome := run.Findings[0].Outcome
-	if want := "FAILED: " + adapters.ErrUnavailable.Error(); !strings.HasPrefix(outcome, want) {
+	if want := "FAILED: " + app.ErrUnavailable.Error(); !strings.HasPrefix(outcome, want) {
 		t.Fatalf("outcome %q, want it to begin %q", outcome, want)
 	}
 }

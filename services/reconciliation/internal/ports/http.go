@@ -15,7 +15,6 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/internal/app"
 	rec "github.com/reliable-orders/fulfillment/services/reconciliation/internal/domain/reconciliation"
 	"github.com/reliable-orders/fulfillment/services/reconciliation/reconciliationapi"
@@ -184,13 +183,13 @@ func (h *Handler) check(c echo.Context) error {
 // MapError is the one place the service's errors become HTTP answers.
 func MapError(err error) *httpapi.Error {
 	switch {
-	case errors.Is(err, adapters.ErrRunNotFound):
+	case errors.Is(err, app.ErrRunNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeRunNotFound, Message: err.Error()}
-	case errors.Is(err, adapters.ErrRunInProgress):
+	case errors.Is(err, app.ErrRunInProgress):
 		return &httpapi.Error{Status: http.StatusConflict, BusinessCode: CodeRunInProgress, Message: err.Error()}
 	case errors.Is(err, app.ErrOrderNotFound):
 		return &httpapi.Error{Status: http.StatusNotFound, BusinessCode: CodeOrderNotFound, Message: err.Error()}
-	case errors.Is(err, adapters.ErrUnavailable):
+	case errors.Is(err, app.ErrUnavailable):
 		return &httpapi.Error{Status: http.StatusServiceUnavailable, BusinessCode: CodeUnavailable,
 			Message: "a service reconciliation reads is unavailable, try again", Err: err}
 	}
