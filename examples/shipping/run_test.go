@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,8 +28,8 @@ import (
 // it did for an order: the order's shipment.
 type adapter struct{}
 
-func (adapter) Start(t *testing.T, env map[string]string) *servicetest.Service {
-	return servicetest.Start(t, run, env)
+func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return run(ctx, getenv, stdout)
 }
 
 func (adapter) Effect(s *servicetest.Service, o consumertest.Order) string { return summary(s, o.ID) }

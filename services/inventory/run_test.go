@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/inventory/internal/app"
@@ -18,8 +19,8 @@ import (
 // movements and the version guard's position.
 type adapter struct{}
 
-func (adapter) Start(t *testing.T, env map[string]string) *servicetest.Service {
-	return servicetest.Start(t, run, env)
+func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return run(ctx, getenv, stdout)
 }
 
 // Prepare stocks the order's SKU.
@@ -143,21 +144,6 @@ func TestHTTPValidation(t *testing.T) {
 	if got := status(s, "O-unknown"); got != "NONE" {
 		t.Fatalf("unknown order status = %s, want NONE", got)
 	}
-}
-
-// TestStartsWhileBrokerIsDown starts the service before its broker: HTTP
-// serves at once, and the consumer connects when the broker comes up.
-func TestStartsWhileBrokerIsDown(t *testing.T) {
-	s := servicetest.StartWithoutBroker(t, run, nil)
-	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
-	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
-		t.Fatalf("/healthz = %d while the broker is down, want 200", code)
-	}
-	setStock(s, "LATE-BROKER", 3)
-
-	s.StartBroker()
-	s.Publish(consumertest.OrderPaid(t, "O-late-broker", "80.00", consumertest.Item("LATE-BROKER", 1)))
-	s.WaitFor("order deducted after the broker came up", func() bool { return status(s, "O-late-broker") == "DEDUCTED" })
 }
 
 // TestOpenAPIDocument: the service serves the committed openapi.json, and

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
@@ -19,8 +20,8 @@ import (
 // position.
 type adapter struct{}
 
-func (adapter) Start(t *testing.T, env map[string]string) *servicetest.Service {
-	return servicetest.Start(t, run, env)
+func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return run(ctx, getenv, stdout)
 }
 
 func (adapter) Effect(s *servicetest.Service, o consumertest.Order) string {
@@ -94,20 +95,6 @@ func TestService(t *testing.T) {
 			t.Fatalf("unknown order = %+v, want an empty list", out)
 		}
 	})
-}
-
-// TestStartsWhileBrokerIsDown starts the service before its broker: HTTP
-// serves at once, and the consumer connects when the broker comes up.
-func TestStartsWhileBrokerIsDown(t *testing.T) {
-	s := servicetest.StartWithoutBroker(t, run, nil)
-	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
-	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
-		t.Fatalf("/healthz = %d while the broker is down, want 200", code)
-	}
-
-	s.StartBroker()
-	s.Publish(consumertest.Event(t, event.OrderPaid, "O-late-broker", 3, consumertest.PaidData("C-1", "80.00", consumertest.Item("SKU-1", 2))))
-	s.WaitFor("notification after the broker came up", func() bool { return list(s, "O-late-broker").Count == 1 })
 }
 
 // TestOpenAPIDocument: the service serves the committed openapi.json, and

@@ -1,14 +1,17 @@
 package consumertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/dlq"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
@@ -104,10 +107,10 @@ func NewOrder(id string) Order { return Order{ID: id, SKU: "SKU-" + id, Customer
 // Adapter is what a consumer's test gives Run: how to start the consumer
 // and how to read what it did.
 type Adapter interface {
-	// Start runs the consumer for t with env overlaid on
-	// pkg/testkit/servicetest's environment until t ends: for a service
-	// with run(ctx, getenv, stdout), servicetest.Start(t, run, env).
-	Start(t *testing.T, env map[string]string) *servicetest.Service
+	// Run is the consumer's run(ctx, getenv, stdout): the suite starts
+	// it through pkg/testkit/servicetest, with a broker or, to see it
+	// start before one, without.
+	Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error
 	// Effect describes, as one string to compare, everything the consumer
 	// has done for o that its API shows: for a stock service the order's
 	// state, the stock of o.SKU and its movements; for a ledger the
@@ -155,6 +158,7 @@ func scenarios() []scenario {
 		{name: "a dead letter replayed after the fix is applied once", run: testReplay},
 		{name: "a replayed dead letter the order has moved past is ignored", run: testReplayStale},
 		{name: "a parked event past the deadline is dead-lettered and its replay applied once", skip: needsRefunds, run: testParking},
+		{name: "it starts before its broker and consumes once the broker is up", run: testBrokerLater},
 		{name: "its application package imports no database package", run: testAppImports},
 	}
 }
@@ -176,7 +180,7 @@ func Run(t *testing.T, features Features, adapter Adapter) {
 	if err := features.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := adapter.Start(t, map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(maxAttempts)})
+	s := servicetest.Start(t, adapter.Run, map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(maxAttempts)})
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			if sc.skip != nil {
@@ -498,12 +502,31 @@ func testReplayStale(_ *testing.T, c *suite) {
 	c.replay(rec, dlq.OutcomeAlreadyReplayed)
 }
 
+// A consumer started while no broker listens serves HTTP at once, says
+// it is retrying, and applies what is published once the broker is up:
+// a suite started in any order comes up.
+func testBrokerLater(t *testing.T, c *suite) {
+	s := servicetest.StartWithoutBroker(t, c.a.Run, nil)
+	c = &suite{t: t, f: c.f, a: c.a, s: s}
+	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
+	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while the broker is down, want 200", code)
+	}
+	s.StartBroker()
+	o := c.order("O-late-broker")
+	paid := c.paid(o)
+	s.Publish(paid)
+	s.Drained(c.f.Consumer)
+	c.expect(o, Paid)
+	c.processed(paid, 1)
+}
+
 // With PARK_DEADLINE=1s, a refund whose payment never comes is
 // dead-lettered PERMANENT WAITING_FOR_GAP with nothing applied, and its
 // dedup row dropped: when the payment comes after all, the replayed
 // refund is applied, once.
 func testParking(t *testing.T, c *suite) {
-	s := c.a.Start(t, map[string]string{"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "50ms"})
+	s := servicetest.Start(t, c.a.Run, map[string]string{"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "50ms"})
 	c = &suite{t: t, f: c.f, a: c.a, s: s}
 	o := c.order("O-park")
 	refund := c.refunded(o)
