@@ -18,36 +18,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-// Exit statuses.
-const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
-)
+func main() { cli.Main("reconcile", "", run) }
 
 // orderList collects repeated --order flags.
 type orderList []string
@@ -63,7 +47,7 @@ func (o *orderList) Set(v string) error {
 	return nil
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var orders orderList
@@ -72,11 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	by := fs.String("by", "make reconcile", "who starts the run (recorded in its audit)")
 	show := fs.Int64("show", 0, "show run N instead of starting one")
 	runs := fs.Bool("runs", false, "list the latest runs instead of starting one")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := cli.Parse(fs, args); err != nil {
+		return err
 	}
 	env := envconfig.New(getenv)
 	c := client{by: *by, api: suiteapi.New(suiteapi.Config{
@@ -105,13 +86,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				err = perr
 			}
 		}
-		err = explain(err)
+		err = suiteapi.Explain(err)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "reconcile:", err)
-		return exitFail
-	}
-	return exitOK
+	return err
 }
 
 // client calls the reconciliation service's admin API in the name of by.
@@ -165,21 +142,7 @@ const progressEvery = 5 * time.Second
 
 func (c client) do(ctx context.Context, method, path string, body, out any) error {
 	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Operator": {c.by}}, body, out)
-	return explain(err)
-}
-
-// explain adds to an error of the API what the person running the command
-// can do about it.
-func explain(err error) error {
-	var se *suiteapi.StatusError
-	var ue *url.Error
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("%s %s: %d %s: %s", se.Method, se.URL, se.Status, http.StatusText(se.Status), se.Body)
-	case errors.As(err, &ue):
-		return fmt.Errorf("%w (is the suite running? make run)", err)
-	}
-	return err
+	return suiteapi.Explain(err)
 }
 
 // runView is a run as the service answers it.
