@@ -16,11 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
 )
 
 // ErrUsage marks a configuration or run id the drill cannot run with.
-var ErrUsage = errors.New("usage")
+var ErrUsage = cli.ErrUsage
 
 // rebalanceGrace is how long the drill keeps sampling after the drain for
 // the scaled-out group to settle, when the backlog drained first.

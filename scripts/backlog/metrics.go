@@ -1,7 +1,6 @@
 package backlog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,8 +8,8 @@ import (
 	"sort"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // metricValues are the figures the drill reads from one process's /metrics
@@ -30,48 +29,51 @@ type metricValues struct {
 	batchSum, batchCount float64
 }
 
-// metrics scrapes the /metrics of the process at baseURL for group's
-// consumer.
-func (d *drill) metrics(ctx context.Context, baseURL, group string) (metricValues, error) {
-	body, err := d.get(ctx, baseURL+"/metrics")
+// metrics scrapes the /metrics of the process in for group's consumer.
+func (d *drill) metrics(ctx context.Context, in Instance, group string) (metricValues, error) {
+	families, err := d.instance(in).MetricFamilies(ctx, in.Name)
 	if err != nil {
 		return metricValues{}, err
 	}
-	return parseMetrics(bytes.NewReader(body), group)
+	return valuesOf(families, group), nil
 }
 
-// parseMetrics reads a Prometheus text exposition, keeping the series of
-// consumer (their "consumer" label) and the process's own.
+// parseMetrics reads a Prometheus text exposition (valuesOf).
 func parseMetrics(r io.Reader, consumer string) (metricValues, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
+	families, err := suiteapi.ParseMetrics(r)
 	if err != nil {
 		return metricValues{}, fmt.Errorf("parse metrics: %w", err)
 	}
+	return valuesOf(families, consumer), nil
+}
+
+// valuesOf keeps the series of consumer (their "consumer" label) and the
+// process's own.
+func valuesOf(families map[string]*dto.MetricFamily, consumer string) metricValues {
 	v := metricValues{handlerBuckets: map[float64]float64{}}
 	mine := func(m *dto.Metric) bool {
 		c, ok := label(m, "consumer")
 		return !ok || c == consumer
 	}
-	for _, m := range metricsOf(families, "consumer_messages_total") {
+	for _, m := range families["consumer_messages_total"].GetMetric() {
 		if o, _ := label(m, "outcome"); mine(m) && (o == "ok" || o == "rejected") {
 			v.consumed += m.GetCounter().GetValue()
 		}
 	}
-	for _, m := range metricsOf(families, "consumer_retries_total") {
+	for _, m := range families["consumer_retries_total"].GetMetric() {
 		if mine(m) {
 			v.retries += m.GetCounter().GetValue()
 		}
 	}
-	for _, m := range metricsOf(families, "consumer_dead_letters_total") {
+	for _, m := range families["consumer_dead_letters_total"].GetMetric() {
 		if mine(m) {
 			v.deadLetters += m.GetCounter().GetValue()
 		}
 	}
-	for _, m := range metricsOf(families, "process_resident_memory_bytes") {
+	for _, m := range families["process_resident_memory_bytes"].GetMetric() {
 		v.rss = m.GetGauge().GetValue()
 	}
-	for _, m := range metricsOf(families, "consumer_handler_duration_seconds") {
+	for _, m := range families["consumer_handler_duration_seconds"].GetMetric() {
 		if !mine(m) {
 			continue
 		}
@@ -83,20 +85,13 @@ func parseMetrics(r io.Reader, consumer string) (metricValues, error) {
 		}
 		v.handlerBuckets[math.Inf(1)] += float64(h.GetSampleCount())
 	}
-	for _, m := range metricsOf(families, "consumer_batch_size") {
+	for _, m := range families["consumer_batch_size"].GetMetric() {
 		if mine(m) {
 			v.batchSum += m.GetHistogram().GetSampleSum()
 			v.batchCount += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return v, nil
-}
-
-func metricsOf(families map[string]*dto.MetricFamily, name string) []*dto.Metric {
-	if f, ok := families[name]; ok {
-		return f.GetMetric()
-	}
-	return nil
+	return v
 }
 
 func label(m *dto.Metric, name string) (string, bool) {

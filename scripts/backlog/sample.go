@@ -2,13 +2,12 @@ package backlog
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // Sample is one round of measurements, every Interval.
@@ -186,7 +185,7 @@ func (s *sampler) take(ctx context.Context, start time.Time, published int, base
 			for j, in := range insts {
 				iwg.Go(func() {
 					out[j] = scrape{inst: in}
-					out[j].values, out[j].err = s.d.metrics(ctx, in.URL, s.d.t.Groups[service])
+					out[j].values, out[j].err = s.d.metrics(ctx, in, s.d.t.Groups[service])
 				})
 			}
 			iwg.Wait()
@@ -289,17 +288,7 @@ func (s *sampler) fold(g *GroupSample, scrapes []scrape, baseline bool, fail fun
 	}
 }
 
-// lagReport is the part of GET /admin/lag the drill reads (pkg/lag.Report).
-type lagReport struct {
-	TotalLag         int64   `json:"totalLag"`
-	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
-	Partitions       []struct {
-		Partition int32 `json:"partition"`
-		Lag       int64 `json:"lag"`
-	} `json:"partitions"`
-}
-
-func partitionLags(r lagReport) []int64 {
+func partitionLags(r suiteapi.LagReport) []int64 {
 	n := 0
 	for _, p := range r.Partitions {
 		n = max(n, int(p.Partition)+1)
@@ -311,51 +300,22 @@ func partitionLags(r lagReport) []int64 {
 	return out
 }
 
+// instance is a client of one process's API, which the client knows by
+// the instance's name.
+func (d *drill) instance(in Instance) *suiteapi.Client {
+	return suiteapi.New(suiteapi.Config{URLs: map[string]string{in.Name: in.URL}, AdminToken: d.t.AdminToken, HTTPClient: d.t.HTTPClient})
+}
+
 // lag reads GET /admin/lag from the first instance that answers: the lag
 // is the group's, measured at the broker, whichever member is asked.
-func (d *drill) lag(ctx context.Context, insts []Instance) (lagReport, error) {
+func (d *drill) lag(ctx context.Context, insts []Instance) (suiteapi.LagReport, error) {
 	var last error
 	for _, in := range insts {
-		var r lagReport
-		if err := d.getJSON(ctx, in.URL+"/admin/lag", &r); err != nil {
-			last = err
-			continue
+		r, err := d.instance(in).Lag(ctx, in.Name)
+		if err == nil {
+			return r, nil
 		}
-		return r, nil
+		last = err
 	}
-	return lagReport{}, last
-}
-
-func (d *drill) getJSON(ctx context.Context, url string, v any) error {
-	body, err := d.get(ctx, url)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	return nil
-}
-
-func (d *drill) get(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	if d.t.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+d.t.AdminToken)
-	}
-	resp, err := d.t.HTTPClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
-	}
-	return body, nil
+	return suiteapi.LagReport{}, last
 }

@@ -12,23 +12,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "compose-control:", err)
-		os.Exit(1)
-	}
+	cli.Main("compose-control", "", func(ctx context.Context, _ []string, getenv func(string) string, stdout, _ io.Writer) error {
+		return run(ctx, getenv, stdout)
+	})
 }
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {

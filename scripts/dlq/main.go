@@ -20,32 +20,18 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-// Exit statuses.
-const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
-)
+func main() { cli.Main("dlq", "\n"+usage, run) }
 
 // consumers are the services that dead-letter, with their make run URLs.
 var consumers = []struct{ name, url string }{
@@ -54,9 +40,6 @@ var consumers = []struct{ name, url string }{
 	{"notification", "http://127.0.0.1:8085"},
 	{"payment", "http://127.0.0.1:8082"},
 }
-
-// errUsage marks a command line the tool cannot work with.
-var errUsage = errors.New("usage")
 
 const usage = `usage:
   go run ./scripts/dlq list   [--service NAME] [--aggregate ORDER_ID] [--status DEAD|REPLAYED] [--url URL]
@@ -78,36 +61,26 @@ type command struct {
 	token     string
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd, err := parse(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "dlq: %v\n\n%s\n", err, usage)
-		return exitUsage
+		return err
 	}
 	c := newClient(cmd)
 	defer c.api.Close()
 	switch cmd.verb {
 	case "list":
-		err = list(ctx, c, cmd, stdout)
+		return list(ctx, c, cmd, stdout)
 	case "show":
-		err = show(ctx, c, cmd, stdout)
-	case "replay":
-		err = replay(ctx, c, cmd, stdout)
+		return show(ctx, c, cmd, stdout)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "dlq:", err)
-		return exitFail
-	}
-	return exitOK
+	return replay(ctx, c, cmd, stdout)
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (command, error) {
 	env := envconfig.New(getenv)
 	if len(args) == 0 {
-		return command{}, fmt.Errorf("%w: name a command: list, show or replay", errUsage)
+		return command{}, fmt.Errorf("%w: name a command: list, show or replay", cli.ErrUsage)
 	}
 	cmd := command{verb: args[0], token: getenv("ADMIN_TOKEN"), urls: map[string]string{}}
 	if cmd.verb == "-h" || cmd.verb == "--help" || cmd.verb == "help" {
@@ -115,7 +88,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 		return command{}, flag.ErrHelp
 	}
 	if !slices.Contains([]string{"list", "show", "replay"}, cmd.verb) {
-		return command{}, fmt.Errorf("%w: unknown command %q: want list, show or replay", errUsage, cmd.verb)
+		return command{}, fmt.Errorf("%w: unknown command %q: want list, show or replay", cli.ErrUsage, cmd.verb)
 	}
 	fs := flag.NewFlagSet("dlq "+cmd.verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -125,11 +98,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	fs.StringVar(&cmd.status, "status", "", "list only DEAD (waiting for a fix and a replay) or REPLAYED ones")
 	id := fs.Int64("id", 0, "the dead letter's id (show, replay)")
 	fs.StringVar(&cmd.by, "by", env.String("USER", "dlq-cli"), "who asks for the replay, for the audit (replay)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return command{}, err
-	}
-	if fs.NArg() > 0 {
-		return command{}, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	for _, c := range consumers {
 		if *service == "" || *service == c.name {
@@ -139,23 +109,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	}
 	switch {
 	case len(cmd.services) == 0:
-		return command{}, fmt.Errorf("%w: --service %q: want inventory, points, notification or payment", errUsage, *service)
+		return command{}, fmt.Errorf("%w: --service %q: want inventory, points, notification or payment", cli.ErrUsage, *service)
 	case *service == "" && cmd.verb != "list":
-		return command{}, fmt.Errorf("%w: %s needs --service", errUsage, cmd.verb)
+		return command{}, fmt.Errorf("%w: %s needs --service", cli.ErrUsage, cmd.verb)
 	case *base != "" && *service == "":
-		return command{}, fmt.Errorf("%w: --url needs --service", errUsage)
+		return command{}, fmt.Errorf("%w: --url needs --service", cli.ErrUsage)
 	case cmd.verb == "list" && *id != 0:
-		return command{}, fmt.Errorf("%w: list takes no --id (use show)", errUsage)
+		return command{}, fmt.Errorf("%w: list takes no --id (use show)", cli.ErrUsage)
 	case cmd.verb != "list" && *id <= 0:
-		return command{}, fmt.Errorf("%w: %s needs --id N (the id column of list)", errUsage, cmd.verb)
+		return command{}, fmt.Errorf("%w: %s needs --id N (the id column of list)", cli.ErrUsage, cmd.verb)
 	case cmd.verb != "list" && (cmd.aggregate != "" || cmd.status != ""):
-		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate or --status", errUsage, cmd.verb)
+		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate or --status", cli.ErrUsage, cmd.verb)
 	case cmd.status != "" && cmd.status != "DEAD" && cmd.status != "REPLAYED":
-		return command{}, fmt.Errorf("%w: --status %q: want DEAD or REPLAYED", errUsage, cmd.status)
+		return command{}, fmt.Errorf("%w: --status %q: want DEAD or REPLAYED", cli.ErrUsage, cmd.status)
 	}
 	if *base != "" {
 		if u, err := url.Parse(*base); err != nil || u.Scheme == "" || u.Host == "" {
-			return command{}, fmt.Errorf("%w: --url %q: want http://host:port", errUsage, *base)
+			return command{}, fmt.Errorf("%w: --url %q: want http://host:port", cli.ErrUsage, *base)
 		}
 		cmd.urls[*service] = strings.TrimRight(*base, "/")
 	}
@@ -176,32 +146,9 @@ func newClient(cmd command) client {
 		HTTPClient: &http.Client{Timeout: 30 * time.Second}})}
 }
 
-// explain says what an operator can do about a failed call: an answer
-// other than 200 shows its businessCode and message, an unreachable
-// service asks whether the suite runs.
-func explain(err error) error {
-	var se *suiteapi.StatusError
-	var ue *url.Error
-	switch {
-	case errors.As(err, &se):
-		msg := se.Body
-		if se.Message != "" {
-			msg = se.BusinessCode + ": " + se.Message
-		}
-		hint := ""
-		if se.Status == http.StatusUnauthorized {
-			hint = " (set ADMIN_TOKEN to the suite's admin token)"
-		}
-		return fmt.Errorf("%s %s: %d %s%s", se.Method, se.URL, se.Status, msg, hint)
-	case errors.As(err, &ue):
-		return fmt.Errorf("%w (is the suite running?)", err)
-	}
-	return err
-}
-
 func (c client) list(ctx context.Context, service, aggregate, status string) ([]deadLetter, error) {
 	items, err := c.api.DeadLetters(ctx, service, aggregate, status)
-	return items, explain(err)
+	return items, suiteapi.Explain(err)
 }
 
 func list(ctx context.Context, c client, cmd command, w io.Writer) error {
@@ -307,7 +254,7 @@ func replay(ctx context.Context, c client, cmd command, w io.Writer) error {
 	name := cmd.services[0]
 	res, err := c.api.Replay(ctx, name, cmd.id, cmd.by)
 	if err != nil {
-		return explain(err)
+		return suiteapi.Explain(err)
 	}
 	sent := fmt.Sprintf("%s sent back to %s with its original eventId", res.EventID, res.OriginalTopic)
 	what, ok := map[string]string{

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -74,42 +76,42 @@ func TestCommands(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"list", []string{"list", "--service", "inventory", "--url", srv.URL}, withToken, exitOK, []string{
+		{"list", []string{"list", "--service", "inventory", "--url", srv.URL}, withToken, cli.ExitOK, []string{
 			"SERVICE    ID  STATUS    CLASS      ATTEMPTS  TYPE       AGGREGATE  EVENT ID  FIRST FAILED          REASON",
 			"inventory  2   DEAD      RETRYABLE  5         OrderPaid  O-2        E-2       2026-08-10T02:00:00Z  HANDLER_ERROR: failpoint inventory.apply: injected failure",
 			"inventory  1   REPLAYED  PERMANENT  1         -          O-1        E-1",
 			"2 dead letters",
 		}},
-		{"list of one order", []string{"list", "--service", "inventory", "--url", srv.URL, "--aggregate", "O-1"}, withToken, exitOK, []string{
+		{"list of one order", []string{"list", "--service", "inventory", "--url", srv.URL, "--aggregate", "O-1"}, withToken, cli.ExitOK, []string{
 			"inventory  1   REPLAYED", "1 dead letters of O-1",
 		}},
-		{"list of those waiting", []string{"list", "--service", "inventory", "--url", srv.URL, "--status", "DEAD"}, withToken, exitOK, []string{
+		{"list of those waiting", []string{"list", "--service", "inventory", "--url", srv.URL, "--status", "DEAD"}, withToken, cli.ExitOK, []string{
 			"inventory  2   DEAD", "1 dead letters DEAD",
 		}},
-		{"show", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "2"}, withToken, exitOK, []string{
+		{"show", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "2"}, withToken, cli.ExitOK, []string{
 			"errorClass      RETRYABLE", "attempts        5", "firstFailedAt   2026-08-10T02:00:00Z",
 			"originalTopic   order-events (partition 0, offset 0)", "header eventId  E-2", `"eventId": "E-2"`,
 		}},
-		{"show a poison message", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "1"}, withToken, exitOK, []string{
+		{"show a poison message", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "1"}, withToken, cli.ExitOK, []string{
 			`"not json"`,
 		}},
-		{"replay", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "2", "--by", "alice"}, withToken, exitOK, []string{
+		{"replay", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "2", "--by", "alice"}, withToken, cli.ExitOK, []string{
 			"dead letter 2 of inventory: APPLIED: E-2 sent back to order-events with its original eventId; the consumer applied it (audited as alice)",
 		}},
-		{"replay of a stale event", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "3", "--by", "alice"}, withToken, exitOK, []string{
+		{"replay of a stale event", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "3", "--by", "alice"}, withToken, cli.ExitOK, []string{
 			"dead letter 3 of inventory: IGNORED_STALE: E-3 sent back to order-events with its original eventId; the consumer ignored it as older than the order's state, nothing changed",
 		}},
-		{"replay not decided yet", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "4", "--by", "alice"}, withToken, exitOK, []string{
+		{"replay not decided yet", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "4", "--by", "alice"}, withToken, cli.ExitOK, []string{
 			"dead letter 4 of inventory: PENDING: E-4 sent back to order-events with its original eventId; the consumer had not decided yet",
 		}},
-		{"replay again", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "1", "--by", "alice"}, withToken, exitOK, []string{
+		{"replay again", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "1", "--by", "alice"}, withToken, cli.ExitOK, []string{
 			"ALREADY_REPLAYED: nothing sent again",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			code := cli.Exit("dlq", usage, run(context.Background(), tt.args, env(tt.env), &stdout, &stderr), &stderr)
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr.String())
 			}
@@ -131,26 +133,26 @@ func TestErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no command", nil, nil, exitUsage, "name a command"},
-		{"unknown command", []string{"purge"}, nil, exitUsage, `unknown command "purge"`},
-		{"unknown service", []string{"list", "--service", "order"}, nil, exitUsage, `--service "order"`},
-		{"show without service", []string{"show", "--id", "1"}, nil, exitUsage, "show needs --service"},
-		{"replay without id", []string{"replay", "--service", "inventory"}, nil, exitUsage, "replay needs --id N"},
-		{"list with id", []string{"list", "--id", "3"}, nil, exitUsage, "list takes no --id"},
-		{"bad status", []string{"list", "--status", "dead"}, nil, exitUsage, `--status "dead"`},
-		{"replay with status", []string{"replay", "--service", "inventory", "--id", "1", "--status", "DEAD"}, nil, exitUsage, "takes --id, not --aggregate or --status"},
-		{"url without service", []string{"list", "--url", srv.URL}, nil, exitUsage, "--url needs --service"},
-		{"bad url", []string{"list", "--service", "points", "--url", "localhost"}, nil, exitUsage, "--url"},
-		{"stray argument", []string{"list", "inventory"}, nil, exitUsage, `unexpected argument "inventory"`},
-		{"no token", []string{"list", "--service", "inventory", "--url", srv.URL}, nil, exitFail, "401 UNAUTHORIZED: admin token required (set ADMIN_TOKEN"},
-		{"unknown id", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, exitFail, "404 NOT_FOUND: dead letter 9 not found"},
-		{"show unknown id", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, exitFail, "no dead letter 9"},
-		{"suite down", []string{"list", "--service", "inventory", "--url", "http://127.0.0.1:1"}, nil, exitFail, "is the suite running?"},
+		{"no command", nil, nil, cli.ExitUsage, "name a command"},
+		{"unknown command", []string{"purge"}, nil, cli.ExitUsage, `unknown command "purge"`},
+		{"unknown service", []string{"list", "--service", "order"}, nil, cli.ExitUsage, `--service "order"`},
+		{"show without service", []string{"show", "--id", "1"}, nil, cli.ExitUsage, "show needs --service"},
+		{"replay without id", []string{"replay", "--service", "inventory"}, nil, cli.ExitUsage, "replay needs --id N"},
+		{"list with id", []string{"list", "--id", "3"}, nil, cli.ExitUsage, "list takes no --id"},
+		{"bad status", []string{"list", "--status", "dead"}, nil, cli.ExitUsage, `--status "dead"`},
+		{"replay with status", []string{"replay", "--service", "inventory", "--id", "1", "--status", "DEAD"}, nil, cli.ExitUsage, "takes --id, not --aggregate or --status"},
+		{"url without service", []string{"list", "--url", srv.URL}, nil, cli.ExitUsage, "--url needs --service"},
+		{"bad url", []string{"list", "--service", "points", "--url", "localhost"}, nil, cli.ExitUsage, "--url"},
+		{"stray argument", []string{"list", "inventory"}, nil, cli.ExitUsage, `unexpected argument "inventory"`},
+		{"no token", []string{"list", "--service", "inventory", "--url", srv.URL}, nil, cli.ExitFailed, "401 UNAUTHORIZED: admin token required (set ADMIN_TOKEN"},
+		{"unknown id", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, cli.ExitFailed, "404 NOT_FOUND: dead letter 9 not found"},
+		{"show unknown id", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, cli.ExitFailed, "no dead letter 9"},
+		{"suite down", []string{"list", "--service", "inventory", "--url", "http://127.0.0.1:1"}, nil, cli.ExitFailed, "is the suite running?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			code := cli.Exit("dlq", usage, run(context.Background(), tt.args, env(tt.env), &stdout, &stderr), &stderr)
 			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr.String(), tt.code, tt.want)
 			}

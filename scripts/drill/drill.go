@@ -164,8 +164,8 @@ type Target struct {
 
 // Defaults of a Target, those of `make run` (README.md (Configuration)).
 const (
-	DefaultTopic            = "order-events"
-	DefaultDLQTopic         = "order-events.dlq"
+	DefaultTopic            = suite.OrderEventsTopic
+	DefaultDLQTopic         = suite.DLQTopic
 	DefaultCallbackSecret   = "dev-callback-secret"
 	DefaultRetryMaxAttempts = 5
 	DefaultRetryInitial     = time.Second
@@ -180,14 +180,11 @@ const (
 
 // LocalURLs are the services' URLs under `make run`.
 func LocalURLs() map[string]string {
-	return map[string]string{
-		Order:          "http://127.0.0.1:8081",
-		Payment:        "http://127.0.0.1:8082",
-		Inventory:      "http://127.0.0.1:8083",
-		Points:         "http://127.0.0.1:8084",
-		Notification:   "http://127.0.0.1:8085",
-		Reconciliation: "http://127.0.0.1:8086",
+	out := map[string]string{}
+	for _, s := range suite.Services() {
+		out[s.Name] = s.LocalURL()
 	}
+	return out
 }
 
 // LocalDatabases are the URLs of the suite's databases on server, by

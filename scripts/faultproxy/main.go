@@ -14,23 +14,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faultproxy:", err)
-		os.Exit(1)
-	}
+	cli.Main("faultproxy", "", func(ctx context.Context, _ []string, getenv func(string) string, stdout, _ io.Writer) error {
+		return run(ctx, getenv, stdout)
+	})
 }
 
 // config is the proxy's and its admin API's settings.

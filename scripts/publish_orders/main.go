@@ -12,30 +12,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitCode(err, os.Stderr))
-}
+// usage follows a usage error on stderr.
+const usage = "run `go run ./scripts/publish_orders -h` for the flags"
 
-// Exit statuses.
-const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
-)
+func main() { cli.Main("publish_orders", usage, run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadgen.Parse(args, getenv, stderr)
@@ -44,19 +30,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	_, err = loadgen.Run(ctx, cfg, stdout, stderr)
 	return err
-}
-
-// exitCode reports err on stderr and maps it to the exit status.
-func exitCode(err error, stderr io.Writer) int {
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.Is(err, loadgen.ErrUsage):
-		fmt.Fprintln(stderr, "publish_orders:", err)
-		fmt.Fprintln(stderr, "run `go run ./scripts/publish_orders -h` for the flags")
-		return exitUsage
-	default:
-		fmt.Fprintln(stderr, "publish_orders:", err)
-		return exitFailed
-	}
 }

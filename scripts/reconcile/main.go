@@ -18,106 +18,67 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main("reconcile", "", run) }
 
-// Exit statuses.
-const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
-)
-
-// orderList collects repeated --order flags.
-type orderList []string
-
-func (o *orderList) String() string { return strings.Join(*o, ",") }
-
-func (o *orderList) Set(v string) error {
-	for _, id := range strings.Split(v, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			*o = append(*o, id)
-		}
-	}
-	return nil
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var orders orderList
-	fs.Var(&orders, "order", "reconcile only this order (repeat, or separate with commas); default: every order older than the deadline")
+	var orders []string
+	fs.Func("order", "reconcile only this order (repeat, or separate with commas); default: every order older than the deadline", func(v string) error {
+		orders = append(orders, envconfig.Split(v)...)
+		return nil
+	})
 	minAge := fs.String("min-age", "", `reconcile orders whose last change is older than this ("0s": all); default: the convergence deadline`)
 	by := fs.String("by", "make reconcile", "who starts the run (recorded in its audit)")
 	show := fs.Int64("show", 0, "show run N instead of starting one")
 	runs := fs.Bool("runs", false, "list the latest runs instead of starting one")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := cli.Parse(fs, args); err != nil {
+		return err
 	}
 	env := envconfig.New(getenv)
-	c := client{by: *by, api: suiteapi.New(suiteapi.Config{
+	api := suiteapi.New(suiteapi.Config{
 		URLs:       map[string]string{suiteapi.Reconciliation: env.String("RECONCILIATION_URL", "http://127.0.0.1:8086")},
 		AdminToken: env.String("ADMIN_TOKEN", ""),
 		// Each call is short: the run is the service's, followed by polling.
 		HTTPClient: &http.Client{Timeout: 30 * time.Second},
-	})}
-	defer c.api.Close()
+	})
+	defer api.Close()
 
-	var err error
 	switch {
 	case *runs:
-		err = c.listRuns(ctx, stdout)
+		list, err := api.ReconciliationRuns(ctx)
+		if err != nil {
+			return suiteapi.Explain(err)
+		}
+		return listRuns(stdout, list)
 	case *show > 0:
-		var r runView
-		if err = c.do(ctx, http.MethodGet, fmt.Sprintf("/admin/reconciliation/runs/%d", *show), nil, &r); err == nil {
-			err = r.print(stdout)
+		r, err := api.ReconciliationRun(ctx, *show)
+		if err != nil {
+			return suiteapi.Explain(err)
 		}
-	default:
-		var r suiteapi.Run
-		r, err = c.api.RunReconciliation(ctx, *by, suiteapi.RunRequest{OrderIDs: orders, MinAge: *minAge}, progress(stderr))
-		if r.ID > 0 {
-			// A run that failed is printed too: what it found before.
-			if perr := runView(r).print(stdout); err == nil {
-				err = perr
-			}
+		return runView(r).print(stdout)
+	}
+	r, err := api.RunReconciliation(ctx, *by, suiteapi.RunRequest{OrderIDs: orders, MinAge: *minAge}, progress(stderr))
+	if r.ID > 0 {
+		// A run that failed is printed too: what it found before.
+		if perr := runView(r).print(stdout); err == nil {
+			err = perr
 		}
-		err = explain(err)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "reconcile:", err)
-		return exitFail
-	}
-	return exitOK
-}
-
-// client calls the reconciliation service's admin API in the name of by.
-type client struct {
-	by  string
-	api *suiteapi.Client
+	return suiteapi.Explain(err)
 }
 
 // progress reports a running run on w when it has got further than at its
@@ -163,48 +124,22 @@ func scans(ss []suiteapi.OrphanScan) string {
 // progressEvery is how often a long run's progress is reported.
 const progressEvery = 5 * time.Second
 
-func (c client) do(ctx context.Context, method, path string, body, out any) error {
-	_, err := c.api.Do(ctx, suiteapi.Reconciliation, method, path, http.Header{"X-Operator": {c.by}}, body, out)
-	return explain(err)
-}
-
-// explain adds to an error of the API what the person running the command
-// can do about it.
-func explain(err error) error {
-	var se *suiteapi.StatusError
-	var ue *url.Error
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("%s %s: %d %s: %s", se.Method, se.URL, se.Status, http.StatusText(se.Status), se.Body)
-	case errors.As(err, &ue):
-		return fmt.Errorf("%w (is the suite running? make run)", err)
-	}
-	return err
-}
-
 // runView is a run as the service answers it.
 type runView suiteapi.Run
 
 // print writes the run and a table of its findings; it fails when the run
 // did.
 func (r runView) print(w io.Writer) error {
-	took := "-"
-	if r.FinishedAt != nil {
-		took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
-	}
 	scope := "orders older than " + r.MinAge
 	if len(r.OrderIDs) > 0 {
 		scope = fmt.Sprintf("%d orders named", len(r.OrderIDs))
 	}
 	fmt.Fprintf(w, "run %d %s: started by %s at %s, %s; checked %d orders in %s, %d findings, %d actions\n",
-		r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339), scope, r.Checked, took, len(r.Findings), r.Actions)
+		r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339), scope, r.Checked, took(r.StartedAt, r.FinishedAt), len(r.Findings), r.Actions)
 	if len(r.Phases) > 0 {
 		parts := make([]string, len(r.Phases))
 		for i, p := range r.Phases {
-			parts[i] = strings.ToLower(p.Phase) + " -"
-			if p.FinishedAt != nil {
-				parts[i] = fmt.Sprintf("%s %s", strings.ToLower(p.Phase), p.FinishedAt.Sub(p.StartedAt).Round(time.Millisecond))
-			}
+			parts[i] = strings.ToLower(p.Phase) + " " + took(p.StartedAt, p.FinishedAt)
 		}
 		fmt.Fprintf(w, "phases: %s\n", strings.Join(parts, ", "))
 	}
@@ -234,31 +169,21 @@ func (r runView) print(w io.Writer) error {
 	return nil
 }
 
-func (c client) listRuns(ctx context.Context, w io.Writer) error {
-	var out struct {
-		Runs []struct {
-			ID         int64      `json:"id"`
-			Status     string     `json:"status"`
-			StartedBy  string     `json:"startedBy"`
-			StartedAt  time.Time  `json:"startedAt"`
-			FinishedAt *time.Time `json:"finishedAt"`
-			Checked    int        `json:"checked"`
-			Findings   int        `json:"findings"`
-			Actions    int        `json:"actions"`
-		} `json:"runs"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/admin/reconciliation/runs", nil, &out); err != nil {
-		return err
-	}
+// listRuns writes the latest runs as a table.
+func listRuns(w io.Writer, runs []suiteapi.RunSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED BY\tSTARTED\tTOOK\tCHECKED\tFINDINGS\tACTIONS")
-	for _, r := range out.Runs {
-		took := "-"
-		if r.FinishedAt != nil {
-			took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
-		}
+	for _, r := range runs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, r.Status, r.StartedBy, r.StartedAt.UTC().Format(time.RFC3339),
-			took, r.Checked, r.Findings, r.Actions)
+			took(r.StartedAt, r.FinishedAt), r.Checked, r.Findings, r.Actions)
 	}
 	return tw.Flush()
+}
+
+// took is how long a run took, "-" while it goes on.
+func took(start time.Time, end *time.Time) string {
+	if end == nil {
+		return "-"
+	}
+	return end.Sub(start).Round(time.Millisecond).String()
 }

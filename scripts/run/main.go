@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 func main() {
@@ -34,16 +35,6 @@ func main() {
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg := devrun.LoadConfig(getenv)
-	cfg.Colour = isTerminal(stdout) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
+	cfg.Colour = cli.IsTerminal(stdout) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 	return devrun.Run(ctx, cfg, stdout)
-}
-
-// isTerminal reports whether w is a character device such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -13,29 +13,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/seedorders"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main("seed_orders", "", run) }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg := seedorders.DefaultConfig(time.Now())
 	fs := flag.NewFlagSet("seed_orders", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -45,11 +37,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	age := fs.Duration("age", time.Hour, "how long ago the first order was created")
 	remove := fs.Bool("remove", false, "delete the rows seeded with --prefix instead of seeding")
 	analyze := fs.Bool("analyze", true, "analyze each database once written (false: leave the planner's statistics to autovacuum)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if err := cli.Parse(fs, args); err != nil {
+		return err
 	}
 	cfg.CreatedAt = time.Now().Add(-*age)
 	cfg.NoAnalyze = !*analyze
@@ -65,8 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *remove {
 		verb, do = "removed", seedorders.Remove
 	} else if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, "seed_orders:", err)
-		return 2
+		return cli.Usagef("%w", err)
 	}
 	start := time.Now()
 	results, err := do(ctx, dsn, cfg)
@@ -74,13 +62,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "%-14s %s %d rows in %s\n", r.Service, verb, r.Rows, r.Took.Round(time.Millisecond))
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "seed_orders:", err)
-		return 1
+		return err
 	}
 	if *remove {
 		fmt.Fprintf(stdout, "removed the orders %s* in %s\n", cfg.Prefix, time.Since(start).Round(time.Millisecond))
 	} else {
 		fmt.Fprintf(stdout, "seeded %d orders %s1..%d (refund every %d) in %s\n", cfg.Count, cfg.Prefix, cfg.Count, cfg.RefundEvery, time.Since(start).Round(time.Millisecond))
 	}
-	return 0
+	return nil
 }

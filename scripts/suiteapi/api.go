@@ -550,6 +550,16 @@ func (c *Client) ReconciliationRun(ctx context.Context, id int64) (Run, error) {
 	return get[Run](ctx, c, Reconciliation, "/admin/reconciliation/runs/"+strconv.FormatInt(id, 10))
 }
 
+// RunSummary is a reconciliation run without its findings.
+type RunSummary = reconciliationapi.RunSummary
+
+// ReconciliationRuns lists the latest reconciliation runs, newest first
+// (GET /admin/reconciliation/runs).
+func (c *Client) ReconciliationRuns(ctx context.Context) ([]RunSummary, error) {
+	out, err := get[reconciliationapi.RunsView](ctx, c, Reconciliation, "/admin/reconciliation/runs")
+	return out.Runs, err
+}
+
 // AwaitRun polls run id until it is no longer RUNNING, as often as the
 // client polls at first and then less often, up to once every
 // maxRunPoll, and returns it as it ended; progress, when not nil, gets the

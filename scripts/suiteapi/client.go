@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,31 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s %s answered %d: %s", e.Method, e.URL, e.Status, e.Body)
+}
+
+// Explain adds to err, the error of a call, what the person running a
+// command can do about it: an answer the suite refused shows its
+// businessCode and message (its body when it has none), a 401 asks for the
+// admin token, a service that cannot be reached asks whether the suite
+// runs.
+func Explain(err error) error {
+	var se *StatusError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &se):
+		msg := se.Body
+		if se.Message != "" {
+			msg = se.BusinessCode + ": " + se.Message
+		}
+		hint := ""
+		if se.Status == http.StatusUnauthorized {
+			hint = " (set ADMIN_TOKEN to the suite's admin token)"
+		}
+		return fmt.Errorf("%s %s: %d %s%s", se.Method, se.URL, se.Status, msg, hint)
+	case errors.As(err, &ue):
+		return fmt.Errorf("%w (is the suite running? make run)", err)
+	}
+	return err
 }
 
 // IsStatus reports whether err is a *StatusError with status code.

@@ -17,33 +17,44 @@ import (
 // include labels. A metric the service has not exposed yet is 0: a
 // counter appears at its first increment.
 func (c *Client) Metric(ctx context.Context, service, name string, labels map[string]string) (float64, error) {
+	families, err := c.MetricFamilies(ctx, service)
+	return sumSamples(families, name, labels), err
+}
+
+// MetricFamilies reads a service's /metrics, by metric name.
+func (c *Client) MetricFamilies(ctx context.Context, service string) (map[string]*dto.MetricFamily, error) {
 	code, raw, err := c.Raw(ctx, service, http.MethodGet, "/metrics", nil, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if code != http.StatusOK {
-		return 0, statusError(http.MethodGet, c.URL(service)+"/metrics", code, raw)
+		return nil, statusError(http.MethodGet, c.URL(service)+"/metrics", code, raw)
 	}
-	v, err := SumSamples(bytes.NewReader(raw), name, labels)
+	families, err := ParseMetrics(bytes.NewReader(raw))
 	if err != nil {
-		return 0, fmt.Errorf("%s /metrics: %w", service, err)
+		return nil, fmt.Errorf("%s /metrics: %w", service, err)
 	}
-	return v, nil
+	return families, nil
+}
+
+// ParseMetrics reads a Prometheus text exposition, by metric name.
+func ParseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 // SumSamples is Metric over a Prometheus text exposition.
 func SumSamples(r io.Reader, name string, labels map[string]string) (float64, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
+	families, err := ParseMetrics(r)
 	if err != nil {
 		return 0, err
 	}
-	f, ok := families[name]
-	if !ok {
-		return 0, nil
-	}
+	return sumSamples(families, name, labels), nil
+}
+
+func sumSamples(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	sum := 0.0
-	for _, m := range f.GetMetric() {
+	for _, m := range families[name].GetMetric() {
 		if !hasLabels(m, labels) {
 			continue
 		}
@@ -58,7 +69,7 @@ func SumSamples(r io.Reader, name string, labels map[string]string) (float64, er
 			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return sum, nil
+	return sum
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {

@@ -19,37 +19,22 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitCode(err, os.Stderr))
-}
+// usage follows a usage error on stderr.
+const usage = "run `go run ./scripts/backlog/run -h` for the flags"
 
-// Exit statuses.
-const (
-	exitPass  = 0
-	exitFail  = 1
-	exitUsage = 2
-)
-
-// errFailed is a drill that ran to the end with a failed check.
-var errFailed = errors.New("a check failed")
+func main() { cli.Main("drill-backlog", usage, run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, target, err := parse(args, getenv, stderr)
@@ -58,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	control := backlog.NewControlClient(controlURL(getenv))
 	target.Scaler, target.Lister = control, control
-	out := backlog.Output{Table: stdout, Progress: stderr, Live: isTerminal(stderr)}
+	out := backlog.Output{Table: stdout, Progress: stderr, Live: cli.IsTerminal(stderr)}
 	rep, err := backlog.Run(ctx, cfg, target, out)
 	if err != nil {
 		return err
@@ -67,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "\nfiles: %s, %s\n", filepath.Join(cfg.Out, backlog.JSONFile), filepath.Join(cfg.Out, backlog.HTMLFile))
 	}
 	if !rep.Pass {
-		return errFailed
+		return cli.ErrFailed
 	}
 	return nil
 }
@@ -104,14 +89,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 	brokers := fs.String("brokers", env.String("KAFKA_BROKERS", suite.DefaultKafkaBrokers), "Kafka bootstrap brokers, comma-separated (KAFKA_BROKERS)")
 	topic := fs.String("topic", env.String("ORDER_EVENTS_TOPIC", suite.OrderEventsTopic), "the order events topic (ORDER_EVENTS_TOPIC)")
 	dbURL := fs.String("database-url", env.String("DATABASE_URL", suite.DefaultDatabaseURL), "the services' Postgres server, read only (DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, backlog.Target{}, err
-		}
-		return cfg, backlog.Target{}, fmt.Errorf("%w: %w", backlog.ErrUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, backlog.Target{}, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", backlog.ErrUsage, fs.Arg(0))
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cfg, backlog.Target{}, err
 	}
 	// The library reads a zero as "the default"; on the command line it is
 	// a mistake.
@@ -146,32 +125,4 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 
 func controlURL(getenv func(string) string) string {
 	return "http://" + envconfig.New(getenv).String("CONTROL_ADDR", "127.0.0.1:8090")
-}
-
-// isTerminal reports whether w is a terminal, where the live line can be
-// redrawn in place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// exitCode reports err on stderr and maps it to the exit status.
-func exitCode(err error, stderr io.Writer) int {
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitPass
-	case errors.Is(err, backlog.ErrUsage):
-		fmt.Fprintln(stderr, "drill-backlog:", err)
-		fmt.Fprintln(stderr, "run `go run ./scripts/backlog/run -h` for the flags")
-		return exitUsage
-	case errors.Is(err, errFailed):
-		return exitFail
-	default:
-		fmt.Fprintln(stderr, "drill-backlog:", err)
-		return exitFail
-	}
 }

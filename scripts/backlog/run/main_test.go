@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 func TestParse(t *testing.T) {
@@ -60,8 +61,8 @@ func TestParse(t *testing.T) {
 				if !errors.Is(err, backlog.ErrUsage) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parse = %v, want a usage error with %q", err, tt.wantErr)
 				}
-				if exitCode(err, io.Discard) != exitUsage {
-					t.Errorf("exit code of a usage error is not %d", exitUsage)
+				if cli.Exit("drill-backlog", usage, err, io.Discard) != cli.ExitUsage {
+					t.Errorf("exit code of a usage error is not %d", cli.ExitUsage)
 				}
 				return
 			}
@@ -83,7 +84,7 @@ func TestRunWithoutSuite(t *testing.T) {
 	if err == nil || errors.Is(err, backlog.ErrUsage) {
 		t.Fatalf("run = %v, want a failure", err)
 	}
-	if code := exitCode(err, io.Discard); code != exitFail {
-		t.Errorf("exit code %d, want %d", code, exitFail)
+	if code := cli.Exit("drill-backlog", usage, err, io.Discard); code != cli.ExitFailed {
+		t.Errorf("exit code %d, want %d", code, cli.ExitFailed)
 	}
 }

@@ -21,37 +21,22 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+// usage follows a usage error on stderr.
+const usage = "run `go run ./scripts/drill/run -h` for the flags"
 
-// Exit statuses.
-const (
-	exitPass  = 0
-	exitFail  = 1
-	exitUsage = 2
-)
-
-// errUsage marks a command line the runner cannot work with.
-var errUsage = errors.New("usage")
+func main() { cli.Main("drill", usage, run) }
 
 // options is the parsed command line.
 type options struct {
@@ -60,20 +45,14 @@ type options struct {
 	names   []string
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	opts, err := parse(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitPass
-	}
 	if err != nil {
-		fmt.Fprintln(stderr, "drill:", err)
-		fmt.Fprintln(stderr, "run `go run ./scripts/drill/run -h` for the flags")
-		return exitUsage
+		return err
 	}
 	cases, err := drill.Select(opts.names...)
 	if err != nil {
-		fmt.Fprintln(stderr, "drill:", err)
-		return exitUsage
+		return cli.Usagef("%w", err)
 	}
 	t := opts.target
 	if opts.control != "" {
@@ -92,13 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	})
 	fmt.Fprintln(stdout)
 	if err := drill.WriteTable(stdout, results); err != nil {
-		fmt.Fprintln(stderr, "drill:", err)
-		return exitFail
+		return err
 	}
 	if drill.Failed(results) > 0 || ctx.Err() != nil {
-		return exitFail
+		return cli.ErrFailed
 	}
-	return exitPass
+	return nil
 }
 
 // parse reads the command line and the environment.
@@ -126,11 +104,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	outage := fs.Duration("outage", drill.DefaultOutage, "how long loss/broker-outage and loss/callback-outage keep the broker or the order service away")
 	databaseURL := fs.String("database-url", "", "the Postgres server of the suite's databases, for the cleanup of planted orders and the restore cases\n(default: DATABASE_URL, make run's, unless --target names another suite: then none, and those are skipped)")
 	keepPlanted := fs.Bool("keep-planted", false, "keep the rows of the synthetic orders the cases plant, for inspection\n(by default each case removes them once its verdict is taken)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() == 0 {
-		return options{}, fmt.Errorf("%w: name a drill: %s or all", errUsage, strings.Join(drill.Drills(), ", "))
+		return options{}, fmt.Errorf("%w: name a drill: %s or all", cli.ErrUsage, strings.Join(drill.Drills(), ", "))
 	}
 	// The suite's own settings the cases must know, read as it reads them.
 	retry := env.Int("RETRY_MAX_ATTEMPTS", drill.DefaultRetryMaxAttempts)
@@ -138,7 +116,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	maxInterval := env.Duration("RETRY_MAX_INTERVAL", drill.DefaultRetryMax)
 	parkDeadline := env.Duration("PARK_DEADLINE", drill.DefaultParkDeadline)
 	if err := env.Err(); err != nil {
-		return options{}, fmt.Errorf("%w: %w", errUsage, err)
+		return options{}, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	urls := drill.LocalURLs()
 	if *targets != "" {
@@ -146,7 +124,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			name, u, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok || !slices.Contains(drill.Services(), name) || !strings.HasPrefix(u, "http") {
 				return options{}, fmt.Errorf("%w: --target %q: want name=http://host:port with name one of %s",
-					errUsage, pair, strings.Join(drill.Services(), ", "))
+					cli.ErrUsage, pair, strings.Join(drill.Services(), ", "))
 			}
 			urls[name] = u
 		}
@@ -165,14 +143,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if server != "" {
 		var err error
 		if databases, err = drill.LocalDatabases(server); err != nil {
-			return options{}, fmt.Errorf("%w: %w", errUsage, err)
+			return options{}, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 		}
 	}
 	if *timeout <= 0 {
-		return options{}, fmt.Errorf("%w: --timeout must be positive", errUsage)
+		return options{}, fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
 	if *outage <= 0 {
-		return options{}, fmt.Errorf("%w: --outage must be positive", errUsage)
+		return options{}, fmt.Errorf("%w: --outage must be positive", cli.ErrUsage)
 	}
 	opts := options{
 		target: drill.Target{
@@ -201,7 +179,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		opts.control = *control
 	}
 	if err := opts.target.Validate(); err != nil {
-		return options{}, fmt.Errorf("%w: %w", errUsage, err)
+		return options{}, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	return opts, nil
 }

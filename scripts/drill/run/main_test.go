@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -17,22 +19,22 @@ func TestUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no drill named", nil, nil, exitUsage, "name a drill"},
-		{"unknown drill", []string{"backlog"}, nil, exitUsage, `unknown drill "backlog"`},
-		{"bad target", []string{"--target", "order=ftp://x", "all"}, nil, exitUsage, "--target"},
-		{"unknown service", []string{"--target", "shipping=http://x", "all"}, nil, exitUsage, "--target"},
-		{"bad retry bound", []string{"all"}, map[string]string{"RETRY_MAX_ATTEMPTS": "many"}, exitUsage, "RETRY_MAX_ATTEMPTS"},
-		{"bad retry interval", []string{"all"}, map[string]string{"RETRY_INITIAL_INTERVAL": "soon"}, exitUsage, "RETRY_INITIAL_INTERVAL"},
-		{"bad park deadline", []string{"all"}, map[string]string{"PARK_DEADLINE": "never"}, exitUsage, "PARK_DEADLINE"},
-		{"bad timeout", []string{"--timeout", "0s", "all"}, nil, exitUsage, "--timeout"},
-		{"bad outage", []string{"--outage", "-1s", "all"}, nil, exitUsage, "--outage"},
-		{"unknown flag", []string{"--nope", "all"}, nil, exitUsage, "flag provided but not defined"},
-		{"help", []string{"-h"}, nil, exitPass, "usage: go run ./scripts/drill/run"},
+		{"no drill named", nil, nil, cli.ExitUsage, "name a drill"},
+		{"unknown drill", []string{"backlog"}, nil, cli.ExitUsage, `unknown drill "backlog"`},
+		{"bad target", []string{"--target", "order=ftp://x", "all"}, nil, cli.ExitUsage, "--target"},
+		{"unknown service", []string{"--target", "shipping=http://x", "all"}, nil, cli.ExitUsage, "--target"},
+		{"bad retry bound", []string{"all"}, map[string]string{"RETRY_MAX_ATTEMPTS": "many"}, cli.ExitUsage, "RETRY_MAX_ATTEMPTS"},
+		{"bad retry interval", []string{"all"}, map[string]string{"RETRY_INITIAL_INTERVAL": "soon"}, cli.ExitUsage, "RETRY_INITIAL_INTERVAL"},
+		{"bad park deadline", []string{"all"}, map[string]string{"PARK_DEADLINE": "never"}, cli.ExitUsage, "PARK_DEADLINE"},
+		{"bad timeout", []string{"--timeout", "0s", "all"}, nil, cli.ExitUsage, "--timeout"},
+		{"bad outage", []string{"--outage", "-1s", "all"}, nil, cli.ExitUsage, "--outage"},
+		{"unknown flag", []string{"--nope", "all"}, nil, cli.ExitUsage, "flag provided but not defined"},
+		{"help", []string{"-h"}, nil, cli.ExitOK, "usage: go run ./scripts/drill/run"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			code := cli.Exit("drill", usage, run(context.Background(), tt.args, env(tt.env), &stdout, &stderr), &stderr)
 			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr.String(), tt.code, tt.want)
 			}
@@ -47,9 +49,9 @@ func TestRunAgainstNothing(t *testing.T) {
 	args := []string{"--control", "none", "--timeout", "1s", "--brokers", "127.0.0.1:1",
 		"--target", "order=http://127.0.0.1:1,payment=http://127.0.0.1:1,inventory=http://127.0.0.1:1,points=http://127.0.0.1:1,notification=http://127.0.0.1:1",
 		"loss"}
-	code := run(context.Background(), args, env(nil), &stdout, &stderr)
-	if code != exitFail {
-		t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitFail, stdout.String(), stderr.String())
+	code := cli.Exit("drill", usage, run(context.Background(), args, env(nil), &stdout, &stderr), &stderr)
+	if code != cli.ExitFailed {
+		t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, cli.ExitFailed, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
 	for _, want := range []string{

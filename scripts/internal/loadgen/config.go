@@ -17,10 +17,11 @@ import (
 	"regexp"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 // ErrUsage marks a command line the generator cannot work with.
-var ErrUsage = errors.New("usage")
+var ErrUsage = cli.ErrUsage
 
 // Via says how the events reach the topic.
 type Via string
@@ -110,14 +111,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&cfg.OrderURL, "order-url", env.String("ORDER_URL", "http://127.0.0.1:8081"), "order service (ORDER_URL), for --via api")
 	fs.StringVar(&cfg.PaymentURL, "payment-url", env.String("PAYMENT_URL", "http://127.0.0.1:8082"), "payment service (PAYMENT_URL), for --via api")
 	fs.StringVar(&cfg.InventoryURL, "inventory-url", env.String("INVENTORY_URL", "http://127.0.0.1:8083"), "inventory service (INVENTORY_URL), for --seed-stock")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return Config{}, err
-		}
-		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", ErrUsage, fs.Arg(0))
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return Config{}, err
 	}
 	cfg.Via = Via(*via)
 	cfg.Brokers = envconfig.Split(*brokers)

@@ -49,31 +49,35 @@ func SKU(runID string, k int) string { return fmt.Sprintf("SKU-%s-%d", runID, k)
 func SKUFor(runID string, i, skus int) string { return SKU(runID, (i-1)%skus+1) }
 
 // OrderPaid builds the schema-valid OrderPaid v1 event of order i, paid at
-// occurredAt: ItemQuantity of SKUFor at UnitPrice. Its trace id is
-// derived from the event id, so a re-run republishes it unchanged but for
-// occurredAt.
+// occurredAt: ItemQuantity of SKUFor at UnitPrice.
 func OrderPaid(runID string, i, skus int, occurredAt time.Time) (event.Envelope, error) {
 	amount, err := event.ParseMoney(UnitPrice)
 	if err != nil {
 		return event.Envelope{}, err
 	}
-	eventID := EventID(runID, i)
-	trace := sha256.Sum256([]byte(eventID))
-	env, err := event.New(event.OrderPaid, event.Meta{
-		AggregateID:      OrderID(runID, i),
-		AggregateVersion: PaidVersion,
-		Producer:         Producer,
-		TraceID:          hex.EncodeToString(trace[:16]),
-		OccurredAt:       occurredAt,
-	}, event.OrderPaidData{
+	return build(event.OrderPaid, runID, i, EventID(runID, i), PaidVersion, occurredAt, event.OrderPaidData{
 		PaymentID:  PaymentID(runID, i),
 		PaidAmount: amount,
 		Currency:   Currency,
 		CustomerID: CustomerID(runID, i),
 		Items:      []event.Item{{SKU: SKUFor(runID, i, skus), Quantity: ItemQuantity}},
 	})
+}
+
+// build is order i's event of type t with data, eventID at version,
+// occurred at occurredAt. Its trace id is derived from the event id, so a
+// re-run republishes it unchanged but for occurredAt.
+func build(t event.Type, runID string, i int, eventID string, version int64, occurredAt time.Time, data any) (event.Envelope, error) {
+	trace := sha256.Sum256([]byte(eventID))
+	env, err := event.New(t, event.Meta{
+		AggregateID:      OrderID(runID, i),
+		AggregateVersion: version,
+		Producer:         Producer,
+		TraceID:          hex.EncodeToString(trace[:16]),
+		OccurredAt:       occurredAt,
+	}, data)
 	if err != nil {
-		return event.Envelope{}, fmt.Errorf("build OrderPaid of order %d: %w", i, err)
+		return event.Envelope{}, fmt.Errorf("build %s of order %d: %w", t, i, err)
 	}
 	env.EventID = eventID
 	return env, nil

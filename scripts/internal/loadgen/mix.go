@@ -1,8 +1,6 @@
 package loadgen
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -102,31 +100,16 @@ func refundEvent(runID string, i, skus int, occurredAt time.Time) (event.Envelop
 		return event.Envelope{}, err
 	}
 	eventID := RefundEventID(runID, i)
-	trace := sha256.Sum256([]byte(eventID))
-	meta := event.Meta{
-		AggregateID:      OrderID(runID, i),
-		AggregateVersion: RefundVersion,
-		Producer:         Producer,
-		TraceID:          hex.EncodeToString(trace[:16]),
-		OccurredAt:       occurredAt,
-	}
-	var env event.Envelope
 	if ShapeOf(i) == ShapeRefundRejected {
-		env, err = event.New(event.OrderRefundRejected, meta, event.OrderRefundRejectedData{
+		return build(event.OrderRefundRejected, runID, i, eventID, RefundVersion, occurredAt, event.OrderRefundRejectedData{
 			RefundID: RefundID(runID, i), Amount: amount, Currency: Currency,
 			CustomerID: CustomerID(runID, i), Reason: "REFUND_EXCEEDS_PAYMENT",
 		})
-	} else {
-		items := []event.Item{{SKU: SKUFor(runID, i, skus), Quantity: ItemQuantity}}
-		env, err = event.New(event.OrderRefunded, meta, event.OrderRefundedData{
-			RefundID: RefundID(runID, i), PaymentID: PaymentID(runID, i),
-			RefundedAmount: amount, TotalRefundedAmount: amount, Currency: Currency,
-			CustomerID: CustomerID(runID, i), Items: items, TotalReturnedItems: items,
-		})
 	}
-	if err != nil {
-		return event.Envelope{}, fmt.Errorf("build the refund of order %d: %w", i, err)
-	}
-	env.EventID = eventID
-	return env, nil
+	items := []event.Item{{SKU: SKUFor(runID, i, skus), Quantity: ItemQuantity}}
+	return build(event.OrderRefunded, runID, i, eventID, RefundVersion, occurredAt, event.OrderRefundedData{
+		RefundID: RefundID(runID, i), PaymentID: PaymentID(runID, i),
+		RefundedAmount: amount, TotalRefundedAmount: amount, Currency: Currency,
+		CustomerID: CustomerID(runID, i), Items: items, TotalReturnedItems: items,
+	})
 }
