@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/admin"
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -22,6 +19,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/rules"
 	"github.com/reliable-orders/fulfillment/pkg/service"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/outboxtest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
@@ -81,57 +79,10 @@ func (f *adminFixture) pay(t *testing.T, orderID string) string {
 	return a.field("paymentId")
 }
 
-func (f *adminFixture) relayAll(t *testing.T) {
-	t.Helper()
-	r, err := outbox.NewRelay(f.db, acceptAll{}, outbox.DefaultRelayConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// acceptAll is a relay sink that delivers everything.
-type acceptAll struct{}
-
-func (acceptAll) Send(_ context.Context, msgs []outbox.Message) (int, error) { return len(msgs), nil }
-
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-// storedOutbox returns the outbox rows of an order as the view must show them.
-func (f *adminFixture) storedOutbox(t *testing.T, orderID string) []any {
-	t.Helper()
-	var rows []struct {
-		EventID          string     `db:"event_id"`
-		EventType        string     `db:"event_type"`
-		AggregateVersion int64      `db:"aggregate_version"`
-		Status           string     `db:"status"`
-		Attempts         int        `db:"attempts"`
-		CreatedAt        time.Time  `db:"created_at"`
-		NextAttemptAt    time.Time  `db:"next_attempt_at"`
-		SentAt           *time.Time `db:"sent_at"`
-	}
-	if err := f.db.Select(&rows, `SELECT event_id, event_type, aggregate_version, status, attempts, created_at, next_attempt_at, sent_at
-		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, orderID); err != nil {
-		t.Fatal(err)
-	}
-	out := []any{}
-	for _, r := range rows {
-		m := map[string]any{"eventId": r.EventID, "eventType": r.EventType, "aggregateVersion": float64(r.AggregateVersion),
-			"status": r.Status, "attempts": float64(r.Attempts), "createdAt": stamp(r.CreatedAt), "nextAttemptAt": stamp(r.NextAttemptAt)}
-		if r.SentAt != nil {
-			m["sentAt"] = stamp(*r.SentAt)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func TestReconciliationViews(t *testing.T) {
 	f := setupAdmin(t)
 	paymentID := f.pay(t, "O-1")
-	f.relayAll(t) // the PAYMENT_SUCCEEDED callback is delivered
+	outboxtest.RelayAll(t, f.DB) // the PAYMENT_SUCCEEDED callback is delivered
 	f.Process(consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", paymentID, "30.00"), versionguard.Applied)
 	f.Process(consumertest.OrderRefundRequested(t, "O-1", 6, "R-2", paymentID, "60.00"), versionguard.Applied) // more than is left
 	f.Process(consumertest.OrderRefundRequested(t, "O-2", 4, "R-3", "P-elsewhere", "10.00"), versionguard.Applied)
@@ -159,7 +110,7 @@ func TestReconciliationViews(t *testing.T) {
 				map[string]any{"refundId": "R-1", "amount": "30.00", "currency": "CNY", "status": "SUCCEEDED", "reason": "", "createdAt": refundAt("R-1")},
 				map[string]any{"refundId": "R-2", "amount": "60.00", "currency": "CNY", "status": "REJECTED", "reason": "REFUND_EXCEEDS_PAYMENT", "createdAt": refundAt("R-2")},
 			},
-			"outbox":   f.storedOutbox(t, "O-1"),
+			"outbox":   outboxtest.Shown(outboxtest.Rows(t, f.DB, "O-1")),
 			"consumer": map[string]any{"version": 6.0, "state": app.StateRefundHandled},
 			"deadLetters": []any{map[string]any{"id": float64(again), "eventId": dead.EventID, "eventType": "OrderRefundRequested",
 				"errorClass": "PERMANENT", "failureReason": "WAITING_FOR_GAP: versions 3-4 missing",
@@ -171,7 +122,7 @@ func TestReconciliationViews(t *testing.T) {
 			"orderId": "O-2", "payment": nil,
 			"refunds": []any{map[string]any{"refundId": "R-3", "amount": "10.00", "currency": "CNY", "status": "REJECTED",
 				"reason": "NO_PAYMENT", "createdAt": refundAt("R-3")}},
-			"outbox":      f.storedOutbox(t, "O-2"),
+			"outbox":      outboxtest.Shown(outboxtest.Rows(t, f.DB, "O-2")),
 			"consumer":    map[string]any{"version": 4.0, "state": app.StateRefundHandled},
 			"deadLetters": []any{},
 		},
@@ -414,7 +365,7 @@ func TestOperatorRefundsRefuseBadRequests(t *testing.T) {
 func TestRepublishCallback(t *testing.T) {
 	f := setupAdmin(t)
 	f.pay(t, "O-1")
-	f.relayAll(t)
+	outboxtest.RelayAll(t, f.DB)
 	var eventID string
 	if err := f.db.Get(&eventID, `SELECT event_id FROM outbox_events WHERE aggregate_id = 'O-1'`); err != nil {
 		t.Fatal(err)
