@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/servicetest"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 )
@@ -102,18 +103,6 @@ func call(s *servicetest.Service, method, path, body string) (int, map[string]an
 	return code, out
 }
 
-func refundRequested(t *testing.T, paymentID string) event.Envelope {
-	t.Helper()
-	amount, _ := event.ParseMoney("80.00")
-	env, err := event.New(event.OrderRefundRequested,
-		event.Meta{AggregateID: "O-1", AggregateVersion: 4, Producer: "order-service"},
-		event.OrderRefundRequestedData{RefundID: "R-1", PaymentID: paymentID, Amount: amount, Currency: "CNY"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
 func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 	orders := &fakeOrderService{}
 	ts := httptest.NewServer(orders)
@@ -143,7 +132,7 @@ func TestRunPaysAndRefundsEndToEnd(t *testing.T) {
 		t.Fatalf("admin outbox answered %d %v, want SENT after 1 attempt", adminStatus, adminBody)
 	}
 
-	env := refundRequested(t, paymentID)
+	env := consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", paymentID, "80.00")
 	s.Publish(env)
 	s.WaitFor("REFUND_SUCCEEDED is delivered", func() bool {
 		return len(orders.received(rules.CallbackRefundSucceeded)) == 1

@@ -121,6 +121,15 @@ func Apply(t testing.TB, proc *inbox.Processor, env event.Envelope) versionguard
 	return out
 }
 
+// Process applies env through proc and fails the test unless its outcome
+// is want.
+func Process(t testing.TB, proc *inbox.Processor, env event.Envelope, want versionguard.Outcome) {
+	t.Helper()
+	if got := Apply(t, proc, env); got != want {
+		t.Fatalf("process %s v%d of %s: %s, want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, want)
+	}
+}
+
 // Serve is New for the service w wires: a database with the consumer's
 // tables and w's migrations, a fail-point registry holding w's fail point
 // (disarmed), the service's HTTP server behind AdminToken, and events
@@ -143,7 +152,7 @@ func Serve(t *testing.T, w Wiring) *Fixture {
 // (none when empty) and returns the status and the trimmed answer.
 func (f *Fixture) Call(body, token string) (int, string) {
 	f.T.Helper()
-	return f.do(http.MethodPost, "/admin/reconciliation/orders", body, token)
+	return f.Do(http.MethodPost, "/admin/reconciliation/orders", body, token, nil)
 }
 
 // ExpectRefusals fails the test unless POST /admin/reconciliation/orders
@@ -181,7 +190,7 @@ func (f *Fixture) ExpectRefusals() {
 func (f *Fixture) ExpectEffects(orderIDs ...string) {
 	f.T.Helper()
 	f.ExpectEffectsBefore("2999-01-01T00:00:00Z", orderIDs...)
-	if code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?before=2000-01-01T00:00:00Z", "", AdminToken); code != http.StatusOK ||
+	if code, raw := f.Do(http.MethodGet, "/admin/reconciliation/effects?before=2000-01-01T00:00:00Z", "", AdminToken, nil); code != http.StatusOK ||
 		raw != `{"orderIds":[],"next":""}` {
 		f.T.Fatalf("effects written before 2000: %d %s", code, raw)
 	}
@@ -195,7 +204,7 @@ func (f *Fixture) ExpectEffectsBefore(before string, orderIDs ...string) {
 	var got []string
 	after := ""
 	for range len(orderIDs) + 2 {
-		code, raw := f.do(http.MethodGet, "/admin/reconciliation/effects?limit=2&before="+before+"&after="+after, "", AdminToken)
+		code, raw := f.Do(http.MethodGet, "/admin/reconciliation/effects?limit=2&before="+before+"&after="+after, "", AdminToken, nil)
 		var page admin.EffectOrders
 		if code != http.StatusOK || json.Unmarshal([]byte(raw), &page) != nil {
 			f.T.Fatalf("effects after %q: %d %s", after, code, raw)
@@ -210,13 +219,23 @@ func (f *Fixture) ExpectEffectsBefore(before string, orderIDs ...string) {
 	}
 }
 
-func (f *Fixture) do(method, path, body, token string) (int, string) {
+// Do sends body (JSON, when there is one) to path with method, token as
+// the bearer (none when empty) and header's fields, and returns the status
+// and the trimmed answer.
+func (f *Fixture) Do(method, path, body, token string, header http.Header) (int, string) {
 	f.T.Helper()
 	req, err := http.NewRequest(method, f.URL+path, strings.NewReader(body))
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -235,9 +254,7 @@ func (f *Fixture) do(method, path, body, token string) (int, string) {
 // Process applies env and fails the test unless its outcome is want.
 func (f *Fixture) Process(env event.Envelope, want versionguard.Outcome) {
 	f.T.Helper()
-	if got := Apply(f.T, f.Proc, env); got != want {
-		f.T.Fatalf("process %s v%d of %s: %s, want %s", env.EventType, env.AggregateVersion, env.AggregateID, got, want)
-	}
+	Process(f.T, f.Proc, env, want)
 }
 
 // DeadLetter records env as dead-lettered while it waited for a gap, and

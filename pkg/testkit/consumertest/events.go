@@ -72,6 +72,24 @@ func OrderRefundedV1(t testing.TB, orderID, amount string, items ...event.Item) 
 		RefundedAmount: Money(amount), Currency: "CNY", CustomerID: "C-1", Items: Items(items...)})
 }
 
+// OrderRefundRequested is the OrderRefundRequested of orderID at version:
+// refund refundID of payment paymentID, asking amount in CNY back.
+func OrderRefundRequested(t testing.TB, orderID string, version int64, refundID, paymentID, amount string) event.Envelope {
+	t.Helper()
+	return Event(t, event.OrderRefundRequested, orderID, version, event.OrderRefundRequestedData{RefundID: refundID,
+		PaymentID: paymentID, Amount: Money(amount), Currency: "CNY"})
+}
+
+// OrderPaymentRejected is the OrderPaymentRejected of orderID at version:
+// payment paymentID of amount in CNY by customer C-1 reached the order once
+// it was cancelled (ORDER_CANCELLED), and goes back whole as refund
+// refundID.
+func OrderPaymentRejected(t testing.TB, orderID string, version int64, paymentID, refundID, amount string) event.Envelope {
+	t.Helper()
+	return Event(t, event.OrderPaymentRejected, orderID, version, event.OrderPaymentRejectedData{PaymentID: paymentID,
+		RefundID: refundID, Amount: Money(amount), Currency: "CNY", CustomerID: "C-1", Reason: "ORDER_CANCELLED"})
+}
+
 // Sample is an event of typ about orderID at version with the data of a
 // typical order: customer C-1, one SKU-1 for 80.00 CNY paid with payment
 // P-1, refunded in full with refund R-1, a refund of 500.00 declined, a

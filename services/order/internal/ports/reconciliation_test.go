@@ -1,11 +1,8 @@
 package ports_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -14,36 +11,16 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/httpapi"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/outboxtest"
 	"github.com/reliable-orders/fulfillment/services/order/orderapi"
 )
 
 var auth = map[string]string{"Authorization": "Bearer " + adminToken, "X-Operator": "ops"}
 
-// acceptAll is a relay sink that delivers everything.
-type acceptAll struct{}
-
-func (acceptAll) Send(_ context.Context, msgs []outbox.Message) (int, error) { return len(msgs), nil }
-
-// relayAll marks every pending outbox row SENT, as the relay does.
-func (e *env) relayAll() {
-	e.t.Helper()
-	r, err := outbox.NewRelay(e.db, acceptAll{}, outbox.DefaultRelayConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := r.RunOnce(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 func (e *env) admin(method, path, body string) answer {
 	e.t.Helper()
 	return e.do(method, path, body, auth)
 }
-
-// stamp is a stored time as the API shows it.
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // storedTimes returns created_at and updated_at of an order.
 func (e *env) storedTimes(orderID string) (string, string) {
@@ -55,39 +32,19 @@ func (e *env) storedTimes(orderID string) (string, string) {
 	if err := e.db.Get(&row, `SELECT created_at, updated_at FROM orders WHERE order_id = $1`, orderID); err != nil {
 		e.t.Fatal(err)
 	}
-	return stamp(row.CreatedAt), stamp(row.UpdatedAt)
+	return outboxtest.Stamp(row.CreatedAt), outboxtest.Stamp(row.UpdatedAt)
 }
 
 // storedEvents returns the outbox rows of an order as the view must show
 // them, and their statuses.
 func (e *env) storedEvents(orderID string) ([]any, []string) {
 	e.t.Helper()
-	var rows []struct {
-		EventID          string     `db:"event_id"`
-		EventType        string     `db:"event_type"`
-		AggregateVersion int64      `db:"aggregate_version"`
-		Status           string     `db:"status"`
-		Attempts         int        `db:"attempts"`
-		CreatedAt        time.Time  `db:"created_at"`
-		NextAttemptAt    time.Time  `db:"next_attempt_at"`
-		SentAt           *time.Time `db:"sent_at"`
-	}
-	if err := e.db.Select(&rows, `SELECT event_id, event_type, aggregate_version, status, attempts, created_at, next_attempt_at, sent_at
-		FROM outbox_events WHERE aggregate_id = $1 ORDER BY id`, orderID); err != nil {
-		e.t.Fatal(err)
-	}
-	out := make([]any, len(rows))
+	rows := outboxtest.Rows(e.t, e.db, orderID)
 	var summary []string
-	for i, r := range rows {
-		m := map[string]any{"eventId": r.EventID, "eventType": r.EventType, "aggregateVersion": float64(r.AggregateVersion),
-			"status": r.Status, "attempts": float64(r.Attempts), "createdAt": stamp(r.CreatedAt), "nextAttemptAt": stamp(r.NextAttemptAt)}
-		if r.SentAt != nil {
-			m["sentAt"] = stamp(*r.SentAt)
-		}
-		out[i] = m
+	for _, r := range rows {
 		summary = append(summary, fmt.Sprintf("%s v%d %s", r.EventType, r.AggregateVersion, r.Status))
 	}
-	return out, summary
+	return outboxtest.Shown(rows), summary
 }
 
 func decode(t *testing.T, raw string) any {
@@ -115,7 +72,7 @@ func TestReconciliationViews(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	refundID := e.partlyRefunded()
-	e.relayAll() // O-1001's rows are SENT, O-2's stays PENDING
+	outboxtest.RelayAll(t, e.db) // O-1001's rows are SENT, O-2's stays PENDING
 	expect(t, e.post("/orders", `{"orderId":"O-2","customerId":"C-2","currency":"USD","items":[{"sku":"A","quantity":1,"unitPrice":"0.01"},{"sku":"B","quantity":3,"unitPrice":"2.50"}]}`), 200, "SUCCESS")
 
 	a := e.admin(http.MethodPost, "/admin/reconciliation/orders", `{"orderIds":["O-2","O-404","O-1001"]}`)
@@ -260,11 +217,11 @@ func TestChangedOrdersPages(t *testing.T) {
 	if fmt.Sprint(first.ids()) != "[O-a O-b]" || first.Next == nil || first.Next.ChangedAfter != updatedB || first.Next.AfterID != "O-b" {
 		t.Fatalf("first page %s, want O-a, O-b and next = (%s, O-b)", raw, updatedB)
 	}
-	if stamp(first.Orders[0].UpdatedAt) != updatedA || !first.Orders[0].Found || first.Orders[0].Status != "CREATED" {
+	if outboxtest.Stamp(first.Orders[0].UpdatedAt) != updatedA || !first.Orders[0].Found || first.Orders[0].Status != "CREATED" {
 		t.Fatalf("first page's O-a: %s", raw)
 	}
 	second, raw := e.page(url.Values{"limit": {"2"}, "changedAfter": {first.Next.ChangedAfter}, "afterId": {first.Next.AfterID}})
-	if fmt.Sprint(second.ids()) != "[O-c]" || second.Next != nil || second.Orders[0].Status != "PENDING_PAYMENT" || stamp(second.Orders[0].UpdatedAt) != updatedC {
+	if fmt.Sprint(second.ids()) != "[O-c]" || second.Next != nil || second.Orders[0].Status != "PENDING_PAYMENT" || outboxtest.Stamp(second.Orders[0].UpdatedAt) != updatedC {
 		t.Fatalf("second page %s, want O-c alone and next null", raw)
 	}
 	if !strings.Contains(raw, `"next":null`) {
@@ -305,7 +262,7 @@ func TestRepublish(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	expect(t, e.post("/orders", orderBody), 200, "SUCCESS")
-	e.relayAll()
+	outboxtest.RelayAll(t, e.db)
 	var eventID string
 	if err := e.db.Get(&eventID, `SELECT event_id FROM outbox_events WHERE aggregate_id = 'O-1001'`); err != nil {
 		t.Fatal(err)
@@ -325,7 +282,7 @@ func TestRepublish(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND sent_at IS NULL AND next_attempt_at <= now()`); n != 1 {
 		t.Fatalf("%d due PENDING rows, want 1", n)
 	}
-	e.relayAll()
+	outboxtest.RelayAll(t, e.db)
 	if n := e.count(`SELECT count(*) FROM outbox_events WHERE status = 'SENT' AND attempts = 2`); n != 1 {
 		t.Fatalf("%d rows sent twice, want 1", n)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -19,7 +18,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/pkg/rules"
-	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
+	"github.com/reliable-orders/fulfillment/pkg/testkit/consumertest"
 	"github.com/reliable-orders/fulfillment/pkg/versionguard"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/payment/internal/app"
@@ -40,8 +39,7 @@ type fixture struct {
 // and a processor for the refund consumer.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db, _ := postgrestest.NewDatabase(t, outbox.Schema(), inbox.Schema(), versionguard.Schema(),
-		postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
+	db := consumertest.Database(t, outbox.Schema(), postgres.MigrationSet{Name: "payment", FS: os.DirFS("../../migrations")})
 	repo := adapters.NewRepository(db, nil)
 	req, err := payment.NewRequest("O-1", "80.00", "CNY")
 	if err != nil {
@@ -51,39 +49,10 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := failpoint.New(failpoint.Config{Names: []string{app.FailPoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	proc := processor(db, app.NewConsumer(app.NewRefunds(repo), fp, logger))
+	fp := consumertest.FailPoints(t, app.FailPoint)
+	c := app.NewConsumer(app.NewRefunds(repo), fp, slog.New(slog.DiscardHandler))
+	proc := inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
 	return &fixture{db: db, repo: repo, fp: fp, proc: proc, paymentID: p.ID}
-}
-
-func refundRequested(t *testing.T, orderID string, version int64, refundID, paymentID, amount string) event.Envelope {
-	t.Helper()
-	m, err := event.ParseMoney(amount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := event.New(event.OrderRefundRequested,
-		event.Meta{AggregateID: orderID, AggregateVersion: version, Producer: "order-service"},
-		event.OrderRefundRequestedData{RefundID: refundID, PaymentID: paymentID, Amount: m, Currency: "CNY"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func (f *fixture) process(t *testing.T, env event.Envelope, want versionguard.Outcome) {
-	t.Helper()
-	got, err := f.proc.Process(context.Background(), env)
-	if err != nil {
-		t.Fatalf("Process: %v", err)
-	}
-	if got != want {
-		t.Fatalf("outcome %s, want %s", got, want)
-	}
 }
 
 type refundRow struct {
@@ -132,7 +101,7 @@ func (f *fixture) payment(t *testing.T, orderID string) payment.Payment {
 
 func TestFullRefund(t *testing.T) {
 	f := setup(t)
-	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
 	if len(rows) != 1 || rows[0].RefundID != "R-1" || rows[0].Status != payment.RefundSucceeded ||
@@ -159,7 +128,7 @@ func TestFullRefund(t *testing.T) {
 
 func TestRefundAbovePaymentIsRejected(t *testing.T) {
 	f := setup(t)
-	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.01"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.01"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-1")
 	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].Reason == nil ||
@@ -182,7 +151,7 @@ func TestRefundAbovePaymentIsRejected(t *testing.T) {
 
 func TestRefundWithoutPaymentIsRejected(t *testing.T) {
 	f := setup(t)
-	f.process(t, refundRequested(t, "O-2", 4, "R-2", "P-elsewhere", "10.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-2", 4, "R-2", "P-elsewhere", "10.00"), versionguard.Applied)
 
 	rows := f.refunds(t, "O-2")
 	if len(rows) != 1 || rows[0].Status != payment.RefundRejected || rows[0].PaymentID != nil ||
@@ -197,9 +166,9 @@ func TestRefundWithoutPaymentIsRejected(t *testing.T) {
 
 func TestSameRefundEventTwice(t *testing.T) {
 	f := setup(t)
-	env := refundRequested(t, "O-1", 4, "R-1", f.paymentID, "30.00")
-	f.process(t, env, versionguard.Applied)
-	f.process(t, env, inbox.Duplicate)
+	env := consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "30.00")
+	consumertest.Process(t, f.proc, env, versionguard.Applied)
+	consumertest.Process(t, f.proc, env, inbox.Duplicate)
 
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows, want 1", len(rows))
@@ -215,8 +184,8 @@ func TestSameRefundEventTwice(t *testing.T) {
 
 func TestSameRefundIDInANewEventIsNotExecutedAgain(t *testing.T) {
 	f := setup(t)
-	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "30.00"), versionguard.Applied)
-	f.process(t, refundRequested(t, "O-1", 6, "R-1", f.paymentID, "30.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "30.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 6, "R-1", f.paymentID, "30.00"), versionguard.Applied)
 
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows, want 1", len(rows))
@@ -230,10 +199,10 @@ func TestSecondRefundAfterRejection(t *testing.T) {
 	f := setup(t)
 	// v4 asks too much and is rejected; the order goes back to PAID (v5,
 	// not the payment service's business) and asks again (v6).
-	f.process(t, refundRequested(t, "O-1", 4, "R-1", f.paymentID, "100.00"), versionguard.Applied)
-	f.process(t, refundRequested(t, "O-1", 6, "R-2", f.paymentID, "80.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "100.00"), versionguard.Applied)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 6, "R-2", f.paymentID, "80.00"), versionguard.Applied)
 	// A late redelivery of an older request under a new event id is stale.
-	f.process(t, refundRequested(t, "O-1", 4, "R-3", f.paymentID, "1.00"), versionguard.IgnoredStale)
+	consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", 4, "R-3", f.paymentID, "1.00"), versionguard.IgnoredStale)
 
 	rows := f.refunds(t, "O-1")
 	if len(rows) != 2 || rows[0].Status != payment.RefundRejected || rows[1].Status != payment.RefundSucceeded {
@@ -249,7 +218,7 @@ func TestFailPointFailsApplyWithoutSideEffects(t *testing.T) {
 	if err := f.fp.Set(app.FailPoint, failpoint.ActionError, 1); err != nil {
 		t.Fatal(err)
 	}
-	env := refundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00")
+	env := consumertest.OrderRefundRequested(t, "O-1", 4, "R-1", f.paymentID, "80.00")
 	if _, err := f.proc.Process(context.Background(), env); !errors.Is(err, failpoint.ErrInjected) {
 		t.Fatalf("Process with the fail point armed = %v, want ErrInjected", err)
 	}
@@ -259,7 +228,7 @@ func TestFailPointFailsApplyWithoutSideEffects(t *testing.T) {
 	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
 		t.Fatalf("dedup rows after a failed apply: %d (%v)", n, err)
 	}
-	f.process(t, env, versionguard.Applied)
+	consumertest.Process(t, f.proc, env, versionguard.Applied)
 	if rows := f.refunds(t, "O-1"); len(rows) != 1 {
 		t.Fatalf("%d refund rows after the retry, want 1", len(rows))
 	}
@@ -270,12 +239,8 @@ func TestFailPointFailsApplyWithoutSideEffects(t *testing.T) {
 
 func TestOtherEventsAreNotHandled(t *testing.T) {
 	f := setup(t)
-	env, err := event.New(event.OrderCancelled, event.Meta{AggregateID: "O-1", AggregateVersion: 3, Producer: "order-service"},
-		event.OrderCancelledData{CustomerID: "C-1", Reason: "customer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.process(t, env, inbox.NotHandled)
+	env := consumertest.Sample(t, event.OrderCancelled, "O-1", 3)
+	consumertest.Process(t, f.proc, env, inbox.NotHandled)
 	if n, err := inbox.Count(context.Background(), f.db, consumerName, env.EventID); err != nil || n != 0 {
 		t.Fatalf("dedup rows for an unhandled event: %d (%v)", n, err)
 	}
@@ -286,15 +251,9 @@ func TestOtherEventsAreNotHandled(t *testing.T) {
 // refund path returns the whole payment and tells the order.
 func TestRejectedPaymentIsReturnedInFull(t *testing.T) {
 	f := setup(t)
-	amount, _ := event.ParseMoney("80.00")
-	env, err := event.New(event.OrderPaymentRejected, event.Meta{AggregateID: "O-1", AggregateVersion: 4, Producer: "order-service"},
-		event.OrderPaymentRejectedData{PaymentID: f.paymentID, RefundID: "R-return", Amount: amount, Currency: "CNY",
-			CustomerID: "C-1", Reason: "ORDER_CANCELLED"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.process(t, env, versionguard.Applied)
-	f.process(t, env, inbox.Duplicate)
+	env := consumertest.OrderPaymentRejected(t, "O-1", 4, f.paymentID, "R-return", "80.00")
+	consumertest.Process(t, f.proc, env, versionguard.Applied)
+	consumertest.Process(t, f.proc, env, inbox.Duplicate)
 
 	rows := f.refunds(t, "O-1")
 	if len(rows) != 1 || rows[0].RefundID != "R-return" || rows[0].Status != payment.RefundSucceeded {
@@ -321,7 +280,7 @@ func TestPartialRefundsDrawDownThePayment(t *testing.T) {
 		{"0.01", "40.01", payment.StatusPartiallyRefunded},
 		{"39.99", "80", payment.StatusRefunded},
 	} {
-		f.process(t, refundRequested(t, "O-1", int64(4+2*i), fmt.Sprintf("R-%d", i), f.paymentID, step.amount), versionguard.Applied)
+		consumertest.Process(t, f.proc, consumertest.OrderRefundRequested(t, "O-1", int64(4+2*i), fmt.Sprintf("R-%d", i), f.paymentID, step.amount), versionguard.Applied)
 		if p := f.payment(t, "O-1"); p.Status != step.status || !p.Refunded.Equal(decimal.RequireFromString(step.refunded)) {
 			t.Fatalf("step %d: payment %s refunded %s, want %s %s", i, p.Status, p.Refunded, step.status, step.refunded)
 		}
@@ -329,10 +288,4 @@ func TestPartialRefundsDrawDownThePayment(t *testing.T) {
 	if n := len(f.callbacks(t, "O-1", rules.CallbackRefundSucceeded)); n != 3 {
 		t.Fatalf("%d REFUND_SUCCEEDED callbacks, want 3", n)
 	}
-}
-
-// processor is the payment consumer's inbox processor, as the service
-// builds it: dedup row, version guard and refund in one transaction.
-func processor(db *sqlx.DB, c *app.Consumer) *inbox.Processor {
-	return inbox.NewProcessor(db, consumerName, versionguard.New(consumerName, c.Transitions(), c.Apply))
 }
