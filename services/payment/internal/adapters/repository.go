@@ -106,27 +106,26 @@ func (r *Repository) Create(ctx context.Context, p payment.Payment, orderVersion
 	)
 	err := postgres.InTx(ctx, r.db, func(tx *sqlx.Tx) error {
 		// A concurrent insert of the same order waits for the other
-		// transaction here and then does nothing.
-		res, err := tx.ExecContext(ctx, `
+		// transaction here and then does nothing, and returns no row. The
+		// new payment comes back from the insert itself: a payment is one
+		// statement and its callback another.
+		var row paymentRow
+		err := sqlx.GetContext(ctx, tx, &row, `
 			INSERT INTO payments (payment_id, order_id, amount, currency, status, refunded)
 			VALUES ($1, $2, $3, $4, $5, 0)
-			ON CONFLICT (order_id) DO NOTHING`,
+			ON CONFLICT (order_id) DO NOTHING
+			RETURNING payment_id, order_id, amount, currency, status, refunded, created_at`,
 			p.ID, p.OrderID, p.Amount, p.Currency, string(p.Status))
+		if errors.Is(err, sql.ErrNoRows) {
+			stored, err = byOrder(ctx, tx, p.OrderID, "")
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("insert payment of order %s: %w", p.OrderID, err)
-		}
-		if created = n == 1; created {
-			cb := event.NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
-			if err := addCallback(ctx, tx, cb, orderVersion); err != nil {
-				return err
-			}
-		}
-		stored, err = byOrder(ctx, tx, p.OrderID, "")
-		return err
+		created, stored = true, row.domain()
+		cb := event.NewCallback(rules.CallbackPaymentSucceeded, p.OrderID, p.ID, p.Amount, p.Currency)
+		return addCallback(ctx, tx, cb, orderVersion)
 	})
 	if err != nil {
 		return payment.Payment{}, false, err
