@@ -423,8 +423,7 @@ func assignment(members []Member) string {
 	}
 	parts := make([]string, 0, len(members))
 	for _, m := range members {
-		who := m.Instance
-		who = cmp.Or(who, "member at "+m.ClientHost)
+		who := cmp.Or(m.Instance, "member at "+m.ClientHost)
 		ps := make([]string, len(m.Partitions))
 		for i, p := range m.Partitions {
 			ps[i] = fmt.Sprint(p)
