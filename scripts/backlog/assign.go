@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -72,10 +73,7 @@ func (d *drill) attribute(members []Member, insts []Instance) {
 		}
 	}
 	slices.SortFunc(members, func(a, b Member) int {
-		if c := strings.Compare(a.Instance, b.Instance); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ClientHost, b.ClientHost)
+		return cmp.Or(strings.Compare(a.Instance, b.Instance), strings.Compare(a.ClientHost, b.ClientHost))
 	})
 }
 

@@ -359,8 +359,7 @@ func exclusive(s Sample) (string, bool) {
 	for _, g := range s.Groups {
 		owner := map[int32]string{}
 		for _, m := range g.Members {
-			who := m.Instance
-			who = cmp.Or(who, m.ClientHost)
+			who := cmp.Or(m.Instance, m.ClientHost)
 			for _, p := range m.Partitions {
 				if other, ok := owner[p]; ok {
 					return fmt.Sprintf("%s partition %d owned by %s and %s at %.1fs", g.Group, p, other, who, s.Elapsed), false

@@ -3,7 +3,6 @@ package backlog
 import (
 	"encoding/json"
 	"fmt"
-	"html"
 	"html/template"
 	"io"
 	"math"
@@ -59,9 +58,9 @@ func colour(i int) string {
 
 // series is one line of a chart.
 type series struct {
-	name   string
-	colour string
-	dashed bool
+	Name   string
+	Colour string
+	Dashed bool
 	x, y   []float64
 }
 
@@ -70,7 +69,7 @@ type series struct {
 func seriesOf(samples []Sample, names []string, value func(j, i int) float64) []series {
 	out := make([]series, len(names))
 	for i, name := range names {
-		out[i] = series{name: name, colour: colour(i)}
+		out[i] = series{Name: name, Colour: colour(i)}
 		for j, s := range samples {
 			if v := value(j, i); !math.IsNaN(v) {
 				out[i].x = append(out[i].x, s.Elapsed)
@@ -107,7 +106,7 @@ td:first-child,th:first-child{text-align:left}.pass{color:#1a7f37;font-weight:60
 {{range $i, $row := .Groups}}<tr>{{range $row}}{{if $i}}<td>{{.}}</td>{{else}}<th>{{.}}</th>{{end}}{{end}}</tr>
 {{end}}</table>
 {{range .Charts}}<h2>{{.Heading}}</h2><p class="note">{{.Note}}</p>
-{{.SVG}}{{end}}<h2>Peak database connections</h2><table><tr><th>database</th><th>open / in use</th></tr>
+{{template "chart" .Drawing}}{{end}}<h2>Peak database connections</h2><table><tr><th>database</th><th>open / in use</th></tr>
 {{range .Connections}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
 {{end}}</table>
 <h2>Partition assignment at the end</h2><table class="left"><tr><th>group</th><th>instance: partitions</th></tr>
@@ -119,12 +118,21 @@ td:first-child,th:first-child{text-align:left}.pass{color:#1a7f37;font-weight:60
 {{with .Errors}}<p class="note">{{.}}</p>
 {{end}}<p class="note">Every sample is in report.json next to this page. docs/backlog.md explains the figures.</p>
 </body></html>
-`))
+{{define "chart"}}<svg width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" font-family="sans-serif" font-size="11">
+<text x="{{.Left}}" y="14" font-size="13" font-weight="600">{{.Title}}</text>
+{{range .YTicks}}<line {{template "ends" .}} stroke="#e5e5e5"/><text {{template "label" .}} text-anchor="end">{{.Label}}</text>
+{{end}}{{range .XTicks}}<line {{template "ends" .}} stroke="#999"/><text {{template "label" .}} text-anchor="middle">{{.Label}}</text>
+{{end}}<line {{template "ends" .Axis}} stroke="#999"/>
+{{range .Markers}}<line {{template "ends" .}} stroke="#c62828" stroke-dasharray="4 3"/><text {{template "label" .}} fill="#c62828" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .Lines}}{{if .Points}}<polyline fill="none" stroke="{{.Colour}}" stroke-width="1.8"{{if .Dashed}} stroke-dasharray="6 4"{{end}} points="{{.Points}}"><title>{{.Name}}</title></polyline>
+{{end}}{{end}}{{range .Lines}}<line {{template "ends" .Legend}} stroke="{{.Colour}}" stroke-width="3"/><text {{template "label" .Legend}}>{{.Name}}</text>
+{{end}}</svg>
+{{end}}{{define "ends"}}x1="{{printf "%.1f" .X1}}" x2="{{printf "%.1f" .X2}}" y1="{{printf "%.1f" .Y1}}" y2="{{printf "%.1f" .Y2}}"{{end}}{{define "label"}}x="{{printf "%.1f" .LX}}" y="{{printf "%.1f" .LY}}"{{end}}`))
 
 // chart is one chart of the page with its heading and what it shows.
 type chart struct {
 	Heading, Note string
-	SVG           template.HTML
+	Drawing       drawing
 }
 
 // WriteHTML writes a self-contained page — no script, no external asset —
@@ -154,14 +162,14 @@ func WriteHTML(w io.Writer, r *Report, samples []Sample) error {
 	}
 	// Throughput shows the scaled groups only, and the publish rate.
 	tp := slices.DeleteFunc(groupSeries(false, func(g GroupSample) float64 { return g.ConsumedPerSecond }),
-		func(s series) bool { return !slices.Contains(r.Services, s.name) })
+		func(s series) bool { return !slices.Contains(r.Services, s.Name) })
 	pub := seriesOf(samples, []string{"published"}, func(j, _ int) float64 {
 		if j == 0 || samples[j].Elapsed <= samples[j-1].Elapsed {
 			return math.NaN()
 		}
 		return float64(samples[j].Published-samples[j-1].Published) / (samples[j].Elapsed - samples[j-1].Elapsed)
 	})[0]
-	if pub.colour, pub.dashed = "#7f7f7f", true; len(samples) > 1 {
+	if pub.Colour, pub.Dashed = "#7f7f7f", true; len(samples) > 1 {
 		tp = append(tp, pub)
 	}
 	// The publish is often far faster than the consumers: let it run off
@@ -169,7 +177,7 @@ func WriteHTML(w io.Writer, r *Report, samples []Sample) error {
 	consumedMax, pubMax := 0.0, 0.0
 	for _, s := range tp {
 		for _, y := range s.y {
-			if s.dashed {
+			if s.Dashed {
 				pubMax = max(pubMax, y)
 			} else {
 				consumedMax = max(consumedMax, y)
@@ -241,7 +249,7 @@ const (
 // to a round maximum (or yCap, when positive: higher values are drawn at
 // the top), the x axis in seconds and markers as dashed vertical lines.
 // label formats the y ticks.
-func lineChart(title string, ss []series, markers []marker, label func(float64) string, yCap float64) template.HTML {
+func lineChart(title string, ss []series, markers []marker, label func(float64) string, yCap float64) drawing {
 	maxX, maxY := 1.0, 0.0
 	for _, s := range ss {
 		for i := range s.x {
@@ -259,22 +267,15 @@ func lineChart(title string, ss []series, markers []marker, label func(float64) 
 	px := func(x float64) float64 { return padL + x/maxX*w }
 	py := func(y float64) float64 { return padT + h - min(y, maxY)/maxY*h }
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
-		chartW, chartH, chartW, chartH)
-	fmt.Fprintf(&b, `<text x="%d" y="14" font-size="13" font-weight="600">%s</text>`+"\n", padL, html.EscapeString(title))
+	d := drawing{Title: title, W: chartW, H: chartH, Left: padL, Axis: mark{X1: padL, X2: chartW - padR, Y1: py(0), Y2: py(0)}}
 	for i := 0; i <= 4; i++ {
 		v := maxY * float64(i) / 4
-		y := py(v)
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, padL, chartW-padR, y, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padL-6, y+4, html.EscapeString(label(v)))
+		d.YTicks = append(d.YTicks, mark{padL, chartW - padR, py(v), py(v), padL - 6, py(v) + 4, label(v)})
 	}
-	step := niceStep(maxX / 8)
+	step, bottom := niceStep(maxX/8), padT+h
 	for x := 0.0; x <= maxX+1e-9; x += step {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/>`, px(x), px(x), padT+int(h), padT+int(h)+4)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%gs</text>`+"\n", px(x), padT+int(h)+16, x)
+		d.XTicks = append(d.XTicks, mark{px(x), px(x), bottom, bottom + 4, px(x), bottom + 16, fmt.Sprintf("%gs", x)})
 	}
-	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#999"/>`+"\n", padL, chartW-padR, py(0), py(0))
 	rowEnd := []float64{} // the right end of the last label on each row
 	for _, m := range markers {
 		x := px(m.at)
@@ -287,34 +288,44 @@ func lineChart(title string, ss []series, markers []marker, label func(float64) 
 			rowEnd = append(rowEnd, 0)
 		}
 		rowEnd[row] = x + width/2
-		y := padT - 4 - labelRowH*(row%3)
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#c62828" stroke-dasharray="4 3"/>`, x, x, y+2, py(0))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#c62828" text-anchor="middle">%s</text>`+"\n", x, y, html.EscapeString(m.label))
+		y := float64(padT - 4 - labelRowH*(row%3))
+		d.Markers = append(d.Markers, mark{x, x, y + 2, py(0), x, y, m.label})
 	}
+	x := float64(padL)
 	for _, s := range ss {
-		if len(s.x) == 0 {
-			continue
-		}
 		pts := make([]string, len(s.x))
 		for i := range s.x {
 			pts[i] = fmt.Sprintf("%.1f,%.1f", px(s.x[i]), py(s.y[i]))
 		}
-		dash := ""
-		if s.dashed {
-			dash = ` stroke-dasharray="6 4"`
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"><title>%s</title></polyline>`+"\n",
-			s.colour, dash, strings.Join(pts, " "), html.EscapeString(s.name))
-	}
-	x := float64(padL)
-	for _, s := range ss {
 		y := float64(chartH - 12)
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`, x, x+18, y-4, y-4, s.colour)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">%s</text>`+"\n", x+22, y, html.EscapeString(s.name))
-		x += 40 + 7*float64(len(s.name))
+		d.Lines = append(d.Lines, line{s, strings.Join(pts, " "), mark{x, x + 18, y - 4, y - 4, x + 22, y, ""}})
+		x += 40 + 7*float64(len(s.Name))
 	}
-	b.WriteString("</svg>\n")
-	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+	return d
+}
+
+// drawing is a chart as the page's "chart" template draws it: the
+// positions are worked out here, the texts escaped there.
+type drawing struct {
+	Title                   string
+	W, H, Left              int
+	Axis                    mark // the x axis
+	YTicks, XTicks, Markers []mark
+	Lines                   []line
+}
+
+// mark is a line from (X1, Y1) to (X2, Y2) and its label at (LX, LY): a
+// tick, a marker or a line's sample in the legend.
+type mark struct {
+	X1, X2, Y1, Y2, LX, LY float64
+	Label                  string
+}
+
+// line is one series as drawn, with its sample in the legend.
+type line struct {
+	series
+	Points string
+	Legend mark
 }
 
 // niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten (1 for

@@ -51,32 +51,24 @@ func parseMetrics(r io.Reader, consumer string) (metricValues, error) {
 // process's own.
 func valuesOf(families map[string]*dto.MetricFamily, consumer string) metricValues {
 	v := metricValues{handlerBuckets: map[float64]float64{}}
-	mine := func(m *dto.Metric) bool {
-		c, ok := label(m, "consumer")
-		return !ok || c == consumer
+	// each calls f with every series of name that is consumer's or the
+	// process's own (no consumer label).
+	each := func(name string, f func(m *dto.Metric)) {
+		for _, m := range families[name].GetMetric() {
+			if c, ok := label(m, "consumer"); !ok || c == consumer {
+				f(m)
+			}
+		}
 	}
-	for _, m := range families["consumer_messages_total"].GetMetric() {
-		if o, _ := label(m, "outcome"); mine(m) && (o == "ok" || o == "rejected") {
+	each("consumer_messages_total", func(m *dto.Metric) {
+		if o, _ := label(m, "outcome"); o == "ok" || o == "rejected" {
 			v.consumed += m.GetCounter().GetValue()
 		}
-	}
-	for _, m := range families["consumer_retries_total"].GetMetric() {
-		if mine(m) {
-			v.retries += m.GetCounter().GetValue()
-		}
-	}
-	for _, m := range families["consumer_dead_letters_total"].GetMetric() {
-		if mine(m) {
-			v.deadLetters += m.GetCounter().GetValue()
-		}
-	}
-	for _, m := range families["process_resident_memory_bytes"].GetMetric() {
-		v.rss = m.GetGauge().GetValue()
-	}
-	for _, m := range families["consumer_handler_duration_seconds"].GetMetric() {
-		if !mine(m) {
-			continue
-		}
+	})
+	each("consumer_retries_total", func(m *dto.Metric) { v.retries += m.GetCounter().GetValue() })
+	each("consumer_dead_letters_total", func(m *dto.Metric) { v.deadLetters += m.GetCounter().GetValue() })
+	each("process_resident_memory_bytes", func(m *dto.Metric) { v.rss = m.GetGauge().GetValue() })
+	each("consumer_handler_duration_seconds", func(m *dto.Metric) {
 		h := m.GetHistogram()
 		for _, b := range h.GetBucket() {
 			if !math.IsInf(b.GetUpperBound(), 1) { // the count below stands for it
@@ -84,13 +76,11 @@ func valuesOf(families map[string]*dto.MetricFamily, consumer string) metricValu
 			}
 		}
 		v.handlerBuckets[math.Inf(1)] += float64(h.GetSampleCount())
-	}
-	for _, m := range families["consumer_batch_size"].GetMetric() {
-		if mine(m) {
-			v.batchSum += m.GetHistogram().GetSampleSum()
-			v.batchCount += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
+	})
+	each("consumer_batch_size", func(m *dto.Metric) {
+		v.batchSum += m.GetHistogram().GetSampleSum()
+		v.batchCount += float64(m.GetHistogram().GetSampleCount())
+	})
 	return v
 }
 

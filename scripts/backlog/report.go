@@ -128,7 +128,7 @@ func buildReport(cfg Config, tl *timeline) *Report {
 	last := tl.samples[len(tl.samples)-1]
 	// The rates after the scale-out run from the groups settling (or the
 	// instances being ready) to the drain.
-	from := firstOf(tl.rebalanced, tl.scaleReady)
+	from := cmp.Or(tl.rebalanced, tl.scaleReady)
 	after := from != nil && tl.drained != nil && *tl.drained > *from
 	for gi, g := range last.Groups {
 		gr := GroupReport{Service: g.Service, Group: g.Group, Scaled: slices.Contains(cfg.Services, g.Service),
@@ -166,21 +166,19 @@ func buildReport(cfg Config, tl *timeline) *Report {
 	if after {
 		r.CPUAfter = meanCPU(tl.samples, *from, *tl.drained)
 	}
-	if busy := firstOf(r.CPUAfter, r.CPUBefore); busy != nil && *busy >= cpuBusyFloor {
+	if busy := cmp.Or(r.CPUAfter, r.CPUBefore); busy != nil && *busy >= cpuBusyFloor {
 		r.Limit = "cpu"
 	}
-	peak := map[string]*ConnectionReport{}
-	var order []string
 	r.MaxConnections = tl.maxConnections
 	for _, s := range tl.samples {
 		r.PeakServerConnections = max(r.PeakServerConnections, s.ServerConnections)
-		for _, c := range s.Connections {
-			p, ok := peak[c.Database]
-			if !ok {
-				p = &ConnectionReport{Database: c.Database}
-				peak[c.Database] = p
-				order = append(order, c.Database)
+		// Every sample that counted the connections lists the same
+		// databases in the same order.
+		for i, c := range s.Connections {
+			if i == len(r.Connections) {
+				r.Connections = append(r.Connections, ConnectionReport{Database: c.Database})
 			}
+			p := &r.Connections[i]
 			p.PeakOpen, p.PeakInUse = max(p.PeakOpen, c.Open), max(p.PeakInUse, c.InUse)
 		}
 		if len(s.Errors) > 0 {
@@ -191,9 +189,6 @@ func buildReport(cfg Config, tl *timeline) *Report {
 				}
 			}
 		}
-	}
-	for _, db := range order {
-		r.Connections = append(r.Connections, *peak[db])
 	}
 
 	r.Checks = append(r.Checks, Check{Name: "published", Pass: tl.publishErr == nil && tl.publish.Published == cfg.Count,
@@ -251,15 +246,6 @@ func meanCPU(samples []Sample, from, to float64) *float64 {
 	}
 	mean := sum / float64(n)
 	return &mean
-}
-
-func firstOf(vs ...*float64) *float64 {
-	for _, v := range vs {
-		if v != nil {
-			return v
-		}
-	}
-	return nil
 }
 
 // rate is group gi's mean consumed/s between the samples nearest to from
@@ -423,8 +409,7 @@ func assignment(members []Member) string {
 	}
 	parts := make([]string, 0, len(members))
 	for _, m := range members {
-		who := m.Instance
-		who = cmp.Or(who, "member at "+m.ClientHost)
+		who := cmp.Or(m.Instance, "member at "+m.ClientHost)
 		ps := make([]string, len(m.Partitions))
 		for i, p := range m.Partitions {
 			ps[i] = fmt.Sprint(p)

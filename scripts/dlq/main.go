@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -66,8 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	c := newClient(cmd)
-	defer c.api.Close()
+	c := suiteapi.New(suiteapi.Config{URLs: cmd.urls, AdminToken: cmd.token, HTTPClient: &http.Client{Timeout: 30 * time.Second}})
+	defer c.Close()
 	switch cmd.verb {
 	case "list":
 		return list(ctx, c, cmd, stdout)
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func parse(args []string, getenv func(string) string, stderr io.Writer) (command, error) {
 	env := envconfig.New(getenv)
 	if len(args) == 0 {
-		return command{}, fmt.Errorf("%w: name a command: list, show or replay", cli.ErrUsage)
+		return command{}, cli.Usagef("name a command: list, show or replay")
 	}
 	cmd := command{verb: args[0], token: getenv("ADMIN_TOKEN"), urls: map[string]string{}}
 	if cmd.verb == "-h" || cmd.verb == "--help" || cmd.verb == "help" {
@@ -88,7 +89,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 		return command{}, flag.ErrHelp
 	}
 	if !slices.Contains([]string{"list", "show", "replay"}, cmd.verb) {
-		return command{}, fmt.Errorf("%w: unknown command %q: want list, show or replay", cli.ErrUsage, cmd.verb)
+		return command{}, cli.Usagef("unknown command %q: want list, show or replay", cmd.verb)
 	}
 	fs := flag.NewFlagSet("dlq "+cmd.verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -109,23 +110,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	}
 	switch {
 	case len(cmd.services) == 0:
-		return command{}, fmt.Errorf("%w: --service %q: want inventory, points, notification or payment", cli.ErrUsage, *service)
+		return command{}, cli.Usagef("--service %q: want inventory, points, notification or payment", *service)
 	case *service == "" && cmd.verb != "list":
-		return command{}, fmt.Errorf("%w: %s needs --service", cli.ErrUsage, cmd.verb)
+		return command{}, cli.Usagef("%s needs --service", cmd.verb)
 	case *base != "" && *service == "":
-		return command{}, fmt.Errorf("%w: --url needs --service", cli.ErrUsage)
+		return command{}, cli.Usagef("--url needs --service")
 	case cmd.verb == "list" && *id != 0:
-		return command{}, fmt.Errorf("%w: list takes no --id (use show)", cli.ErrUsage)
+		return command{}, cli.Usagef("list takes no --id (use show)")
 	case cmd.verb != "list" && *id <= 0:
-		return command{}, fmt.Errorf("%w: %s needs --id N (the id column of list)", cli.ErrUsage, cmd.verb)
+		return command{}, cli.Usagef("%s needs --id N (the id column of list)", cmd.verb)
 	case cmd.verb != "list" && (cmd.aggregate != "" || cmd.status != ""):
-		return command{}, fmt.Errorf("%w: %s takes --id, not --aggregate or --status", cli.ErrUsage, cmd.verb)
+		return command{}, cli.Usagef("%s takes --id, not --aggregate or --status", cmd.verb)
 	case cmd.status != "" && cmd.status != "DEAD" && cmd.status != "REPLAYED":
-		return command{}, fmt.Errorf("%w: --status %q: want DEAD or REPLAYED", cli.ErrUsage, cmd.status)
+		return command{}, cli.Usagef("--status %q: want DEAD or REPLAYED", cmd.status)
 	}
 	if *base != "" {
 		if u, err := url.Parse(*base); err != nil || u.Scheme == "" || u.Host == "" {
-			return command{}, fmt.Errorf("%w: --url %q: want http://host:port", cli.ErrUsage, *base)
+			return command{}, cli.Usagef("--url %q: want http://host:port", *base)
 		}
 		cmd.urls[*service] = strings.TrimRight(*base, "/")
 	}
@@ -133,31 +134,20 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	return cmd, nil
 }
 
-// deadLetter is a record of GET /admin/dlq.
-type deadLetter = suiteapi.DeadLetter
-
-// client calls the admin API; its errors read as the operator needs them.
-type client struct {
-	api *suiteapi.Client
-}
-
-func newClient(cmd command) client {
-	return client{api: suiteapi.New(suiteapi.Config{URLs: cmd.urls, AdminToken: cmd.token,
-		HTTPClient: &http.Client{Timeout: 30 * time.Second}})}
-}
-
-func (c client) list(ctx context.Context, service, aggregate, status string) ([]deadLetter, error) {
-	items, err := c.api.DeadLetters(ctx, service, aggregate, status)
+// deadLetters lists a service's dead letters through the admin API, its
+// error read as the operator needs it.
+func deadLetters(ctx context.Context, c *suiteapi.Client, service, aggregate, status string) ([]suiteapi.DeadLetter, error) {
+	items, err := c.DeadLetters(ctx, service, aggregate, status)
 	return items, suiteapi.Explain(err)
 }
 
-func list(ctx context.Context, c client, cmd command, w io.Writer) error {
+func list(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tID\tSTATUS\tCLASS\tATTEMPTS\tTYPE\tAGGREGATE\tEVENT ID\tFIRST FAILED\tREASON")
 	total := 0
 	var errs []error
 	for _, name := range cmd.services {
-		items, err := c.list(ctx, name, cmd.aggregate, cmd.status)
+		items, err := deadLetters(ctx, c, name, cmd.aggregate, cmd.status)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -184,21 +174,19 @@ func list(ctx context.Context, c client, cmd command, w io.Writer) error {
 
 // find looks a dead letter up by id. The admin API lists the newest 500
 // (of one order, or of all); an older one is found through its order.
-func find(ctx context.Context, c client, cmd command) (deadLetter, error) {
+func find(ctx context.Context, c *suiteapi.Client, cmd command) (suiteapi.DeadLetter, error) {
 	name := cmd.services[0]
-	items, err := c.list(ctx, name, "", "")
+	items, err := deadLetters(ctx, c, name, "", "")
 	if err != nil {
-		return deadLetter{}, err
+		return suiteapi.DeadLetter{}, err
 	}
-	for _, d := range items {
-		if d.ID == cmd.id {
-			return d, nil
-		}
+	if i := slices.IndexFunc(items, func(d suiteapi.DeadLetter) bool { return d.ID == cmd.id }); i >= 0 {
+		return items[i], nil
 	}
-	return deadLetter{}, fmt.Errorf("%s has no dead letter %d among its newest %d (run list --service %s)", name, cmd.id, len(items), name)
+	return suiteapi.DeadLetter{}, fmt.Errorf("%s has no dead letter %d among its newest %d (run list --service %s)", name, cmd.id, len(items), name)
 }
 
-func show(ctx context.Context, c client, cmd command, w io.Writer) error {
+func show(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) error {
 	d, err := find(ctx, c, cmd)
 	if err != nil {
 		return err
@@ -223,12 +211,7 @@ func show(ctx context.Context, c client, cmd command, w io.Writer) error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
 	}
-	keys := make([]string, 0, len(d.Headers))
-	for k := range d.Headers {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(d.Headers)) {
 		fmt.Fprintf(tw, "header %s\t%s\n", k, d.Headers[k])
 	}
 	if err := tw.Flush(); err != nil {
@@ -250,9 +233,9 @@ func formatValue(v []byte) string {
 	return "  " + strconv.Quote(string(v))
 }
 
-func replay(ctx context.Context, c client, cmd command, w io.Writer) error {
+func replay(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) error {
 	name := cmd.services[0]
-	res, err := c.api.Replay(ctx, name, cmd.id, cmd.by)
+	res, err := c.Replay(ctx, name, cmd.id, cmd.by)
 	if err != nil {
 		return suiteapi.Explain(err)
 	}

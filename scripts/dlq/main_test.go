@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -21,7 +22,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func fakeConsumer(t *testing.T, token string) *httptest.Server {
 	t.Helper()
 	first := time.Date(2026, 8, 10, 2, 0, 0, 0, time.UTC)
-	records := []deadLetter{
+	records := []suiteapi.DeadLetter{
 		{ID: 2, Consumer: "inventory-service", EventID: "E-2", AggregateID: "O-2", EventType: "OrderPaid", OriginalTopic: "order-events",
 			Key: []byte("O-2"), Value: []byte(`{"eventId":"E-2"}`), Headers: map[string]string{"eventId": "E-2"},
 			FailureReason: "HANDLER_ERROR: failpoint inventory.apply: injected failure", ErrorClass: "RETRYABLE", Attempts: 5,
@@ -32,7 +33,7 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/dlq", func(w http.ResponseWriter, r *http.Request) {
-		var items []deadLetter
+		var items []suiteapi.DeadLetter
 		for _, d := range records {
 			agg, status := r.URL.Query().Get("aggregateId"), r.URL.Query().Get("status")
 			if (agg == "" || agg == d.AggregateID) && (status == "" || status == d.Status) {

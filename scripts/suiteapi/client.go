@@ -266,10 +266,8 @@ func (c *Client) send(ctx context.Context, method, u, path string, header http.H
 	if err != nil {
 		return 0, nil, nil, -1, fmt.Errorf("%s %s: %w", method, u, err)
 	}
-	for k, vs := range header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
+	if header != nil {
+		req.Header = header.Clone()
 	}
 	if hasBody {
 		req.Header.Set("Content-Type", "application/json")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -74,13 +75,7 @@ func sumSamples(families map[string]*dto.MetricFamily, name string, labels map[s
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {
 	for k, v := range want {
-		found := false
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == k && lp.GetValue() == v {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool { return lp.GetName() == k && lp.GetValue() == v }) {
 			return false
 		}
 	}

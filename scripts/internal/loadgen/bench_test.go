@@ -16,6 +16,7 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
 	"github.com/reliable-orders/fulfillment/pkg/testkit/postgrestest"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // benchPartitions is the partition count of `make run`'s order-events.
@@ -79,7 +80,7 @@ func prebuilt(b *testing.B, runID string, n int) []*kgo.Record {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rec, err := loadgen.Record("", env)
+		rec, err := suiteapi.Record("", env)
 		if err != nil {
 			b.Fatal(err)
 		}

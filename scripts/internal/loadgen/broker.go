@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // deliveryTimeout bounds how long one record may wait for the broker's
@@ -14,7 +16,7 @@ import (
 // instead of hanging it.
 const deliveryTimeout = 30 * time.Second
 
-// headersPerRecord is how many headers Record gives a record.
+// headersPerRecord is how many headers suiteapi.Record gives a record.
 const headersPerRecord = 5
 
 // brokerPublisher produces OrderPaid events with franz-go. Its default
@@ -133,7 +135,7 @@ func (p *brokerPublisher) records(first, last int, now time.Time) ([]kgo.Record,
 			return nil, nil, err
 		}
 		for _, env := range events {
-			rec, err := Record(p.cfg.Topic, env)
+			rec, err := suiteapi.Record(p.cfg.Topic, env)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/reliable-orders/fulfillment/pkg/event"
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 )
 
 // Producer is the envelope's producer: the consumers do not care who
@@ -81,20 +78,4 @@ func build(t event.Type, runID string, i int, eventID string, version int64, occ
 	}
 	env.EventID = eventID
 	return env, nil
-}
-
-// Record is env as the order service's relay publishes it: keyed by the
-// order id, with the eventId, eventType, eventVersion, aggregateId and
-// traceparent headers. It validates env against its schema.
-func Record(topic string, env event.Envelope) (*kgo.Record, error) {
-	msg, err := outbox.FromEnvelope(topic, env)
-	if err != nil {
-		return nil, err
-	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(env.AggregateID), Value: msg.Payload}
-	for _, k := range []string{event.HeaderEventID, event.HeaderEventType, event.HeaderEventVersion,
-		event.HeaderAggregateID, event.HeaderTraceparent} {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(msg.Headers[k])})
-	}
-	return rec, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // A mixed run's events: valid, keyed by their order, versions rising in
@@ -24,7 +25,7 @@ func TestMixedEvents(t *testing.T) {
 		shapes[shape]++
 		seen := map[string]int{}
 		for _, env := range envs {
-			if _, err := loadgen.Record("order-events", env); err != nil {
+			if _, err := suiteapi.Record("order-events", env); err != nil {
 				t.Fatalf("order %d: %s is not valid: %v", i, env.EventType, err)
 			}
 			if env.AggregateID != loadgen.OrderID("mix1", i) {

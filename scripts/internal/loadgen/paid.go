@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // idDigits is the zero padding of the index in a run's ids (OrderID).
@@ -36,7 +37,7 @@ type paidTemplate struct {
 
 // newPaidTemplate returns the template of run runID's OrderPaid events
 // over skus SKUs, once the record it builds for an order equals, byte for
-// byte, the one OrderPaid and Record build.
+// byte, the one OrderPaid and suiteapi.Record build.
 func newPaidTemplate(runID string, skus int) (*paidTemplate, error) {
 	amount, err := event.ParseMoney(UnitPrice)
 	if err != nil {
@@ -75,7 +76,7 @@ func (t *paidTemplate) check() error {
 		if err != nil {
 			return err
 		}
-		want, err := Record("", env)
+		want, err := suiteapi.Record("", env)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // The broker path's OrderPaid records, built from a template, are the
@@ -37,7 +38,7 @@ func TestPaidRecordIsTheValidatedRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := loadgen.Record("order-events", env)
+				want, err := suiteapi.Record("order-events", env)
 				if err != nil {
 					t.Fatal(err)
 				}

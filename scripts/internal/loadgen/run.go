@@ -124,23 +124,17 @@ func drive(ctx context.Context, cfg Config, pub publisher, bar *progressbar.Prog
 		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), batch)
 	}
 	var (
-		next     atomic.Int64 // the last index handed out
-		okCount  atomic.Int64
-		mu       sync.Mutex
-		failures int
+		next              atomic.Int64 // the last index handed out
+		okCount, failures atomic.Int64
+		mu                sync.Mutex // guards firstErr
 	)
 	fail := func(i int, e error) {
+		failures.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		failures++
 		if firstErr == nil {
 			firstErr = fmt.Errorf("%s %d: %w", unit(cfg.Via), i, e)
 		}
-	}
-	tooMany := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return cfg.MaxErrors > 0 && failures >= cfg.MaxErrors
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for range cfg.Concurrency {
@@ -171,7 +165,7 @@ func drive(ctx context.Context, cfg Config, pub publisher, bar *progressbar.Prog
 				if cfg.Progress != nil {
 					cfg.Progress(n)
 				}
-				if tooMany() {
+				if cfg.MaxErrors > 0 && failures.Load() >= int64(cfg.MaxErrors) {
 					return ErrTooManyErrors
 				}
 			}
@@ -180,16 +174,10 @@ func drive(ctx context.Context, cfg Config, pub publisher, bar *progressbar.Prog
 	}
 	err = g.Wait()
 	if errors.Is(err, ErrTooManyErrors) {
-		err = fmt.Errorf("stopped after %d failed %s (--max-errors %d); the first: %w", failuresOf(&mu, &failures),
+		err = fmt.Errorf("stopped after %d failed %s (--max-errors %d); the first: %w", failures.Load(),
 			unit(cfg.Via), cfg.MaxErrors, firstErr)
 	}
-	return int(okCount.Load()), failuresOf(&mu, &failures), firstErr, err
-}
-
-func failuresOf(mu *sync.Mutex, n *int) int {
-	mu.Lock()
-	defer mu.Unlock()
-	return *n
+	return int(okCount.Load()), int(failures.Load()), firstErr, err
 }
 
 func unit(v Via) string {
