@@ -32,23 +32,34 @@ const Success = "SUCCESS"
 // kit's): the names below are the client's vocabulary for them, so a
 // drill, a test and the console read the same words. The arguments of the
 // commands (NewOrder, PaymentRequest, Refund, OperatorRefund) take amounts
-// as text and are sent as they are: their JSON is the service's request
-// type's (suiteapi_test decodes each into it, unknown fields refused).
+// as text and are sent as the service's request type.
 
 // Item is an order line of NewOrder.
 type Item struct {
-	SKU       string `json:"sku"`
-	Quantity  int    `json:"quantity"`
-	UnitPrice string `json:"unitPrice"`
+	SKU       string
+	Quantity  int
+	UnitPrice string
 }
 
 // NewOrder is an order to create (POST /orders, orderapi.CreateRequest);
 // an empty OrderID lets the service choose one.
 type NewOrder struct {
-	OrderID    string `json:"orderId"`
-	CustomerID string `json:"customerId"`
-	Currency   string `json:"currency"`
-	Items      []Item `json:"items"`
+	OrderID    string
+	CustomerID string
+	Currency   string
+	Items      []Item
+}
+
+// request is the body of POST /orders for o.
+func (o NewOrder) request() orderapi.CreateRequest {
+	req := orderapi.CreateRequest{OrderID: o.OrderID, CustomerID: o.CustomerID, Currency: o.Currency}
+	if o.Items != nil {
+		req.Items = make([]orderapi.ItemRequest, len(o.Items))
+	}
+	for i, it := range o.Items {
+		req.Items[i] = orderapi.ItemRequest{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: &it.UnitPrice}
+	}
+	return req
 }
 
 // CommandResult is the answer of the order and payment commands
@@ -58,9 +69,9 @@ type CommandResult = orderapi.Result
 // PaymentRequest is a payment of an order (POST /payments,
 // paymentapi.PayRequest).
 type PaymentRequest struct {
-	OrderID  string `json:"orderId"`
-	Amount   string `json:"amount"`
-	Currency string `json:"currency"`
+	OrderID  string
+	Amount   string
+	Currency string
 }
 
 // OrderView is GET /orders/{id}.
@@ -82,7 +93,7 @@ type Snapshot = orderapi.Snapshot
 // CreateOrder sends POST /orders. A 2xx answer with a businessCode other
 // than SUCCESS is returned as it is, for the caller to judge.
 func (c *Client) CreateOrder(ctx context.Context, o NewOrder) (CommandResult, error) {
-	return call[CommandResult](ctx, c, Order, http.MethodPost, "/orders", o)
+	return call[CommandResult](ctx, c, Order, http.MethodPost, "/orders", o.request())
 }
 
 // Checkout sends POST /orders/{id}/checkout.
@@ -115,7 +126,8 @@ func (c *Client) PlaceOrder(ctx context.Context, o NewOrder) (string, error) {
 // Pay sends POST /payments. As CreateOrder, it leaves the businessCode of
 // a 2xx answer to the caller.
 func (c *Client) Pay(ctx context.Context, p PaymentRequest) (CommandResult, error) {
-	return call[CommandResult](ctx, c, Payment, http.MethodPost, "/payments", p)
+	body := paymentapi.PayRequest{OrderID: p.OrderID, Amount: paymentapi.Amount(p.Amount), Currency: p.Currency}
+	return call[CommandResult](ctx, c, Payment, http.MethodPost, "/payments", body)
 }
 
 // Order reads GET /orders/{id}.
@@ -295,11 +307,19 @@ func (c *Client) ReplayWithKey(ctx context.Context, service string, id int64, re
 }
 
 // Refund is a customer's refund (POST /orders/{id}/refunds,
-// orderapi.RefundRequest): an amount, goods returned, or both; an empty
-// Amount is left out.
+// orderapi.RefundRequest): an amount, goods returned, or both.
 type Refund struct {
-	Amount string `json:"amount,omitempty"`
-	Items  []Line `json:"items"`
+	Amount string
+	Items  []Line
+}
+
+// request is the body of the refund r asks for.
+func (r Refund) request() orderapi.RefundRequest {
+	req := orderapi.RefundRequest{Items: r.Items}
+	if r.Amount != "" {
+		req.Amount = &r.Amount
+	}
+	return req
 }
 
 // AmountText is an amount of an answer as text: "" when the answer has
@@ -329,7 +349,7 @@ func (c *Client) Refund(ctx context.Context, orderID, key string, r Refund) (Ref
 		header = http.Header{IdempotencyKeyHeader: {key}}
 	}
 	path := "/orders/" + url.PathEscape(orderID) + "/refunds"
-	code, answer, raw, err := c.roundTrip(ctx, Order, http.MethodPost, path, header, r, false)
+	code, answer, raw, err := c.roundTrip(ctx, Order, http.MethodPost, path, header, r.request(), false)
 	if err != nil {
 		return RefundAnswer{}, err
 	}
@@ -357,13 +377,29 @@ func requestedByHeader(who string) http.Header {
 
 // OperatorRefund is an operator's refund (POST
 // /admin/payments/orders/{id}/refunds, paymentapi.RefundBody): an amount,
-// goods returned, or both, and why; what it leaves empty but the reason
-// is left out.
+// goods returned, or both, and why.
 type OperatorRefund struct {
-	RefundID string `json:"refundId,omitempty"`
-	Amount   string `json:"amount,omitempty"`
-	Items    []Line `json:"items,omitempty"`
-	Reason   string `json:"reason"`
+	RefundID string
+	Amount   string
+	Items    []Line
+	Reason   string
+}
+
+// body is the request of the refund r asks for; what r leaves empty is
+// left out.
+func (r OperatorRefund) body() (paymentapi.RefundBody, error) {
+	b := paymentapi.RefundBody{RefundID: r.RefundID, Reason: r.Reason}
+	if r.Amount != "" {
+		b.Amount = paymentapi.Amount(r.Amount)
+	}
+	if len(r.Items) > 0 {
+		items, err := json.Marshal(r.Items)
+		if err != nil {
+			return b, fmt.Errorf("encode refund items: %w", err)
+		}
+		b.Items = items
+	}
+	return b, nil
 }
 
 // Line is a quantity of one SKU, as a refund returns it.
@@ -378,8 +414,12 @@ type OperatorRefundAnswer = paymentapi.RefundResponse
 // which the refund's audit records).
 func (c *Client) OperatorRefund(ctx context.Context, orderID, operator string, r OperatorRefund) (OperatorRefundAnswer, error) {
 	var out OperatorRefundAnswer
-	_, err := c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
-		requestedByHeader(operator), r, &out)
+	body, err := r.body()
+	if err != nil {
+		return out, err
+	}
+	_, err = c.Do(ctx, Payment, http.MethodPost, "/admin/payments/orders/"+url.PathEscape(orderID)+"/refunds",
+		requestedByHeader(operator), body, &out)
 	return out, err
 }
 

@@ -1,22 +1,17 @@
 package suiteapi_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
-	"github.com/reliable-orders/fulfillment/services/order/orderapi"
-	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // fakeService answers every request with status and body and records
@@ -565,50 +560,5 @@ func TestArmUnknownFailPoint(t *testing.T) {
 	if !errors.As(err, &se) || se.BusinessCode != suiteapi.CodeUnknownFailPoint || !strings.Contains(err.Error(), "known: consumer.after-commit, inventory.apply") ||
 		strings.Contains(err.Error(), "FAILPOINTS_ENABLED") {
 		t.Fatalf("err = %v, want the UNKNOWN_FAIL_POINT answer with the known names", err)
-	}
-}
-
-// TestRequestsAreTheServicesContract: the JSON of each command's argument
-// decodes, with no field unknown, into the service's request type as the
-// service reads it.
-func TestRequestsAreTheServicesContract(t *testing.T) {
-	price, amount := "1.50", "3.00"
-	lines := []suiteapi.Line{{SKU: "S", Quantity: 1}}
-	tests := []struct {
-		name       string
-		sent       any
-		into, want any
-	}{
-		{"new order", suiteapi.NewOrder{OrderID: "O-1", CustomerID: "C-1", Currency: "CNY",
-			Items: []suiteapi.Item{{SKU: "S", Quantity: 2, UnitPrice: price}}},
-			&orderapi.CreateRequest{}, &orderapi.CreateRequest{OrderID: "O-1", CustomerID: "C-1", Currency: "CNY",
-				Items: []orderapi.ItemRequest{{SKU: "S", Quantity: 2, UnitPrice: &price}}}},
-		{"payment", suiteapi.PaymentRequest{OrderID: "O-1", Amount: amount, Currency: "CNY"},
-			&paymentapi.PayRequest{}, &paymentapi.PayRequest{OrderID: "O-1", Amount: paymentapi.Amount(amount), Currency: "CNY"}},
-		{"refund of goods", suiteapi.Refund{Items: lines},
-			&orderapi.RefundRequest{}, &orderapi.RefundRequest{Items: lines}},
-		{"refund of an amount", suiteapi.Refund{Amount: amount},
-			&orderapi.RefundRequest{}, &orderapi.RefundRequest{Amount: &amount}},
-		{"operator refund", suiteapi.OperatorRefund{RefundID: "R-1", Amount: amount, Items: lines, Reason: "goodwill"},
-			&paymentapi.RefundBody{}, &paymentapi.RefundBody{RefundID: "R-1", Amount: paymentapi.Amount(amount),
-				Items: json.RawMessage(`[{"sku":"S","quantity":1}]`), Reason: "goodwill"}},
-		{"operator refund of the whole order", suiteapi.OperatorRefund{Reason: "goodwill"},
-			&paymentapi.RefundBody{}, &paymentapi.RefundBody{Reason: "goodwill"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			raw, err := json.Marshal(tt.sent)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(tt.into); err != nil {
-				t.Fatalf("%s: %v", raw, err)
-			}
-			if !reflect.DeepEqual(tt.into, tt.want) {
-				t.Errorf("%s decodes to %+v, want %+v", raw, tt.into, tt.want)
-			}
-		})
 	}
 }
