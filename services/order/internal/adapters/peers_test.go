@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/services/order/internal/adapters"
 	"github.com/reliable-orders/fulfillment/services/order/internal/app"
 )
@@ -142,44 +138,4 @@ func shown(v app.PeerView) any {
 		app.PeerView
 		Converged string
 	}{v, converged}
-}
-
-func TestBacklogCollector(t *testing.T) {
-	t.Parallel()
-	db := newDB(t)
-	repo := adapters.NewRepository(db, topic, nil, nil)
-	for _, id := range []string{"O-1", "O-2", "O-3"} {
-		if _, err := orders(repo).Create(ctx(t), newOrder(t, id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.Exec(`UPDATE outbox_events SET status = 'SENT', created_at = now() - interval '1 hour' WHERE aggregate_id = 'O-1'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`UPDATE outbox_events SET created_at = now() - interval '90 seconds' WHERE aggregate_id = 'O-2'`); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(outbox.NewBacklogCollector(db, quietLogger()))
-	want := `
-# HELP outbox_pending_events Outbox rows not yet delivered to the sink.
-# TYPE outbox_pending_events gauge
-outbox_pending_events 2
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outbox_pending_events"); err != nil {
-		t.Fatal(err)
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "outbox_oldest_pending_age_seconds" {
-			if age := f.GetMetric()[0].GetGauge().GetValue(); age < 90 || age > 3600 {
-				t.Fatalf("oldest pending age %v, want about 90 s", age)
-			}
-			return
-		}
-	}
-	t.Fatal("outbox_oldest_pending_age_seconds missing")
 }
