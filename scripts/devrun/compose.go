@@ -568,47 +568,46 @@ func (c *ComposeControl) brokerView() controlapi.BrokerView {
 	return controlapi.BrokerView{State: state, Addr: c.cfg.BrokerAddr, Stops: c.brokerStops}
 }
 
-// faultView asks the fault proxy for its fault and adds it to the broker
-// view; a proxy that does not answer is the view's error.
-func (c *ComposeControl) faultView(ctx context.Context, req controlapi.FaultRequest) controlapi.BrokerView {
-	v := c.brokerView()
-	var pv faultproxy.View
-	if err := c.proxy.Do(ctx, http.MethodGet, "/fault", nil, &pv); err != nil {
-		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
-		return v
-	}
-	if pv.Fault != nil {
-		if req.Type == "" {
-			req = controlapi.FaultRequest{Type: controlapi.FaultLostAck, Count: pv.Fault.Count, Topic: pv.Fault.Topic}
-		}
-		v.Fault = &controlapi.FaultView{FaultRequest: req, Error: FaultLostConnection, Hits: pv.Fault.Hits}
-	}
+// brokerState is the broker's view with the proxy's fault; a proxy that
+// does not answer is the view's error.
+func (c *ComposeControl) brokerState(ctx context.Context) controlapi.BrokerView {
+	v, _ := c.proxyFault(ctx, http.MethodGet, nil)
 	return v
 }
 
 // armFault arms a lost acknowledgement on the fault proxy.
 func (c *ComposeControl) armFault(ctx context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error) {
-	if err := c.proxy.Do(ctx, http.MethodPost, "/fault", faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count}, nil); err != nil {
-		return c.brokerView(), fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+	v, err := c.proxyFault(ctx, http.MethodPost, faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count})
+	if err == nil {
+		c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
+			req.Count, req.Topic, c.cfg.BrokerService)
 	}
-	c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
-		req.Count, req.Topic, c.cfg.BrokerService)
-	return c.faultView(ctx, req), nil
+	return v, err
 }
 
 // clearFault removes the proxy's fault; a proxy that does not answer has
 // nothing armed, which the view's error says.
 func (c *ComposeControl) clearFault(ctx context.Context) (controlapi.BrokerView, error) {
-	v := c.brokerView()
-	if err := c.proxy.Do(ctx, http.MethodDelete, "/fault", nil, nil); err != nil {
-		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
-	}
+	v, _ := c.proxyFault(ctx, http.MethodDelete, nil)
 	return v, nil
 }
 
-// brokerState is the broker's view with the proxy's fault.
-func (c *ComposeControl) brokerState(ctx context.Context) controlapi.BrokerView {
-	return c.faultView(ctx, controlapi.FaultRequest{})
+// proxyFault sends a request to the fault proxy's /fault and adds the
+// proxy's fault, as it answers, to the broker view. A proxy that does not
+// answer is ErrNoComposeFault, also said as the view's error.
+func (c *ComposeControl) proxyFault(ctx context.Context, method string, body any) (controlapi.BrokerView, error) {
+	v := c.brokerView()
+	var pv faultproxy.View
+	if err := c.proxy.Do(ctx, method, "/fault", body, &pv); err != nil {
+		err = fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+		v.Error = err.Error()
+		return v, err
+	}
+	if f := pv.Fault; f != nil {
+		v.Fault = &controlapi.FaultView{FaultRequest: controlapi.FaultRequest{Type: controlapi.FaultLostAck, Count: f.Count, Topic: f.Topic},
+			Error: FaultLostConnection, Hits: f.Hits}
+	}
+	return v, nil
 }
 
 // Handler serves the control API's routes (control.go's handler) to this
