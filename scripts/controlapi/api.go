@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // The requests and answers of the control API, written by the runner
@@ -91,5 +92,83 @@ func (c *Client) Stop(ctx context.Context, service string) (ServiceView, error) 
 func (c *Client) Scale(ctx context.Context, service string, instances int) (ScaleView, error) {
 	var out ScaleView
 	err := c.Do(ctx, http.MethodPost, "/services/"+url.PathEscape(service)+"/scale", ScaleRequest{Instances: instances}, &out)
+	return out, err
+}
+
+// Exit waits, up to timeout, until service's process has ended (or been
+// stopped) and answers its state, exit code included.
+func (c *Client) Exit(ctx context.Context, service string, timeout time.Duration) (ServiceView, error) {
+	var out ServiceView
+	err := c.Do(ctx, http.MethodGet, "/services/"+url.PathEscape(service)+"/exit?timeout="+timeout.String(), nil, &out)
+	return out, err
+}
+
+// FaultLostAck is the one fault the control API arms: a Produce request
+// whose records the broker appends but whose answer is lost — the
+// tutorial's "Broker 确认丢失" (the broker's acknowledgement is lost).
+// make run's embedded broker answers REQUEST_TIMED_OUT after the append,
+// the fault proxy under compose closes the connection.
+const FaultLostAck = "lost-ack"
+
+// BrokerView is the control API's answer about the broker.
+type BrokerView struct {
+	// Embedded is false when the suite uses KAFKA_BROKERS.
+	Embedded bool `json:"embedded"`
+	// State is "running" or "stopped".
+	State   string `json:"state,omitempty"`
+	Addr    string `json:"addr,omitempty"`
+	DataDir string `json:"dataDir,omitempty"`
+	// Stops counts the stops by the control API.
+	Stops int `json:"stops"`
+	// Fault is the fault armed last, with how often it has answered.
+	Fault *FaultView `json:"fault,omitempty"`
+	Error string     `json:"error,omitempty"`
+}
+
+// FaultRequest is the body of POST /broker/faults.
+type FaultRequest struct {
+	// Type is the fault; only "lost-ack" (the default) exists.
+	Type string `json:"type"`
+	// Count is how many Produce requests it answers (default 1).
+	Count int `json:"count"`
+	// Topic limits it to one topic (default the order events topic).
+	Topic string `json:"topic"`
+}
+
+// FaultView is an armed fault and how often it has answered so far.
+type FaultView struct {
+	FaultRequest
+	Error string `json:"error"`
+	Hits  int    `json:"hits"`
+}
+
+// Broker reads the state of the broker and its armed fault.
+func (c *Client) Broker(ctx context.Context) (BrokerView, error) {
+	return c.broker(ctx, http.MethodGet, "/broker", nil)
+}
+
+// StopBroker takes the runner's broker away, keeping its data.
+func (c *Client) StopBroker(ctx context.Context) (BrokerView, error) {
+	return c.broker(ctx, http.MethodPost, "/broker/stop", nil)
+}
+
+// StartBroker brings the broker back on its address with its data.
+func (c *Client) StartBroker(ctx context.Context) (BrokerView, error) {
+	return c.broker(ctx, http.MethodPost, "/broker/start", nil)
+}
+
+// ArmFault arms req, replacing the fault armed before.
+func (c *Client) ArmFault(ctx context.Context, req FaultRequest) (BrokerView, error) {
+	return c.broker(ctx, http.MethodPost, "/broker/faults", req)
+}
+
+// ClearFault removes the armed fault, used up or not.
+func (c *Client) ClearFault(ctx context.Context) (BrokerView, error) {
+	return c.broker(ctx, http.MethodDelete, "/broker/faults", nil)
+}
+
+func (c *Client) broker(ctx context.Context, method, path string, body any) (BrokerView, error) {
+	var out BrokerView
+	err := c.Do(ctx, method, path, body, &out)
 	return out, err
 }

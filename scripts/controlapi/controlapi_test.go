@@ -3,6 +3,7 @@ package controlapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,13 +46,46 @@ func TestRequests(t *testing.T) {
 			}
 			return v.Instances[1].Name, err
 		}, `{"service":"inventory","instances":[{"name":"inventory"},{"name":"inventory#2","instance":2}]}`, "POST", "/services/inventory/scale", `{"instances":2}`, "inventory#2"},
+		{"exit", func(c *controlapi.Client) (string, error) {
+			v, err := c.Exit(ctx, "order", 90*time.Second)
+			if v.ExitCode == nil {
+				return "", err
+			}
+			return fmt.Sprint(v.State, " ", *v.ExitCode), err
+		}, `{"name":"order","state":"exited","exitCode":137,"failPoint":true}`, "GET", "/services/order/exit?timeout=1m30s", "", "exited 137"},
+		{"broker", func(c *controlapi.Client) (string, error) {
+			v, err := c.Broker(ctx)
+			if v.Fault == nil {
+				return "", err
+			}
+			return fmt.Sprint(v.State, " ", v.Fault.Type, " ", v.Fault.Hits), err
+		}, `{"embedded":true,"state":"running","fault":{"type":"lost-ack","count":4,"topic":"t","hits":2}}`, "GET", "/broker", "", "running lost-ack 2"},
+		{"stop broker", func(c *controlapi.Client) (string, error) {
+			v, err := c.StopBroker(ctx)
+			return v.State, err
+		}, `{"embedded":true,"state":"stopped","stops":1}`, "POST", "/broker/stop", "", "stopped"},
+		{"start broker", func(c *controlapi.Client) (string, error) {
+			v, err := c.StartBroker(ctx)
+			return v.State, err
+		}, `{"embedded":true,"state":"running","stops":1}`, "POST", "/broker/start", "", "running"},
+		{"arm fault", func(c *controlapi.Client) (string, error) {
+			v, err := c.ArmFault(ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Count: 4, Topic: "t"})
+			if v.Fault == nil {
+				return "", err
+			}
+			return v.Fault.Topic, err
+		}, `{"embedded":true,"state":"running","fault":{"type":"lost-ack","count":4,"topic":"t","hits":0}}`, "POST", "/broker/faults", `{"type":"lost-ack","count":4,"topic":"t"}`, "t"},
+		{"clear fault", func(c *controlapi.Client) (string, error) {
+			v, err := c.ClearFault(ctx)
+			return fmt.Sprint(v.Fault == nil), err
+		}, `{"embedded":true,"state":"running"}`, "DELETE", "/broker/faults", "", "true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var method, path, body, ctype string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				raw, _ := io.ReadAll(r.Body)
-				method, path, body, ctype = r.Method, r.URL.Path, string(raw), r.Header.Get("Content-Type")
+				method, path, body, ctype = r.Method, r.URL.RequestURI(), string(raw), r.Header.Get("Content-Type")
 				_, _ = io.WriteString(w, tt.answer)
 			}))
 			defer srv.Close()

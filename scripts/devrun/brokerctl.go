@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
@@ -25,11 +26,6 @@ var (
 	ErrBrokerStopped = errors.New("the embedded broker is stopped (POST /broker/start)")
 )
 
-// FaultLostAck is the one fault the control API arms: REQUEST_TIMED_OUT on
-// a Produce request, which kfake answers after appending the records — the
-// tutorial's "Broker 确认丢失" (the broker's acknowledgement is lost).
-const FaultLostAck = "lost-ack"
-
 // brokerControl owns the embedded broker so the control API can take it
 // away (an outage drill) and bring it back on the same address with the
 // same data directory, and arm protocol faults on it.
@@ -41,7 +37,7 @@ type brokerControl struct {
 	b      *broker.Broker // nil while stopped
 	stops  int
 	fault  *kfake.FaultHandle
-	armed  FaultRequest
+	armed  controlapi.FaultRequest
 	closed bool
 }
 
@@ -73,45 +69,13 @@ func (bc *brokerControl) close() {
 	}
 }
 
-// BrokerView is the control API's answer about the embedded broker.
-type BrokerView struct {
-	// Embedded is false when the suite uses KAFKA_BROKERS.
-	Embedded bool `json:"embedded"`
-	// State is "running" or "stopped".
-	State   string `json:"state,omitempty"`
-	Addr    string `json:"addr,omitempty"`
-	DataDir string `json:"dataDir,omitempty"`
-	// Stops counts the stops by the control API.
-	Stops int `json:"stops"`
-	// Fault is the fault armed last, with how often it has answered.
-	Fault *FaultView `json:"fault,omitempty"`
-	Error string     `json:"error,omitempty"`
-}
-
-// FaultRequest is the body of POST /broker/faults.
-type FaultRequest struct {
-	// Type is the fault; only "lost-ack" (the default) exists.
-	Type string `json:"type"`
-	// Count is how many Produce requests it answers (default 1).
-	Count int `json:"count"`
-	// Topic limits it to one topic (default the order events topic).
-	Topic string `json:"topic"`
-}
-
-// FaultView is an armed fault and how often it has answered so far.
-type FaultView struct {
-	FaultRequest
-	Error string `json:"error"`
-	Hits  int    `json:"hits"`
-}
-
-func (bc *brokerControl) viewLocked() BrokerView {
-	v := BrokerView{Embedded: true, State: "running", Addr: bc.cfg.Addr, DataDir: bc.cfg.DataDir, Stops: bc.stops}
+func (bc *brokerControl) viewLocked() controlapi.BrokerView {
+	v := controlapi.BrokerView{Embedded: true, State: "running", Addr: bc.cfg.Addr, DataDir: bc.cfg.DataDir, Stops: bc.stops}
 	if bc.b == nil {
 		v.State = "stopped"
 	}
 	if bc.fault != nil {
-		v.Fault = &FaultView{FaultRequest: bc.armed, Error: kerr.RequestTimedOut.Message, Hits: bc.fault.Hits()}
+		v.Fault = &controlapi.FaultView{FaultRequest: bc.armed, Error: kerr.RequestTimedOut.Message, Hits: bc.fault.Hits()}
 	}
 	return v
 }
@@ -119,17 +83,17 @@ func (bc *brokerControl) viewLocked() BrokerView {
 // brokerOps is what the /broker routes drive: make run's embedded broker
 // (brokerControl) or the compose project's (ComposeControl).
 type brokerOps interface {
-	brokerState(ctx context.Context) BrokerView
-	setBroker(ctx context.Context, start bool) (BrokerView, error)
-	armFault(ctx context.Context, req FaultRequest) (BrokerView, error)
-	clearFault(ctx context.Context) (BrokerView, error)
+	brokerState(ctx context.Context) controlapi.BrokerView
+	setBroker(ctx context.Context, start bool) (controlapi.BrokerView, error)
+	armFault(ctx context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error)
+	clearFault(ctx context.Context) (controlapi.BrokerView, error)
 }
 
 // brokerState is the broker's view; without an embedded broker (bc nil)
 // it says so.
-func (bc *brokerControl) brokerState(context.Context) BrokerView {
+func (bc *brokerControl) brokerState(context.Context) controlapi.BrokerView {
 	if bc == nil {
-		return BrokerView{Embedded: false, Error: ErrExternalBroker.Error()}
+		return controlapi.BrokerView{Embedded: false, Error: ErrExternalBroker.Error()}
 	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
@@ -139,9 +103,9 @@ func (bc *brokerControl) brokerState(context.Context) BrokerView {
 // setBroker closes the broker, keeping its data, or brings it back on its
 // address with its data; stopping a stopped or starting a running broker
 // does nothing.
-func (bc *brokerControl) setBroker(_ context.Context, start bool) (BrokerView, error) {
+func (bc *brokerControl) setBroker(_ context.Context, start bool) (controlapi.BrokerView, error) {
 	if bc == nil {
-		return BrokerView{}, ErrExternalBroker
+		return controlapi.BrokerView{}, ErrExternalBroker
 	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
@@ -165,9 +129,9 @@ func (bc *brokerControl) setBroker(_ context.Context, start bool) (BrokerView, e
 }
 
 // armFault installs req, replacing the fault armed before.
-func (bc *brokerControl) armFault(_ context.Context, req FaultRequest) (BrokerView, error) {
+func (bc *brokerControl) armFault(_ context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error) {
 	if bc == nil {
-		return BrokerView{}, ErrExternalBroker
+		return controlapi.BrokerView{}, ErrExternalBroker
 	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
@@ -188,9 +152,9 @@ func (bc *brokerControl) armFault(_ context.Context, req FaultRequest) (BrokerVi
 }
 
 // clearFault removes the armed fault, used up or not.
-func (bc *brokerControl) clearFault(context.Context) (BrokerView, error) {
+func (bc *brokerControl) clearFault(context.Context) (controlapi.BrokerView, error) {
 	if bc == nil {
-		return BrokerView{}, ErrExternalBroker
+		return controlapi.BrokerView{}, ErrExternalBroker
 	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
@@ -209,7 +173,7 @@ func brokerRoutes(mux *http.ServeMux, b brokerOps) {
 	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.brokerState(r.Context()))
 	})
-	route := func(pattern string, do func(*http.Request) (BrokerView, error)) {
+	route := func(pattern string, do func(*http.Request) (controlapi.BrokerView, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			// A failure answers the broker's state with it, but for a
 			// request that could not be read.
@@ -222,13 +186,13 @@ func brokerRoutes(mux *http.ServeMux, b brokerOps) {
 			writeJSON(w, statusOf(err), v)
 		})
 	}
-	route("POST /broker/stop", func(r *http.Request) (BrokerView, error) { return b.setBroker(r.Context(), false) })
-	route("POST /broker/start", func(r *http.Request) (BrokerView, error) { return b.setBroker(r.Context(), true) })
-	route("DELETE /broker/faults", func(r *http.Request) (BrokerView, error) { return b.clearFault(r.Context()) })
-	route("POST /broker/faults", func(r *http.Request) (BrokerView, error) {
+	route("POST /broker/stop", func(r *http.Request) (controlapi.BrokerView, error) { return b.setBroker(r.Context(), false) })
+	route("POST /broker/start", func(r *http.Request) (controlapi.BrokerView, error) { return b.setBroker(r.Context(), true) })
+	route("DELETE /broker/faults", func(r *http.Request) (controlapi.BrokerView, error) { return b.clearFault(r.Context()) })
+	route("POST /broker/faults", func(r *http.Request) (controlapi.BrokerView, error) {
 		req, err := decodeFault(r)
 		if err != nil {
-			return BrokerView{}, err
+			return controlapi.BrokerView{}, err
 		}
 		return b.armFault(r.Context(), req)
 	})
@@ -237,15 +201,15 @@ func brokerRoutes(mux *http.ServeMux, b brokerOps) {
 // errBadFault is a POST /broker/faults body the API cannot arm.
 var errBadFault = errors.New(`body: want {"type":"lost-ack","count":N,"topic":"..."}`)
 
-func decodeFault(r *http.Request) (FaultRequest, error) {
-	req := FaultRequest{}
+func decodeFault(r *http.Request) (controlapi.FaultRequest, error) {
+	req := controlapi.FaultRequest{}
 	if err := decodeBody(r, &req, true); err != nil {
 		return req, fmt.Errorf("%w: %w", errBadFault, err)
 	}
-	req.Type, req.Count, req.Topic = cmp.Or(req.Type, FaultLostAck), cmp.Or(req.Count, 1), cmp.Or(req.Topic, suite.OrderEventsTopic)
+	req.Type, req.Count, req.Topic = cmp.Or(req.Type, controlapi.FaultLostAck), cmp.Or(req.Count, 1), cmp.Or(req.Topic, suite.OrderEventsTopic)
 	switch {
-	case req.Type != FaultLostAck:
-		return req, fmt.Errorf("%w: unknown type %q (only %q)", errBadFault, req.Type, FaultLostAck)
+	case req.Type != controlapi.FaultLostAck:
+		return req, fmt.Errorf("%w: unknown type %q (only %q)", errBadFault, req.Type, controlapi.FaultLostAck)
 	case req.Count < 1 || req.Count > 1000:
 		return req, fmt.Errorf("%w: count %d: want 1..1000", errBadFault, req.Count)
 	}

@@ -269,7 +269,7 @@ func (c *ComposeControl) ps(ctx context.Context, services ...string) (map[string
 
 // change carries out do on name's container, one change of a service at
 // a time, and answers the service's state once it is done.
-func (c *ComposeControl) change(ctx context.Context, name string, do func(st *proc) error) (ServiceView, error) {
+func (c *ComposeControl) change(ctx context.Context, name string, do func(st *proc) error) (controlapi.ServiceView, error) {
 	c.mu.Lock()
 	st, err := serviceOf(c.procs, name)
 	if err == nil {
@@ -277,14 +277,14 @@ func (c *ComposeControl) change(ctx context.Context, name string, do func(st *pr
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return ServiceView{}, err
+		return controlapi.ServiceView{}, err
 	}
 	err = do(st)
 	c.mu.Lock()
 	st.starting = false
 	c.mu.Unlock()
 	if err != nil {
-		return ServiceView{}, err
+		return controlapi.ServiceView{}, err
 	}
 	return c.one(ctx, name)
 }
@@ -293,7 +293,7 @@ func (c *ComposeControl) change(ctx context.Context, name string, do func(st *pr
 // compose override that also sets `restart: "no"`, so a fail point's exit
 // stays down as under make run, and FAILPOINTS_ENABLED when FAILPOINTS is
 // set. Without env it is recreated from the compose file alone.
-func (c *ComposeControl) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
+func (c *ComposeControl) restart(ctx context.Context, name string, env map[string]string) (controlapi.ServiceView, error) {
 	return c.change(ctx, name, func(st *proc) error {
 		var overrides []string
 		if len(env) > 0 {
@@ -369,7 +369,7 @@ func (c *ComposeControl) waitReady(ctx context.Context, name, service, url strin
 }
 
 // halt stops the service's container; it stays down until a restart.
-func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, error) {
+func (c *ComposeControl) halt(ctx context.Context, name string) (controlapi.ServiceView, error) {
 	return c.change(ctx, name, func(st *proc) error {
 		if _, err := c.compose(ctx, nil, nil, "stop", st.svc.FullName()); err != nil {
 			return err
@@ -384,16 +384,16 @@ func (c *ComposeControl) halt(ctx context.Context, name string) (ServiceView, er
 
 // one is a service's state: its container's, and "stopped" once the API
 // stopped it.
-func (c *ComposeControl) one(ctx context.Context, name string) (ServiceView, error) {
+func (c *ComposeControl) one(ctx context.Context, name string) (controlapi.ServiceView, error) {
 	c.mu.Lock()
 	st, ok := c.procs[name]
 	c.mu.Unlock()
 	if !ok || st.k != 1 {
-		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+		return controlapi.ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
 	}
 	cts, err := c.ps(ctx, st.svc.FullName())
 	if err != nil {
-		return ServiceView{}, err
+		return controlapi.ServiceView{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -402,7 +402,7 @@ func (c *ComposeControl) one(ctx context.Context, name string) (ServiceView, err
 
 // describeLocked is a process's state: an extra instance's is the API's,
 // a service's its container's.
-func (c *ComposeControl) describeLocked(st *proc, cts map[string]container) ServiceView {
+func (c *ComposeControl) describeLocked(st *proc, cts map[string]container) controlapi.ServiceView {
 	v := st.view(func(string) (int, bool) { return 0, false })
 	ct, ok := cts[st.svc.FullName()]
 	switch {
@@ -418,14 +418,14 @@ func (c *ComposeControl) describeLocked(st *proc, cts map[string]container) Serv
 }
 
 // list is every service's and every extra instance's state.
-func (c *ComposeControl) list(ctx context.Context) ([]ServiceView, error) {
+func (c *ComposeControl) list(ctx context.Context) ([]controlapi.ServiceView, error) {
 	cts, err := c.ps(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []ServiceView
+	var out []controlapi.ServiceView
 	for _, p := range c.procs {
 		out = append(out, c.describeLocked(p, cts))
 	}
@@ -444,7 +444,7 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 // publishes its port on 127.0.0.1 at InstancePort, as make run's instances
 // listen. Compose's own --scale cannot: its replicas share the one fixed
 // host port of the service.
-func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (ScaleView, error) {
+func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (controlapi.ScaleView, error) {
 	c.mu.Lock()
 	own := c.procs[name]
 	known := own != nil && own.k == 1
@@ -457,7 +457,7 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 	}
 	if err != nil {
 		c.mu.Unlock()
-		return ScaleView{}, err
+		return controlapi.ScaleView{}, err
 	}
 	c.scaling[name] = true
 	c.mu.Unlock()
@@ -475,7 +475,7 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 		}
 		for _, verb := range []string{"stop", "rm"} {
 			if _, err := c.docker.Run(ctx, nil, verb, c.extraName(s, k)); err != nil {
-				return ScaleView{}, err
+				return controlapi.ScaleView{}, err
 			}
 		}
 		c.setInstance(s, k, nil)
@@ -488,7 +488,7 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 		port := InstancePort(s.Port, k)
 		if _, err := c.compose(ctx, nil, nil, "run", "-d", "--no-deps", "--name", c.extraName(s, k),
 			"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, s.Port), s.FullName()); err != nil {
-			return ScaleView{}, err
+			return controlapi.ScaleView{}, err
 		}
 		p := &proc{svc: s, k: k, run: 1, starting: true}
 		c.setInstance(s, k, p)
@@ -497,7 +497,7 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (Scale
 		p.starting = false
 		c.mu.Unlock()
 		if err != nil {
-			return ScaleView{}, err
+			return controlapi.ScaleView{}, err
 		}
 		c.log.Printf("%s ready on 127.0.0.1:%d", InstanceName(name, k), port)
 	}
@@ -526,13 +526,13 @@ func (c *ComposeControl) setInstance(s suite.Service, k int, p *proc) {
 
 // setBroker stops or starts the broker's container; a start waits until
 // its health check passes.
-func (c *ComposeControl) setBroker(ctx context.Context, start bool) (BrokerView, error) {
+func (c *ComposeControl) setBroker(ctx context.Context, start bool) (controlapi.BrokerView, error) {
 	verb := "stop"
 	if start {
 		verb = "start"
 	}
 	if _, err := c.compose(ctx, nil, nil, verb, c.cfg.BrokerService); err != nil {
-		return BrokerView{}, err
+		return controlapi.BrokerView{}, err
 	}
 	c.mu.Lock()
 	c.brokerDown = !start
@@ -551,64 +551,63 @@ func (c *ComposeControl) setBroker(ctx context.Context, start bool) (BrokerView,
 			return healthy, err
 		})
 		if err != nil {
-			return BrokerView{}, err
+			return controlapi.BrokerView{}, err
 		}
 	}
 	c.log.Printf("%s %s", c.cfg.BrokerService, map[bool]string{true: "started and healthy", false: "stopped"}[start])
 	return c.brokerView(), nil
 }
 
-func (c *ComposeControl) brokerView() BrokerView {
+func (c *ComposeControl) brokerView() controlapi.BrokerView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	state := "running"
 	if c.brokerDown {
 		state = "stopped"
 	}
-	return BrokerView{State: state, Addr: c.cfg.BrokerAddr, Stops: c.brokerStops}
+	return controlapi.BrokerView{State: state, Addr: c.cfg.BrokerAddr, Stops: c.brokerStops}
 }
 
-// faultView asks the fault proxy for its fault and adds it to the broker
-// view; a proxy that does not answer is the view's error.
-func (c *ComposeControl) faultView(ctx context.Context, req FaultRequest) BrokerView {
-	v := c.brokerView()
-	var pv faultproxy.View
-	if err := c.proxy.Do(ctx, http.MethodGet, "/fault", nil, &pv); err != nil {
-		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
-		return v
-	}
-	if pv.Fault != nil {
-		if req.Type == "" {
-			req = FaultRequest{Type: FaultLostAck, Count: pv.Fault.Count, Topic: pv.Fault.Topic}
-		}
-		v.Fault = &FaultView{FaultRequest: req, Error: FaultLostConnection, Hits: pv.Fault.Hits}
-	}
+// brokerState is the broker's view with the proxy's fault; a proxy that
+// does not answer is the view's error.
+func (c *ComposeControl) brokerState(ctx context.Context) controlapi.BrokerView {
+	v, _ := c.proxyFault(ctx, http.MethodGet, nil)
 	return v
 }
 
 // armFault arms a lost acknowledgement on the fault proxy.
-func (c *ComposeControl) armFault(ctx context.Context, req FaultRequest) (BrokerView, error) {
-	if err := c.proxy.Do(ctx, http.MethodPost, "/fault", faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count}, nil); err != nil {
-		return c.brokerView(), fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+func (c *ComposeControl) armFault(ctx context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error) {
+	v, err := c.proxyFault(ctx, http.MethodPost, faultproxy.ArmRequest{Topic: req.Topic, Count: req.Count})
+	if err == nil {
+		c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
+			req.Count, req.Topic, c.cfg.BrokerService)
 	}
-	c.log.Printf("fault armed on the fault proxy: the next %d Produce requests to %s through it reach %s and lose their answer",
-		req.Count, req.Topic, c.cfg.BrokerService)
-	return c.faultView(ctx, req), nil
+	return v, err
 }
 
 // clearFault removes the proxy's fault; a proxy that does not answer has
 // nothing armed, which the view's error says.
-func (c *ComposeControl) clearFault(ctx context.Context) (BrokerView, error) {
-	v := c.brokerView()
-	if err := c.proxy.Do(ctx, http.MethodDelete, "/fault", nil, nil); err != nil {
-		v.Error = fmt.Errorf("%w: %w", ErrNoComposeFault, err).Error()
-	}
+func (c *ComposeControl) clearFault(ctx context.Context) (controlapi.BrokerView, error) {
+	v, _ := c.proxyFault(ctx, http.MethodDelete, nil)
 	return v, nil
 }
 
-// brokerState is the broker's view with the proxy's fault.
-func (c *ComposeControl) brokerState(ctx context.Context) BrokerView {
-	return c.faultView(ctx, FaultRequest{})
+// proxyFault sends a request to the fault proxy's /fault and adds the
+// proxy's fault, as it answers, to the broker view. A proxy that does not
+// answer is ErrNoComposeFault, also said as the view's error.
+func (c *ComposeControl) proxyFault(ctx context.Context, method string, body any) (controlapi.BrokerView, error) {
+	v := c.brokerView()
+	var pv faultproxy.View
+	if err := c.proxy.Do(ctx, method, "/fault", body, &pv); err != nil {
+		err = fmt.Errorf("%w: %w", ErrNoComposeFault, err)
+		v.Error = err.Error()
+		return v, err
+	}
+	if f := pv.Fault; f != nil {
+		v.Fault = &controlapi.FaultView{FaultRequest: controlapi.FaultRequest{Type: controlapi.FaultLostAck, Count: f.Count, Topic: f.Topic},
+			Error: FaultLostConnection, Hits: f.Hits}
+	}
+	return v, nil
 }
 
 // Handler serves the control API's routes (control.go's handler) to this

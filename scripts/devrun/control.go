@@ -83,8 +83,8 @@ type proc struct {
 func (p *proc) name() string { return InstanceName(p.svc.Name, p.k) }
 
 // view is the process's state; pid tells a running one's process id.
-func (p *proc) view(pid func(string) (int, bool)) ServiceView {
-	v := ServiceView{Name: p.name(), Service: p.svc.Name, Instance: p.k, State: "running", Run: p.run, Env: p.env,
+func (p *proc) view(pid func(string) (int, bool)) controlapi.ServiceView {
+	v := controlapi.ServiceView{Name: p.name(), Service: p.svc.Name, Instance: p.k, State: "running", Run: p.run, Env: p.env,
 		URL: loopbackURL(InstancePort(p.svc.Port, p.k))}
 	switch {
 	case p.exit != nil:
@@ -104,13 +104,9 @@ func (p *proc) view(pid func(string) (int, bool)) ServiceView {
 }
 
 // exitedView marks v as a process that exited with code, said as exit.
-func exitedView(v *ServiceView, code int, exit string) {
+func exitedView(v *controlapi.ServiceView, code int, exit string) {
 	v.State, v.ExitCode, v.FailPoint, v.Exit = "exited", &code, code == FailPointExitCode, exit
 }
-
-// ServiceView is the control API's answer about one service
-// (controlapi.ServiceView, the type its clients decode).
-type ServiceView = controlapi.ServiceView
 
 // control is the runner's view of its processes for the control API: it
 // restarts and stops services, scales the consumers (scale.go), reports
@@ -201,7 +197,7 @@ func serviceOf(procs map[string]*proc, name string) (*proc, error) {
 // restart restarts name with env added to its usual environment and waits
 // until it answers /readyz. The lock is held while the supervisor swaps the
 // process, so an exit report is never matched with the wrong run.
-func (c *control) restart(ctx context.Context, name string, env map[string]string) (ServiceView, error) {
+func (c *control) restart(ctx context.Context, name string, env map[string]string) (controlapi.ServiceView, error) {
 	c.mu.Lock()
 	p, err := serviceOf(c.procs, name)
 	run := 0
@@ -212,7 +208,7 @@ func (c *control) restart(ctx context.Context, name string, env map[string]strin
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return ServiceView{}, err
+		return controlapi.ServiceView{}, err
 	}
 	c.log.Printf("%s restarted (run %d) by the control API%s", name, run, describeEnv(env))
 	err = c.waitReady(ctx, p)
@@ -247,7 +243,7 @@ func (c *control) waitReady(ctx context.Context, p *proc) error {
 // Its end is asked for, so the supervisor does not report it and the
 // suite carries on. The lock is held while the process stops, as in
 // restart, so an exit report is never matched with the wrong state.
-func (c *control) halt(_ context.Context, name string) (ServiceView, error) {
+func (c *control) halt(_ context.Context, name string) (controlapi.ServiceView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, err := serviceOf(c.procs, name)
@@ -255,7 +251,7 @@ func (c *control) halt(_ context.Context, name string) (ServiceView, error) {
 		return c.viewLocked(p), err
 	}
 	if err := c.sup.StopChild(name); err != nil {
-		return ServiceView{}, err
+		return controlapi.ServiceView{}, err
 	}
 	if p.exit == nil {
 		close(p.done)
@@ -265,29 +261,29 @@ func (c *control) halt(_ context.Context, name string) (ServiceView, error) {
 	return c.viewLocked(p), nil
 }
 
-func (c *control) viewLocked(p *proc) ServiceView {
+func (c *control) viewLocked(p *proc) controlapi.ServiceView {
 	if p == nil {
-		return ServiceView{}
+		return controlapi.ServiceView{}
 	}
 	return p.view(c.sup.PID)
 }
 
-func (c *control) one(_ context.Context, name string) (ServiceView, error) {
+func (c *control) one(_ context.Context, name string) (controlapi.ServiceView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.procs[name]
 	if !ok {
-		return ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+		return controlapi.ServiceView{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
 	}
 	return c.viewLocked(p), nil
 }
 
 // list is every process of the suite: the services' own and the extra
 // instances of a scale request, by name.
-func (c *control) list(context.Context) ([]ServiceView, error) {
+func (c *control) list(context.Context) ([]controlapi.ServiceView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]ServiceView, 0, len(c.procs))
+	out := make([]controlapi.ServiceView, 0, len(c.procs))
 	for _, p := range c.procs {
 		out = append(out, c.viewLocked(p))
 	}
@@ -297,10 +293,6 @@ func (c *control) list(context.Context) ([]ServiceView, error) {
 
 // envName is what the control API accepts as a variable name.
 var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
-
-// RestartRequest is the body of POST /services/{name}/restart
-// (controlapi.RestartRequest).
-type RestartRequest = controlapi.RestartRequest
 
 // handler serves the control API to this machine's programs only (guard):
 //
@@ -321,11 +313,11 @@ func (c *control) handler() http.Handler {
 // services is what the /services routes drive: make run's processes
 // (control) or the compose project's containers (ComposeControl).
 type services interface {
-	list(ctx context.Context) ([]ServiceView, error)
-	one(ctx context.Context, name string) (ServiceView, error)
-	restart(ctx context.Context, name string, env map[string]string) (ServiceView, error)
-	halt(ctx context.Context, name string) (ServiceView, error)
-	scaleTo(ctx context.Context, name string, n int) (ScaleView, error)
+	list(ctx context.Context) ([]controlapi.ServiceView, error)
+	one(ctx context.Context, name string) (controlapi.ServiceView, error)
+	restart(ctx context.Context, name string, env map[string]string) (controlapi.ServiceView, error)
+	halt(ctx context.Context, name string) (controlapi.ServiceView, error)
+	scaleTo(ctx context.Context, name string, n int) (controlapi.ScaleView, error)
 }
 
 // serviceRoutes adds the /services routes of the control API over s, which
@@ -360,7 +352,7 @@ func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 		if !ok {
 			return
 		}
-		var v ServiceView
+		var v controlapi.ServiceView
 		err := poll(r.Context(), timeout, interval, func(late bool) (bool, error) {
 			var err error
 			v, err = s.one(r.Context(), r.PathValue("name"))
@@ -374,7 +366,7 @@ func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 	// POST /services/{name}/scale {"instances": N} answers once the new
 	// instances are ready and the surplus ones have stopped.
 	mux.HandleFunc("POST /services/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
-		var req ScaleRequest
+		var req controlapi.ScaleRequest
 		if err := decodeBody(r, &req, false); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"instances\": N}: %w", err))
 			return
@@ -387,7 +379,7 @@ func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 // decodeRestart reads a restart request's env, answering 400 itself when
 // it is not one.
 func decodeRestart(w http.ResponseWriter, r *http.Request) (map[string]string, bool) {
-	var req RestartRequest
+	var req controlapi.RestartRequest
 	if err := decodeBody(r, &req, true); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("body: want {\"env\":{\"NAME\":\"value\"}}: %w", err))
 		return nil, false

@@ -48,13 +48,6 @@ func InstanceName(service string, k int) string {
 // InstancePort is the port of instance k of a service listening on base.
 func InstancePort(base, k int) int { return base + InstancePortStep*(k-1) }
 
-// ScaleRequest is the body of POST /services/{name}/scale
-// (controlapi.ScaleRequest).
-type ScaleRequest = controlapi.ScaleRequest
-
-// ScaleView answers a scale request (controlapi.ScaleView).
-type ScaleView = controlapi.ScaleView
-
 // CheckInstancePorts reports every instance port (instances 2 …
 // MaxInstances of each consumer service) that falls on a port the suite
 // uses for something else: a service, the control API or the broker.
@@ -110,8 +103,8 @@ func checkScale(name string, s suite.Service, known bool, n int) error {
 }
 
 // scaleViewOf lists the instances of service among views, its own first.
-func scaleViewOf(service string, views []ServiceView) ScaleView {
-	out := ScaleView{Service: service, Instances: []ServiceView{}}
+func scaleViewOf(service string, views []controlapi.ServiceView) controlapi.ScaleView {
+	out := controlapi.ScaleView{Service: service, Instances: []controlapi.ServiceView{}}
 	for _, v := range views {
 		if v.Service == service {
 			out.Instances = append(out.Instances, v)
@@ -126,7 +119,7 @@ func scaleViewOf(service string, views []ServiceView) ScaleView {
 // new ones are ready and stops the surplus ones gracefully. An instance
 // that had exited is started again if it is within n. Instances run until
 // scaled down or the runner stops.
-func (c *control) scaleTo(ctx context.Context, service string, n int) (ScaleView, error) {
+func (c *control) scaleTo(ctx context.Context, service string, n int) (controlapi.ScaleView, error) {
 	c.mu.Lock()
 	own := c.procs[service]
 	known := own != nil && own.k == 1
@@ -135,11 +128,11 @@ func (c *control) scaleTo(ctx context.Context, service string, n int) (ScaleView
 	}
 	if err := checkScale(service, own.svc, known, n); err != nil {
 		c.mu.Unlock()
-		return ScaleView{}, err
+		return controlapi.ScaleView{}, err
 	}
 	if c.scaling[service] {
 		c.mu.Unlock()
-		return ScaleView{}, fmt.Errorf("%s: %w", service, ErrScaleInProgress)
+		return controlapi.ScaleView{}, fmt.Errorf("%s: %w", service, ErrScaleInProgress)
 	}
 	c.scaling[service] = true
 	var surplus, started []*proc
@@ -188,7 +181,7 @@ func (c *control) scaleTo(ctx context.Context, service string, n int) (ScaleView
 	c.scaling[service] = false
 	c.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
-		return ScaleView{}, err
+		return controlapi.ScaleView{}, err
 	}
 	views, _ := c.list(ctx)
 	return scaleViewOf(service, views), nil

@@ -15,9 +15,9 @@ func cases() []caseSpec {
 	return []caseSpec{
 		// Tutorial: "主动制造重复，验证消费者幂等" (provoke duplicates, prove
 		// the consumer idempotent) — `test_当支付事件重复投递时_库存只扣减一次`.
-		{"duplicate", "twice", false, publishCopies(2, 2, "80.00", false),
+		{"duplicate", "twice", false, publishCopies(2, 2, 2, "80.00"),
 			"the same OrderPaid delivered twice: read twice, applied once (stock, dedup row, ledger, notification)"},
-		{"duplicate", "ten-producers", false, publishCopies(10, 3, "120.00", true),
+		{"duplicate", "ten-producers", false, publishCopies(10, 0, 3, "120.00"),
 			"the same OrderPaid from ten producers at once: read ten times, applied once"},
 		{"duplicate", "signed-callback", false, duplicateCallback,
 			"the payment callback delivered 12 times (10 at once): one PAID v3, one OrderPaid, effects once; a forged and a stale one 401"},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
@@ -36,8 +35,8 @@ func (c *ControlClient) Restart(ctx context.Context, service string, env map[str
 // WaitExit asks the runner to wait until service's process has ended and
 // returns its exit status.
 func (c *ControlClient) WaitExit(ctx context.Context, service string) (int, error) {
-	var v controlapi.ServiceView
-	if err := c.api.Do(ctx, http.MethodGet, "/services/"+url.PathEscape(service)+"/exit?timeout="+c.timeout.String(), nil, &v); err != nil {
+	v, err := c.api.Exit(ctx, service, c.timeout)
+	if err != nil {
 		return 0, err
 	}
 	if v.ExitCode == nil {
@@ -59,11 +58,9 @@ func (c *ControlClient) Stop(ctx context.Context, service string) error {
 	return err
 }
 
-// broker sends a request to a broker route of the control API and decodes
-// its answer into out. A 409 (the suite's brokers are not the runner's) is
-// ErrNoBrokerControl.
-func (c *ControlClient) broker(ctx context.Context, method, path string, body, out any) error {
-	err := c.api.Do(ctx, method, path, body, out)
+// brokerErr is err of a broker route: a 409 (the suite's brokers are not
+// the runner's) is ErrNoBrokerControl.
+func brokerErr(_ controlapi.BrokerView, err error) error {
 	var status *controlapi.StatusError
 	if errors.As(err, &status) && status.Status == http.StatusConflict {
 		return fmt.Errorf("%w: %w", ErrNoBrokerControl, err)
@@ -71,36 +68,27 @@ func (c *ControlClient) broker(ctx context.Context, method, path string, body, o
 	return err
 }
 
-// brokerView is the part of the control API's broker answer the client
-// reads.
-type brokerView struct {
-	State string `json:"state"`
-	Fault *struct {
-		Hits int `json:"hits"`
-	} `json:"fault"`
-}
-
 // StopBroker asks the runner to stop its embedded broker.
 func (c *ControlClient) StopBroker(ctx context.Context) error {
-	return c.broker(ctx, http.MethodPost, "/broker/stop", nil, nil)
+	return brokerErr(c.api.StopBroker(ctx))
 }
 
 // StartBroker asks the runner to start its embedded broker again.
 func (c *ControlClient) StartBroker(ctx context.Context) error {
-	return c.broker(ctx, http.MethodPost, "/broker/start", nil, nil)
+	return brokerErr(c.api.StartBroker(ctx))
 }
 
 // LoseAcks arms the runner's lost-ack fault on the next count Produce
 // requests to topic.
 func (c *ControlClient) LoseAcks(ctx context.Context, topic string, count int) error {
-	return c.broker(ctx, http.MethodPost, "/broker/faults", map[string]any{"type": "lost-ack", "topic": topic, "count": count}, nil)
+	return brokerErr(c.api.ArmFault(ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Topic: topic, Count: count}))
 }
 
 // LostAcks reads how many Produce requests the armed fault has answered.
 func (c *ControlClient) LostAcks(ctx context.Context) (int, error) {
-	var v brokerView
-	if err := c.broker(ctx, http.MethodGet, "/broker", nil, &v); err != nil {
-		return 0, err
+	v, err := c.api.Broker(ctx)
+	if err != nil {
+		return 0, brokerErr(v, err)
 	}
 	if v.Fault == nil {
 		return 0, errors.New("control API: no broker fault is armed")
@@ -110,5 +98,5 @@ func (c *ControlClient) LostAcks(ctx context.Context) (int, error) {
 
 // ClearFaults asks the runner to remove the broker fault.
 func (c *ControlClient) ClearFaults(ctx context.Context) error {
-	return c.broker(ctx, http.MethodDelete, "/broker/faults", nil, nil)
+	return brokerErr(c.api.ClearFault(ctx))
 }

@@ -17,16 +17,16 @@ const seedStock = 100
 
 // publishCopies publishes copies of one OrderPaid of quantity × amount,
 // each from a Kafka producer of its own (as separate services re-sending
-// would be), all at once or one after the other, and checks every consumer
-// read them all and applied one.
-func publishCopies(copies, quantity int, amount string, atOnce bool) body {
+// would be), the first serial one after the other and the rest at once
+// (sendCopies), and checks every consumer read them all and applied one.
+func publishCopies(copies, serial, quantity int, amount string) body {
 	return func(s *session) string {
 		o := drillOrder{id: s.orderID(""), sku: s.seeded("", seedStock), quantity: quantity, stock: seedStock}
 		paid := s.newOrderEvents(o.id, o.sku, quantity, amount).paid()
 		rec := s.record(paid)
 		before := s.counts(handled, consumers...)
 		start := time.Now()
-		publish := func() error {
+		checkf(sendCopies(copies, serial, func(int) error {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.Brokers...), kgo.ProducerLinger(0))
 			if err != nil {
 				return err
@@ -34,12 +34,7 @@ func publishCopies(copies, quantity int, amount string, atOnce bool) body {
 			defer cl.Close()
 			own := *rec
 			return cl.ProduceSync(s.ctx, &own).FirstErr()
-		}
-		serial := copies
-		if atOnce {
-			serial = 0
-		}
-		checkf(sendCopies(copies, serial, func(int) error { return publish() }), "publish")
+		}), "publish")
 		s.waitHandled(before, copies)
 		s.waitEffects(o.id, "DEDUCTED", 1, 1)
 		s.converged = time.Since(start)

@@ -13,7 +13,11 @@ import (
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESULT\tCASE\tCONVERGED\tEXPECTED\tSEEN")
+	skipped := 0
 	for _, r := range results {
+		if r.Skipped {
+			skipped++
+		}
 		converged := "-"
 		if r.Convergence > 0 {
 			converged = formatDuration(r.Convergence)
@@ -23,16 +27,8 @@ func WriteTable(w io.Writer, results []Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	passed, skipped := 0, 0
-	for _, r := range results {
-		switch {
-		case r.Skipped:
-			skipped++
-		case r.Pass:
-			passed++
-		}
-	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped\n", passed, Failed(results), skipped)
+	failed := Failed(results)
+	_, err := fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped\n", len(results)-failed-skipped, failed, skipped)
 	return err
 }
 
