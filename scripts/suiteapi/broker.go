@@ -85,23 +85,11 @@ func (c *Client) Produce(ctx context.Context, recs ...*kgo.Record) ([]*kgo.Recor
 	return out, nil
 }
 
-// Partitions is the topic's partition count, from the broker's metadata.
+// Partitions is the topic's partition count: each partition has one end
+// offset.
 func (c *Client) Partitions(ctx context.Context) (int, error) {
-	cl, err := c.producer()
-	if err != nil {
-		return 0, err
-	}
-	topics, err := kadm.NewClient(cl).ListTopics(ctx, c.cfg.Topic)
-	if err == nil {
-		err = topics.Error()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", c.cfg.Topic, err)
-	}
-	if n := len(topics[c.cfg.Topic].Partitions); n > 0 {
-		return n, nil
-	}
-	return 0, fmt.Errorf("metadata of %s: no partitions", c.cfg.Topic)
+	ends, err := c.EndOffsets(ctx)
+	return len(ends), err
 }
 
 // TopicCount counts the records on the order-events topic carrying
