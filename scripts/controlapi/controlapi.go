@@ -2,7 +2,7 @@
 // API (CONTROL_ADDR, README.md (Drills)) and the types of its requests and
 // answers, which the runner (scripts/devrun) writes: shared by the
 // drills (scripts/drill) and the backlog drill (scripts/backlog), which each
-// wrap it in the small interfaces they need, and the console
+// declare the small interfaces they need, and the console
 // (services/console), which shows and flips its switches.
 package controlapi
 

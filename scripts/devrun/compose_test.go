@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/scripts/backlog"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/devrun"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/scripts/internal/faultproxy"
@@ -172,12 +173,12 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 		_ drill.BrokerController = c
 		_ drill.ServiceStopper   = c
 	)
-	if err := c.Check(ctx); err != nil {
+	if _, err := c.Services(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// A crash drill: restart with a fail point, the container exits 137.
-	if err := c.Restart(ctx, drill.Order, map[string]string{"FAILPOINTS": "relay.after-publish=exit"}); err != nil {
+	if _, err := c.Restart(ctx, drill.Order, map[string]string{"FAILPOINTS": "relay.after-publish=exit"}); err != nil {
 		t.Fatal(err)
 	}
 	override := docker.read(t, docker.overrides)
@@ -188,16 +189,16 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	}
 	docker.setPS(t, `{"Name":"fulfillment-order-service-1","Service":"order-service","State":"exited","ExitCode":137}`,
 		running("inventory-service"), running("redpanda"))
-	code, err := c.WaitExit(ctx, drill.Order)
-	if err != nil || code != devrun.FailPointExitCode {
-		t.Errorf("WaitExit = %d, %v; want %d", code, err, devrun.FailPointExitCode)
+	v, err := c.Exit(ctx, drill.Order, 5*time.Second)
+	if err != nil || v.ExitCode == nil || *v.ExitCode != devrun.FailPointExitCode {
+		t.Errorf("Exit = %+v, %v; want exit code %d", v, err, devrun.FailPointExitCode)
 	}
 	// Back with its usual environment: no override.
 	docker.setPS(t, running("order-service"), running("inventory-service"), running("redpanda"))
 	if err := os.Remove(docker.overrides); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Restart(ctx, drill.Order, nil); err != nil {
+	if _, err := c.Restart(ctx, drill.Order, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := docker.read(t, docker.overrides); got != "" {
@@ -205,29 +206,31 @@ func TestComposeControlDrivesDockerCompose(t *testing.T) {
 	}
 
 	// An outage: the service stopped, the broker stopped and started.
-	if err := c.Stop(ctx, drill.Order); err != nil {
+	if _, err := c.Stop(ctx, drill.Order); err != nil {
 		t.Fatal(err)
 	}
-	if code, err := c.WaitExit(ctx, drill.Order); err == nil {
-		t.Errorf("WaitExit of a stopped service = %d, nil; want the API's 'no exit code' answer", code)
+	if v, err := c.Exit(ctx, drill.Order, 5*time.Second); err != nil || v.ExitCode != nil {
+		t.Errorf("Exit of a stopped service = %+v, %v; want no exit code", v, err)
 	}
-	if err := errors.Join(c.ClearFaults(ctx), c.StopBroker(ctx), c.StartBroker(ctx)); err != nil {
-		t.Fatal(err)
+	for _, call := range []func(context.Context) (controlapi.BrokerView, error){c.ClearFault, c.StopBroker, c.StartBroker} {
+		if _, err := call(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A lost acknowledgement is armed on the fault proxy the order
 	// service's producer passes; the hits are the proxy's.
-	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 2); err != nil {
+	if _, err := c.ArmFault(ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Topic: suite.OrderEventsTopic, Count: 2}); err != nil {
 		t.Fatal(err)
 	}
 	produceThrough(t, proxy, suite.OrderEventsTopic)
-	if hits, err := c.LostAcks(ctx); err != nil || hits != 2 {
-		t.Errorf("LostAcks = %d, %v; want 2", hits, err)
+	if b, err := c.Broker(ctx); err != nil || b.Fault == nil || b.Fault.Hits != 2 {
+		t.Errorf("Broker = %+v, %v; want a fault with 2 hits", b, err)
 	}
-	if err := c.ClearFaults(ctx); err != nil {
+	if _, err := c.ClearFault(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.LostAcks(ctx); err == nil || !strings.Contains(err.Error(), "no broker fault is armed") {
-		t.Errorf("LostAcks after ClearFaults = %v, want 'no broker fault is armed'", err)
+	if b, err := c.Broker(ctx); err != nil || b.Fault != nil {
+		t.Errorf("Broker after ClearFault = %+v, %v; want no fault armed", b, err)
 	}
 
 	// The backlog drill: scale out to 2 and back to 1.
@@ -339,15 +342,21 @@ func TestComposeControlWithoutFaultProxy(t *testing.T) {
 	defer api.Close()
 	c := drill.NewControlClient(api.URL, 5*time.Second)
 	ctx := context.Background()
-	if err := c.ClearFaults(ctx); err != nil {
-		t.Errorf("ClearFaults = %v, want nil: nothing is armed", err)
+	if _, err := c.ClearFault(ctx); err != nil {
+		t.Errorf("ClearFault = %v, want nil: nothing is armed", err)
 	}
-	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 4); !errors.Is(err, drill.ErrNoBrokerControl) || !strings.Contains(err.Error(), "fault proxy") {
-		t.Errorf("LoseAcks = %v, want ErrNoBrokerControl naming the fault proxy", err)
+	// 409, which the drills take for no control of the broker.
+	var status *controlapi.StatusError
+	arm := func(count int) error {
+		_, err := c.ArmFault(ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Topic: suite.OrderEventsTopic, Count: count})
+		return err
+	}
+	if err := arm(4); !errors.As(err, &status) || status.Status != http.StatusConflict || !strings.Contains(err.Error(), "fault proxy") {
+		t.Errorf("ArmFault = %v, want 409 naming the fault proxy", err)
 	}
 	// A body the API cannot arm is refused before the proxy is asked.
-	if err := c.LoseAcks(ctx, suite.OrderEventsTopic, 1001); errors.Is(err, drill.ErrNoBrokerControl) || err == nil || !strings.Contains(err.Error(), "400") {
-		t.Errorf("LoseAcks of 1001 = %v, want 400", err)
+	if err := arm(1001); !errors.As(err, &status) || status.Status != http.StatusBadRequest {
+		t.Errorf("ArmFault of 1001 = %v, want 400", err)
 	}
 }
 
@@ -390,7 +399,7 @@ func TestComposeControlRestartFailures(t *testing.T) {
 			if tt.want == "404" {
 				service = "nope"
 			}
-			err := c.Restart(context.Background(), service, tt.env)
+			_, err := c.Restart(context.Background(), service, tt.env)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Restart = %v, want %q", err, tt.want)
 			}

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
 
@@ -57,38 +58,43 @@ func Services() []string {
 var consumers = []string{Inventory, Points, Notification}
 
 // Controller restarts services for the crash drills. It is declared here,
-// where it is used: `make run`'s control API and the test harness each
-// implement it.
+// where it is used, with the methods of the control API's client: the
+// client of `make run`'s control API (*controlapi.Client, NewControlClient)
+// and the test harness each implement it.
 type Controller interface {
 	// Restart stops service if it runs, starts it again with env added to
 	// its usual environment (nil: the usual environment) and returns once it
 	// is ready.
-	Restart(ctx context.Context, service string, env map[string]string) error
-	// WaitExit waits until the service's process has ended, as an armed
-	// fail point ends it, and returns its exit status.
-	WaitExit(ctx context.Context, service string) (int, error)
+	Restart(ctx context.Context, service string, env map[string]string) (controlapi.ServiceView, error)
+	// Exit waits, up to timeout, until the service's process has ended, as
+	// an armed fail point ends it, and returns its state with its exit
+	// status.
+	Exit(ctx context.Context, service string, timeout time.Duration) (controlapi.ServiceView, error)
 }
 
 // BrokerController is what the broker drills need beyond a Controller: to
 // take the broker away and bring it back, and to lose its acknowledgements.
 // It is optional — a Controller that lacks it, or answers
-// ErrNoBrokerControl (a suite on brokers it does not own), skips those
-// cases. `make run`'s control API and the test harness implement it.
+// ErrNoBrokerControl or 409 Conflict (a suite on brokers it does not own),
+// skips those cases. `make run`'s control API and the test harness
+// implement it.
 type BrokerController interface {
 	// StopBroker takes the broker away: every client sees connection
 	// refused until StartBroker.
-	StopBroker(ctx context.Context) error
+	StopBroker(ctx context.Context) (controlapi.BrokerView, error)
 	// StartBroker brings it back on the same address with the same data.
-	StartBroker(ctx context.Context) error
-	// LoseAcks makes the next count Produce requests to topic lose their
-	// acknowledgement after the broker appends their records (the
-	// embedded broker answers REQUEST_TIMED_OUT, the fault proxy under
-	// compose closes the connection), replacing a fault armed before.
-	LoseAcks(ctx context.Context, topic string, count int) error
-	// LostAcks is how many Produce requests that fault has answered.
-	LostAcks(ctx context.Context) (int, error)
-	// ClearFaults removes the fault, used up or not.
-	ClearFaults(ctx context.Context) error
+	StartBroker(ctx context.Context) (controlapi.BrokerView, error)
+	// ArmFault arms a lost-ack fault (controlapi.FaultLostAck): the next
+	// Count Produce requests to Topic lose their acknowledgement after the
+	// broker appends their records (the embedded broker answers
+	// REQUEST_TIMED_OUT, the fault proxy under compose closes the
+	// connection), replacing a fault armed before.
+	ArmFault(ctx context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error)
+	// Broker answers the armed fault with how many Produce requests it has
+	// answered (Fault.Hits).
+	Broker(ctx context.Context) (controlapi.BrokerView, error)
+	// ClearFault removes the fault, used up or not.
+	ClearFault(ctx context.Context) (controlapi.BrokerView, error)
 }
 
 // ServiceStopper is what the callback outage drill needs beyond a
@@ -96,12 +102,21 @@ type BrokerController interface {
 // optional, as BrokerController is.
 type ServiceStopper interface {
 	// Stop stops service gracefully; Controller.Restart starts it again.
-	Stop(ctx context.Context, service string) error
+	Stop(ctx context.Context, service string) (controlapi.ServiceView, error)
 }
 
 // ErrNoBrokerControl is a controller that cannot control the broker: the
-// suite runs against brokers the runner does not own (KAFKA_BROKERS).
+// suite runs against brokers the runner does not own (KAFKA_BROKERS). The
+// control API answers it as 409 Conflict.
 var ErrNoBrokerControl = errors.New("no control of the broker")
+
+// NewControlClient returns a client of the control API at baseURL
+// ("http://127.0.0.1:8090") for a Target whose Timeout is timeout.
+func NewControlClient(baseURL string, timeout time.Duration) *controlapi.Client {
+	// A restart answers once the service is ready, a wait once it has
+	// exited: both can take a while.
+	return controlapi.New(baseURL, timeout+2*time.Minute)
+}
 
 // Target is the suite a drill runs against. Fields left zero take the
 // defaults of `make run` (topics, callback secret, retry bound, timeout) or
@@ -432,9 +447,11 @@ func (e *skipError) Error() string { return e.reason }
 
 func skip(reason string) error { return &skipError{reason: reason} }
 
-// skipIfNoBroker turns a controller's ErrNoBrokerControl into a skip.
+// skipIfNoBroker turns a controller's ErrNoBrokerControl, or the control
+// API's 409 Conflict, into a skip.
 func skipIfNoBroker(err error) error {
-	if errors.Is(err, ErrNoBrokerControl) {
+	var status *controlapi.StatusError
+	if errors.Is(err, ErrNoBrokerControl) || errors.As(err, &status) && status.Status == http.StatusConflict {
 		return skip("no control of the broker: " + err.Error())
 	}
 	return err

@@ -3,7 +3,6 @@ package drill_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 )
 
@@ -100,18 +100,34 @@ func TestCaseWithoutControllerOrURLs(t *testing.T) {
 // restartOnly is a Controller that can restart services and nothing more.
 type restartOnly struct{}
 
-func (restartOnly) Restart(context.Context, string, map[string]string) error { return nil }
-func (restartOnly) WaitExit(context.Context, string) (int, error)            { return 137, nil }
+func (restartOnly) Restart(context.Context, string, map[string]string) (controlapi.ServiceView, error) {
+	return controlapi.ServiceView{State: "running"}, nil
+}
+
+func (restartOnly) Exit(context.Context, string, time.Duration) (controlapi.ServiceView, error) {
+	code := 137
+	return controlapi.ServiceView{State: "exited", ExitCode: &code}, nil
+}
 
 // noBroker is a BrokerController whose suite runs on brokers it does not
-// own, as the control API answers with KAFKA_BROKERS.
+// own, as a test harness on external brokers answers.
 type noBroker struct{ restartOnly }
 
-func (noBroker) StopBroker(context.Context) error            { return drill.ErrNoBrokerControl }
-func (noBroker) StartBroker(context.Context) error           { return drill.ErrNoBrokerControl }
-func (noBroker) LoseAcks(context.Context, string, int) error { return drill.ErrNoBrokerControl }
-func (noBroker) LostAcks(context.Context) (int, error)       { return 0, drill.ErrNoBrokerControl }
-func (noBroker) ClearFaults(context.Context) error           { return drill.ErrNoBrokerControl }
+func (noBroker) StopBroker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
+func (noBroker) StartBroker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
+func (noBroker) ArmFault(context.Context, controlapi.FaultRequest) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
+func (noBroker) Broker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
+func (noBroker) ClearFault(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
 
 // faultless is a BrokerController that can stop and start its broker but
 // not fault it, as make compose-control answers for Redpanda.
@@ -120,14 +136,22 @@ type faultless struct {
 	armed []string
 }
 
-func (*faultless) StopBroker(context.Context) error  { return nil }
-func (*faultless) StartBroker(context.Context) error { return nil }
-func (*faultless) ClearFaults(context.Context) error { return nil }
-func (f *faultless) LoseAcks(_ context.Context, topic string, _ int) error {
-	f.armed = append(f.armed, topic)
-	return fmt.Errorf("%w: Redpanda cannot lose a Produce acknowledgement on request", drill.ErrNoBrokerControl)
+func (*faultless) StopBroker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, nil
 }
-func (*faultless) LostAcks(context.Context) (int, error) { return 0, drill.ErrNoBrokerControl }
+func (*faultless) StartBroker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, nil
+}
+func (*faultless) ClearFault(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, nil
+}
+func (f *faultless) ArmFault(_ context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error) {
+	f.armed = append(f.armed, req.Topic)
+	return controlapi.BrokerView{}, fmt.Errorf("%w: Redpanda cannot lose a Produce acknowledgement on request", drill.ErrNoBrokerControl)
+}
+func (*faultless) Broker(context.Context) (controlapi.BrokerView, error) {
+	return controlapi.BrokerView{}, drill.ErrNoBrokerControl
+}
 
 // loss/lost-ack is skipped before it touches the suite when the broker can
 // be stopped but not faulted, having tried a topic the suite does not use;
@@ -257,114 +281,33 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
-// The ControlClient speaks the runner's control API.
-func TestControlClient(t *testing.T) {
-	var restarted map[string]string
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Env map[string]string `json:"env"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.PathValue("name") != "order" {
-			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		restarted = req.Env
-		_, _ = w.Write([]byte(`{"name":"order","state":"running","run":2}`))
-	})
-	mux.HandleFunc("GET /services/{name}/exit", func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("name") != "order" {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"error":"no such service: \"nope\""}`))
-			return
-		}
-		if r.URL.Query().Get("timeout") != "5s" {
-			t.Errorf("wait timeout %q, want 5s", r.URL.Query().Get("timeout"))
-		}
-		_, _ = w.Write([]byte(`{"name":"order","state":"exited","exitCode":137,"failPoint":true}`))
-	})
-	mux.HandleFunc("GET /services", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"services":[]}`)) })
-	var calls []string
-	mux.HandleFunc("POST /services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
-		calls = append(calls, "stop "+r.PathValue("name"))
-		_, _ = w.Write([]byte(`{"name":"order","state":"stopped","run":2}`))
-	})
-	mux.HandleFunc("POST /broker/{verb}", func(w http.ResponseWriter, r *http.Request) {
-		calls = append(calls, r.PathValue("verb"))
-		_, _ = w.Write([]byte(`{"embedded":true,"state":"running"}`))
-	})
-	var armed map[string]any
-	mux.HandleFunc("POST /broker/faults", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewDecoder(r.Body).Decode(&armed)
-		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"hits":0}}`))
-	})
-	mux.HandleFunc("DELETE /broker/faults", func(w http.ResponseWriter, _ *http.Request) {
-		calls = append(calls, "clear")
-		_, _ = w.Write([]byte(`{"embedded":true,"state":"running"}`))
-	})
-	mux.HandleFunc("GET /broker", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(`{"embedded":true,"state":"running","fault":{"type":"lost-ack","hits":3}}`))
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+// The control API's client is the drills' Controller, BrokerController and
+// ServiceStopper as it is.
+var (
+	_ drill.Controller       = (*controlapi.Client)(nil)
+	_ drill.BrokerController = (*controlapi.Client)(nil)
+	_ drill.ServiceStopper   = (*controlapi.Client)(nil)
+)
 
-	c := drill.NewControlClient(srv.URL, 5*time.Second)
-	ctx := context.Background()
-	if err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Restart(ctx, "order", map[string]string{"FAILPOINTS": "relay.after-publish=exit"}); err != nil {
-		t.Fatal(err)
-	}
-	if restarted["FAILPOINTS"] != "relay.after-publish=exit" {
-		t.Errorf("restart sent env %v", restarted)
-	}
-	code, err := c.WaitExit(ctx, "order")
-	if err != nil || code != 137 {
-		t.Errorf("WaitExit = %d, %v; want 137", code, err)
-	}
-	if _, err := c.WaitExit(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "no such service") {
-		t.Errorf("WaitExit of an unknown service = %v, want the API's error", err)
-	}
-
-	var bc drill.BrokerController = c
-	var stopper drill.ServiceStopper = c
-	if err := errors.Join(stopper.Stop(ctx, "order"), bc.StopBroker(ctx), bc.StartBroker(ctx), bc.LoseAcks(ctx, "order-events", 4), bc.ClearFaults(ctx)); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(calls, ","); got != "stop order,stop,start,clear" {
-		t.Errorf("calls %s, want stop order,stop,start,clear", got)
-	}
-	if armed["type"] != "lost-ack" || armed["topic"] != "order-events" || armed["count"] != 4.0 {
-		t.Errorf("fault armed with %v", armed)
-	}
-	if hits, err := bc.LostAcks(ctx); err != nil || hits != 3 {
-		t.Errorf("LostAcks = %d, %v; want 3", hits, err)
-	}
-}
-
-// A control API on external brokers answers the broker routes 409, which
-// the client reports as ErrNoBrokerControl.
-func TestControlClientExternalBroker(t *testing.T) {
+// A control API on external brokers answers the broker routes 409: the
+// broker cases are skipped with the API's reason, before they touch the
+// suite (the target here has nothing listening).
+func TestControlAPIExternalBroker(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusConflict)
 		_, _ = w.Write([]byte(`{"embedded":false,"error":"the suite uses the brokers of KAFKA_BROKERS"}`))
 	}))
 	defer srv.Close()
-	c := drill.NewControlClient(srv.URL, time.Second)
-	ctx := context.Background()
-	for name, err := range map[string]error{
-		"StopBroker":  c.StopBroker(ctx),
-		"StartBroker": c.StartBroker(ctx),
-		"LoseAcks":    c.LoseAcks(ctx, "order-events", 1),
-		"ClearFaults": c.ClearFaults(ctx),
-	} {
-		if !errors.Is(err, drill.ErrNoBrokerControl) || !strings.Contains(err.Error(), "KAFKA_BROKERS") {
-			t.Errorf("%s = %v, want ErrNoBrokerControl with the API's reason", name, err)
-		}
+	cases, err := drill.Select("loss/lost-ack", "loss/broker-outage")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := c.Stop(ctx, "order"); err == nil || errors.Is(err, drill.ErrNoBrokerControl) {
-		t.Errorf("a 409 on a service route = %v, want a plain error", err)
+	tg := target()
+	tg.Controller = drill.NewControlClient(srv.URL, time.Second)
+	for _, c := range cases {
+		if r := c.Run(context.Background(), tg); !r.Skipped || !strings.Contains(r.Seen, "KAFKA_BROKERS") {
+			t.Errorf("%s: %+v, want skipped with the API's reason", c.Name, r)
+		}
 	}
 }
 

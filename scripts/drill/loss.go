@@ -24,10 +24,13 @@ const (
 func (s *session) crash(service, failPoint string, cause func()) (restore func()) {
 	restore = s.restart(service, map[string]string{failPointsVar: failPoint + "=exit"})
 	cause()
-	code, err := s.t.Controller.WaitExit(s.ctx, service)
+	v, err := s.t.Controller.Exit(s.ctx, service, s.t.Timeout)
 	checkf(err, "wait for the %s service to exit", service)
-	if code != exitStatus {
-		fail("the %s service exited with %d, want the fail point's %d", service, code, exitStatus)
+	if v.ExitCode == nil {
+		fail("the %s service is %s with no exit code, want it exited with the fail point's %d", service, v.State, exitStatus)
+	}
+	if *v.ExitCode != exitStatus {
+		fail("the %s service exited with %d, want the fail point's %d", service, *v.ExitCode, exitStatus)
 	}
 	return restore
 }
@@ -44,7 +47,7 @@ func (s *session) crashRelay(failPoint string, whileDown func(o drillOrder)) (dr
 	o := s.placedRelayed(2)
 	s.crash(Order, failPoint, func() { s.pay(o) })
 	whileDown(o)
-	checkf(s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"}),
+	checkf(errOf(s.t.Controller.Restart(s.ctx, Order, map[string]string{failPointsVar: outbox.FailPointBeforePublish + "=error"})),
 		"restart the order service with its relay held")
 	s.orderIs(o.id, "PAID", 3, "after the crash (the commit happened)")
 	paid := s.orderEvent(o.id, "OrderPaid")

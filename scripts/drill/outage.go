@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -162,7 +163,7 @@ func (s *session) brokerControl() BrokerController {
 	if !ok {
 		check(skip("the controller cannot stop the broker or fault it"))
 	}
-	check(skipIfNoBroker(bc.ClearFaults(s.ctx)))
+	check(skipIfNoBroker(errOf(bc.ClearFault(s.ctx))))
 	return bc
 }
 
@@ -174,19 +175,23 @@ func lossLostAck(s *session) string {
 	// A broker that can be stopped but not faulted (compose without its
 	// fault proxy) refuses to arm: tried on a topic nothing writes, before
 	// the case touches the suite, so this case alone is skipped.
-	if err := bc.LoseAcks(s.ctx, s.t.Topic+probeTopicSuffix, 1); err != nil {
+	if _, err := bc.ArmFault(s.ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Topic: s.t.Topic + probeTopicSuffix, Count: 1}); err != nil {
 		check(skipIfNoBroker(fmt.Errorf("arm a lost acknowledgement: %w", err)))
 	}
-	check(bc.ClearFaults(s.ctx))
+	check(errOf(bc.ClearFault(s.ctx)))
 	handledBefore := s.counts(handled, consumers...)
 	o := s.placedRelayed(2)
 	marks := must(s.api.EndOffsets(s.ctx))
-	checkf(bc.LoseAcks(s.ctx, s.t.Topic, lostAcks), "arm the lost acknowledgements")
-	s.cleanup("clear the broker fault", bc.ClearFaults)
+	checkf(errOf(bc.ArmFault(s.ctx, controlapi.FaultRequest{Type: controlapi.FaultLostAck, Topic: s.t.Topic, Count: lostAcks})), "arm the lost acknowledgements")
+	s.cleanup("clear the broker fault", func(ctx context.Context) error { return errOf(bc.ClearFault(ctx)) })
 	start := time.Now()
 	s.pay(o)
 	row := s.waitOutboxRow("OrderPaid of "+o.id+" marked SENT", Order, o.id, "OrderPaid", outbox.StatusSent)
-	hits := must(bc.LostAcks(s.ctx))
+	fault := must(bc.Broker(s.ctx)).Fault
+	if fault == nil {
+		fail("no broker fault is armed: the controller lost it")
+	}
+	hits := fault.Hits
 	if hits < 1 {
 		fail("no Produce request lost its acknowledgement: the fault never fired")
 	}
@@ -237,10 +242,10 @@ func lossBrokerOutage(s *session) string {
 	// The payment and its callback are HTTP: the order service commits
 	// PAID and the OrderPaid row, which the relay cannot send.
 	w, seen := s.outage("broker", "OrderPaid", Order, o.id, "OrderPaid", func(gone func()) {
-		checkf(bc.StopBroker(s.ctx), "stop the broker")
+		checkf(errOf(bc.StopBroker(s.ctx)), "stop the broker")
 		gone()
 		s.pay(o)
-	}, bc.StartBroker)
+	}, func(ctx context.Context) error { return errOf(bc.StartBroker(ctx)) })
 	s.waitSent(w.row.EventID)
 	return seen + "; " + s.paidOnce(o, w.row.EventID)
 }
@@ -262,10 +267,10 @@ func lossCallbackOutage(s *session) string {
 		s.pay(o)
 		s.waitOutboxRow("the callback of "+o.id+" in the payment outbox", Payment, o.id, paymentCallback, "")
 		s.waitFired(Payment, outbox.FailPointBeforePublish, 1)
-		checkf(stopper.Stop(s.ctx, Order), "stop the order service")
+		checkf(errOf(stopper.Stop(s.ctx, Order)), "stop the order service")
 		gone()
 		release()
-	}, func(ctx context.Context) error { return s.t.Controller.Restart(ctx, Order, nil) })
+	}, s.startUsual(Order))
 	cb, _ := must2(s.outboxRowOf(Payment, o.id, paymentCallback))
 	if cb.Status != outbox.StatusSent {
 		fail("the callback is %s after the order was applied, want SENT", cb.Status)

@@ -136,10 +136,8 @@ func pgTool(ctx context.Context, name string, args ...string) error {
 // whileStopped stops service, runs during and starts the service again,
 // also when during fails.
 func (s *session) whileStopped(service string, during func() error) {
-	checkf(s.stopper().Stop(s.ctx, service), "stop the %s service", service)
-	start := s.cleanup("start the "+service+" service again", func(ctx context.Context) error {
-		return s.t.Controller.Restart(ctx, service, nil)
-	})
+	checkf(errOf(s.stopper().Stop(s.ctx, service)), "stop the %s service", service)
+	start := s.cleanup("start the "+service+" service again", s.startUsual(service))
 	check(during())
 	start()
 }

@@ -74,6 +74,10 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 	return a, b
 }
 
+// errOf is the error of a call whose answer the case does not need: a
+// controller's view of the service or broker it changed.
+func errOf[T any](_ T, err error) error { return err }
+
 // fail ends the case with a formatted error.
 func fail(format string, args ...any) { panic(failure{fmt.Errorf(format, args...)}) }
 
@@ -168,11 +172,15 @@ func (s *session) failApply(service string, times int) (disarm func()) {
 // case restarts it with its usual one when it ends, or when the returned
 // function is called.
 func (s *session) restart(service string, env map[string]string) (restore func()) {
-	restore = s.cleanup("restore the "+service+" service", func(ctx context.Context) error {
-		return s.t.Controller.Restart(ctx, service, nil)
-	})
-	checkf(s.t.Controller.Restart(s.ctx, service, env), "restart %s with %v", service, env)
+	restore = s.cleanup("restore the "+service+" service", s.startUsual(service))
+	checkf(errOf(s.t.Controller.Restart(s.ctx, service, env)), "restart %s with %v", service, env)
 	return restore
+}
+
+// startUsual is a cleanup's undo that (re)starts service with its usual
+// environment.
+func (s *session) startUsual(service string) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return errOf(s.t.Controller.Restart(ctx, service, nil)) }
 }
 
 // waitUntil polls cond until it holds and returns how long that took.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/tests/harness"
 )
@@ -45,81 +46,90 @@ const (
 )
 
 // controller is the harness as a drill.Controller, BrokerController and
-// ServiceStopper. The harness fails the test itself when a service does not
-// restart or exit in time, or the broker does not start again.
+// ServiceStopper, answering as the control API's client does. The harness
+// fails the test itself when a service does not restart or exit in time,
+// or the broker does not start again.
 type controller struct {
-	s       *harness.Suite
-	timeout time.Duration
+	s *harness.Suite
 
 	mu    sync.Mutex
 	fault *kfake.FaultHandle
+	armed controlapi.FaultRequest
 }
 
-func (c *controller) Restart(_ context.Context, service string, env map[string]string) error {
+func (c *controller) Restart(_ context.Context, service string, env map[string]string) (controlapi.ServiceView, error) {
 	c.s.Restart(service, env)
-	return nil
+	return controlapi.ServiceView{Name: service, State: "running", Env: env}, nil
 }
 
-func (c *controller) WaitExit(_ context.Context, service string) (int, error) {
-	return c.s.WaitExit(service, c.timeout), nil
+func (c *controller) Exit(_ context.Context, service string, timeout time.Duration) (controlapi.ServiceView, error) {
+	code := c.s.WaitExit(service, timeout)
+	return controlapi.ServiceView{Name: service, State: "exited", ExitCode: &code}, nil
 }
 
-func (c *controller) Stop(_ context.Context, service string) error {
+func (c *controller) Stop(_ context.Context, service string) (controlapi.ServiceView, error) {
 	c.s.Stop(service)
-	return nil
+	return controlapi.ServiceView{Name: service, State: "stopped"}, nil
 }
 
-func (c *controller) StopBroker(context.Context) error {
+func (c *controller) StopBroker(context.Context) (controlapi.BrokerView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Broker != nil {
 		c.s.StopBroker()
 		c.fault = nil
 	}
-	return nil
+	return controlapi.BrokerView{Embedded: true, State: "stopped"}, nil
 }
 
-func (c *controller) StartBroker(context.Context) error {
+func (c *controller) StartBroker(context.Context) (controlapi.BrokerView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Broker == nil {
 		c.s.StartBroker()
 	}
-	return nil
+	return c.view(), nil
 }
 
-// LoseAcks arms kfake's fault as tests/e2e TestBrokerAcknowledgementLost
+// ArmFault arms kfake's fault as tests/e2e TestBrokerAcknowledgementLost
 // does: REQUEST_TIMED_OUT on Produce, answered after the append.
-func (c *controller) LoseAcks(_ context.Context, topic string, count int) error {
+func (c *controller) ArmFault(_ context.Context, req controlapi.FaultRequest) (controlapi.BrokerView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Broker == nil {
-		return errors.New("the broker is stopped")
+		return controlapi.BrokerView{}, errors.New("the broker is stopped")
 	}
 	if c.fault != nil {
 		c.fault.Remove()
 	}
-	c.fault = c.s.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.RequestTimedOut, Count: count})
-	return nil
+	c.fault = c.s.Broker.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: req.Topic, Err: kerr.RequestTimedOut, Count: req.Count})
+	c.armed = req
+	return c.view(), nil
 }
 
-func (c *controller) LostAcks(context.Context) (int, error) {
+func (c *controller) Broker(context.Context) (controlapi.BrokerView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fault == nil {
-		return 0, errors.New("no broker fault is armed")
-	}
-	return c.fault.Hits(), nil
+	return c.view(), nil
 }
 
-func (c *controller) ClearFaults(context.Context) error {
+func (c *controller) ClearFault(context.Context) (controlapi.BrokerView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fault != nil {
 		c.fault.Remove()
 		c.fault = nil
 	}
-	return nil
+	return c.view(), nil
+}
+
+// view is the broker as the control API answers it; c.mu is held.
+func (c *controller) view() controlapi.BrokerView {
+	v := controlapi.BrokerView{Embedded: true, State: "running"}
+	if c.fault != nil {
+		v.Fault = &controlapi.FaultView{FaultRequest: c.armed, Hits: c.fault.Hits()}
+	}
+	return v
 }
 
 func TestDrills(t *testing.T) {
@@ -151,7 +161,7 @@ func TestDrills(t *testing.T) {
 		RetryInitialInterval: retryInitial,
 		RetryMaxInterval:     retryMax,
 		ParkDeadline:         parkDeadline,
-		Controller:           &controller{s: s, timeout: 30 * time.Second},
+		Controller:           &controller{s: s},
 		Outage:               outage,
 		RunID:                "t" + drill.NewRunID(),
 		Timeout:              30 * time.Second,

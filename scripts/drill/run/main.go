@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	t := opts.target
 	if opts.control != "" {
 		cc := drill.NewControlClient(opts.control, t.Timeout)
-		if err := cc.Check(ctx); err != nil {
+		if _, err := cc.Services(ctx); err != nil {
 			fmt.Fprintf(stderr, "drill: no control API at %s (%v): the crash drills will be skipped (make run serves one; for compose, make compose-control)\n", opts.control, err)
 		} else {
 			t.Controller = cc

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 )
 
@@ -79,11 +80,11 @@ type DrillsConfig struct {
 	Cases []drill.Case
 }
 
-// ControlChecker is a drill controller that says whether its control API
-// answers; *drill.ControlClient is one.
+// ControlChecker is a drill controller whose list of services says whether
+// its control API answers; *controlapi.Client is one.
 type ControlChecker interface {
 	drill.Controller
-	Check(ctx context.Context) error
+	Services(ctx context.Context) ([]controlapi.ServiceView, error)
 }
 
 // Drills runs the tutorial's drills (scripts/drill) one run at a time
@@ -210,8 +211,10 @@ func (d *Drills) execute(ctx context.Context, run *DrillRun) {
 	t := d.cfg.Target
 	t.RunID = drill.NewRunID()
 	controlled := false
-	if d.cfg.Control != nil && d.cfg.Control.Check(ctx) == nil {
-		t.Controller, controlled = d.cfg.Control, true
+	if d.cfg.Control != nil {
+		if _, err := d.cfg.Control.Services(ctx); err == nil {
+			t.Controller, controlled = d.cfg.Control, true
+		}
 	}
 	d.update(run, func(r *DrillRun) { r.Status, r.Controlled = DrillRunning, controlled })
 	for _, c := range cases {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/pkg/testkit/poll"
+	"github.com/reliable-orders/fulfillment/scripts/controlapi"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/services/console/internal/app"
 )
@@ -16,9 +17,17 @@ import (
 // fakeControl is a control API that answers, or not.
 type fakeControl struct{ err error }
 
-func (fakeControl) Restart(context.Context, string, map[string]string) error { return nil }
-func (fakeControl) WaitExit(context.Context, string) (int, error)            { return 137, nil }
-func (f fakeControl) Check(context.Context) error                            { return f.err }
+func (fakeControl) Restart(context.Context, string, map[string]string) (controlapi.ServiceView, error) {
+	return controlapi.ServiceView{}, nil
+}
+
+func (fakeControl) Exit(context.Context, string, time.Duration) (controlapi.ServiceView, error) {
+	return controlapi.ServiceView{}, nil
+}
+
+func (f fakeControl) Services(context.Context) ([]controlapi.ServiceView, error) {
+	return nil, f.err
+}
 
 func TestDrills(t *testing.T) {
 	release := make(chan struct{})
