@@ -438,7 +438,7 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 	return fmt.Sprintf("%s-%s-extra-%d", c.cfg.Project, s.FullName(), k)
 }
 
-// scale runs n instances of a consumer: instance 1 is the compose service's
+// scaleTo runs n instances of a consumer: instance 1 is the compose service's
 // container, each extra one a `docker compose run` container of the same
 // service (its environment, network, secrets and CONSUMER_GROUP) that
 // publishes its port on 127.0.0.1 at InstancePort, as make run's instances
@@ -446,31 +446,26 @@ func (c *ComposeControl) extraName(s suite.Service, k int) string {
 // host port of the service.
 func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (controlapi.ScaleView, error) {
 	c.mu.Lock()
-	own := c.procs[name]
-	known := own != nil && own.k == 1
-	if !known {
-		own = &proc{}
+	s, err := beginScale(c.procs, c.scaling, name, n)
+	// Which extra instances run: only a scale request adds or removes one,
+	// and this is the service's only one under way.
+	has := map[int]bool{}
+	for k := 2; k <= MaxInstances; k++ {
+		_, has[k] = c.procs[InstanceName(name, k)]
 	}
-	err := checkScale(name, own.svc, known, n)
-	if err == nil && c.scaling[name] {
-		err = fmt.Errorf("%s: %w", name, ErrScaleInProgress)
-	}
+	c.mu.Unlock()
 	if err != nil {
-		c.mu.Unlock()
 		return controlapi.ScaleView{}, err
 	}
-	c.scaling[name] = true
-	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.scaling[name] = false
 		c.mu.Unlock()
 	}()
-	s := own.svc
 	// Highest number first, as make run scales in; each stopped first, so
 	// it leaves its group at once.
 	for k := MaxInstances; k > n; k-- {
-		if _, ok := c.instance(s, k); !ok {
+		if !has[k] {
 			continue
 		}
 		for _, verb := range []string{"stop", "rm"} {
@@ -478,11 +473,13 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (contr
 				return controlapi.ScaleView{}, err
 			}
 		}
-		c.setInstance(s, k, nil)
+		c.mu.Lock()
+		delete(c.procs, InstanceName(name, k))
+		c.mu.Unlock()
 		c.log.Printf("%s stopped and removed", InstanceName(name, k))
 	}
 	for k := 2; k <= n; k++ {
-		if _, ok := c.instance(s, k); ok {
+		if has[k] {
 			continue
 		}
 		port := InstancePort(s.Port, k)
@@ -491,7 +488,9 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (contr
 			return controlapi.ScaleView{}, err
 		}
 		p := &proc{svc: s, k: k, run: 1, starting: true}
-		c.setInstance(s, k, p)
+		c.mu.Lock()
+		c.procs[p.name()] = p
+		c.mu.Unlock()
 		err := c.waitReady(ctx, InstanceName(name, k), "", loopbackURL(port))
 		c.mu.Lock()
 		p.starting = false
@@ -503,25 +502,6 @@ func (c *ComposeControl) scaleTo(ctx context.Context, name string, n int) (contr
 	}
 	all, err := c.list(ctx)
 	return scaleViewOf(name, all), err
-}
-
-// instance returns instance k of s, if the backend started it.
-func (c *ComposeControl) instance(s suite.Service, k int) (*proc, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.procs[InstanceName(s.Name, k)]
-	return p, ok
-}
-
-// setInstance records instance k of s, or its removal (nil).
-func (c *ComposeControl) setInstance(s suite.Service, k int, p *proc) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p == nil {
-		delete(c.procs, InstanceName(s.Name, k))
-		return
-	}
-	c.procs[p.name()] = p
 }
 
 // setBroker stops or starts the broker's container; a start waits until

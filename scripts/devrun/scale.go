@@ -88,18 +88,25 @@ func addrPorts(addrs ...string) []int {
 	return out
 }
 
-// checkScale refuses a scale request of n instances of s (known: s is one
-// of the suite's services) that no backend can carry out.
-func checkScale(name string, s suite.Service, known bool, n int) error {
+// beginScale starts a scale request of n instances of the service name,
+// as both backends do: it refuses one no backend can carry out, or one
+// while another of the service is under way, and otherwise marks it under
+// way in scaling and returns the service. The caller holds the lock procs
+// and scaling are kept under, and clears scaling[name] when it is done.
+func beginScale(procs map[string]*proc, scaling map[string]bool, name string, n int) (suite.Service, error) {
+	own := procs[name]
 	switch {
-	case !known:
-		return fmt.Errorf("%w: %q", ErrUnknownService, name)
-	case s.ConsumerGroup == "":
-		return fmt.Errorf("%s: %w: only the consumers share work through a group", name, ErrNotConsumer)
+	case own == nil || own.k != 1:
+		return suite.Service{}, fmt.Errorf("%w: %q", ErrUnknownService, name)
+	case own.svc.ConsumerGroup == "":
+		return suite.Service{}, fmt.Errorf("%s: %w: only the consumers share work through a group", name, ErrNotConsumer)
 	case n < 1 || n > MaxInstances:
-		return fmt.Errorf("%w %d: want 1 to %d (the topic has %d partitions)", ErrBadInstances, n, MaxInstances, suite.Partitions)
+		return suite.Service{}, fmt.Errorf("%w %d: want 1 to %d (the topic has %d partitions)", ErrBadInstances, n, MaxInstances, suite.Partitions)
+	case scaling[name]:
+		return suite.Service{}, fmt.Errorf("%s: %w", name, ErrScaleInProgress)
 	}
-	return nil
+	scaling[name] = true
+	return own.svc, nil
 }
 
 // scaleViewOf lists the instances of service among views, its own first.
@@ -121,22 +128,12 @@ func scaleViewOf(service string, views []controlapi.ServiceView) controlapi.Scal
 // scaled down or the runner stops.
 func (c *control) scaleTo(ctx context.Context, service string, n int) (controlapi.ScaleView, error) {
 	c.mu.Lock()
-	own := c.procs[service]
-	known := own != nil && own.k == 1
-	if !known {
-		own = &proc{}
-	}
-	if err := checkScale(service, own.svc, known, n); err != nil {
+	svc, err := beginScale(c.procs, c.scaling, service, n)
+	if err != nil {
 		c.mu.Unlock()
 		return controlapi.ScaleView{}, err
 	}
-	if c.scaling[service] {
-		c.mu.Unlock()
-		return controlapi.ScaleView{}, fmt.Errorf("%s: %w", service, ErrScaleInProgress)
-	}
-	c.scaling[service] = true
 	var surplus, started []*proc
-	var err error
 	for k := 2; k <= MaxInstances && err == nil; k++ {
 		p, has := c.procs[InstanceName(service, k)]
 		switch {
@@ -145,7 +142,7 @@ func (c *control) scaleTo(ctx context.Context, service string, n int) (controlap
 			delete(c.procs, p.name())
 		case k > n || has && p.exit == nil:
 		default: // missing, or exited: started (again)
-			if p, err = c.startLocked(own.svc, k); err == nil {
+			if p, err = c.startLocked(svc, k); err == nil {
 				started = append(started, p)
 			}
 		}
