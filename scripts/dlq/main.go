@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +156,7 @@ func list(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) err
 		total += len(items)
 		for _, d := range items {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, d.ID, d.Status, d.ErrorClass, d.Attempts,
-				orDash(d.EventType), orDash(d.AggregateID), orDash(d.EventID), d.FirstFailedAt.UTC().Format(time.RFC3339), shorten(d.FailureReason, 60))
+				cmp.Or(d.EventType, "-"), cmp.Or(d.AggregateID, "-"), cmp.Or(d.EventID, "-"), d.FirstFailedAt.UTC().Format(time.RFC3339), shorten(d.FailureReason, 60))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -263,11 +264,4 @@ func shorten(s string, n int) string {
 		return string(r)
 	}
 	return string(r[:n-1]) + "…"
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -170,10 +170,9 @@ func statements(body string) []string {
 
 func stripComments(s string) string {
 	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
+	for line := range strings.Lines(s) {
 		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
 			b.WriteString(line)
-			b.WriteString("\n")
 		}
 	}
 	return b.String()
@@ -190,7 +189,8 @@ func run(ctx context.Context, dsn, series string, stmts []string, args []any, an
 		for _, s := range stmts {
 			res, err := tx.ExecContext(ctx, series+s, args...)
 			if err != nil {
-				return fmt.Errorf("%s: %w", firstLine(stripComments(s)), err)
+				first, _, _ := strings.Cut(strings.TrimSpace(stripComments(s)), "\n")
+				return fmt.Errorf("%s: %w", first, err)
 			}
 			n, err := res.RowsAffected()
 			if err != nil {
@@ -213,12 +213,4 @@ func run(ctx context.Context, dsn, series string, stmts []string, args []any, an
 		return total, fmt.Errorf("analyze: %w", err)
 	}
 	return total, nil
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
