@@ -66,8 +66,7 @@ type ServicesView struct {
 
 // Services reads the state of every service and extra instance.
 func (c *Client) Services(ctx context.Context) ([]ServiceView, error) {
-	var out ServicesView
-	err := c.Do(ctx, http.MethodGet, "/services", nil, &out)
+	out, err := call[ServicesView](ctx, c, http.MethodGet, "/services", nil)
 	return out.Services, err
 }
 
@@ -75,32 +74,24 @@ func (c *Client) Services(ctx context.Context) ([]ServiceView, error) {
 // env added to its environment for this run; it answers once the service
 // is ready.
 func (c *Client) Restart(ctx context.Context, service string, env map[string]string) (ServiceView, error) {
-	var out ServiceView
-	err := c.Do(ctx, http.MethodPost, "/services/"+url.PathEscape(service)+"/restart", RestartRequest{Env: env}, &out)
-	return out, err
+	return call[ServiceView](ctx, c, http.MethodPost, "/services/"+url.PathEscape(service)+"/restart", RestartRequest{Env: env})
 }
 
 // Stop stops service gracefully; it stays down until Restart.
 func (c *Client) Stop(ctx context.Context, service string) (ServiceView, error) {
-	var out ServiceView
-	err := c.Do(ctx, http.MethodPost, "/services/"+url.PathEscape(service)+"/stop", nil, &out)
-	return out, err
+	return call[ServiceView](ctx, c, http.MethodPost, "/services/"+url.PathEscape(service)+"/stop", nil)
 }
 
 // Scale runs instances processes of a consumer service, its own included;
 // it answers once the new ones are ready.
 func (c *Client) Scale(ctx context.Context, service string, instances int) (ScaleView, error) {
-	var out ScaleView
-	err := c.Do(ctx, http.MethodPost, "/services/"+url.PathEscape(service)+"/scale", ScaleRequest{Instances: instances}, &out)
-	return out, err
+	return call[ScaleView](ctx, c, http.MethodPost, "/services/"+url.PathEscape(service)+"/scale", ScaleRequest{Instances: instances})
 }
 
 // Exit waits, up to timeout, until service's process has ended (or been
 // stopped) and answers its state, exit code included.
 func (c *Client) Exit(ctx context.Context, service string, timeout time.Duration) (ServiceView, error) {
-	var out ServiceView
-	err := c.Do(ctx, http.MethodGet, "/services/"+url.PathEscape(service)+"/exit?timeout="+timeout.String(), nil, &out)
-	return out, err
+	return call[ServiceView](ctx, c, http.MethodGet, "/services/"+url.PathEscape(service)+"/exit?timeout="+timeout.String(), nil)
 }
 
 // FaultLostAck is the one fault the control API arms: a Produce request
@@ -144,31 +135,25 @@ type FaultView struct {
 
 // Broker reads the state of the broker and its armed fault.
 func (c *Client) Broker(ctx context.Context) (BrokerView, error) {
-	return c.broker(ctx, http.MethodGet, "/broker", nil)
+	return call[BrokerView](ctx, c, http.MethodGet, "/broker", nil)
 }
 
 // StopBroker takes the runner's broker away, keeping its data.
 func (c *Client) StopBroker(ctx context.Context) (BrokerView, error) {
-	return c.broker(ctx, http.MethodPost, "/broker/stop", nil)
+	return call[BrokerView](ctx, c, http.MethodPost, "/broker/stop", nil)
 }
 
 // StartBroker brings the broker back on its address with its data.
 func (c *Client) StartBroker(ctx context.Context) (BrokerView, error) {
-	return c.broker(ctx, http.MethodPost, "/broker/start", nil)
+	return call[BrokerView](ctx, c, http.MethodPost, "/broker/start", nil)
 }
 
 // ArmFault arms req, replacing the fault armed before.
 func (c *Client) ArmFault(ctx context.Context, req FaultRequest) (BrokerView, error) {
-	return c.broker(ctx, http.MethodPost, "/broker/faults", req)
+	return call[BrokerView](ctx, c, http.MethodPost, "/broker/faults", req)
 }
 
 // ClearFault removes the armed fault, used up or not.
 func (c *Client) ClearFault(ctx context.Context) (BrokerView, error) {
-	return c.broker(ctx, http.MethodDelete, "/broker/faults", nil)
-}
-
-func (c *Client) broker(ctx context.Context, method, path string, body any) (BrokerView, error) {
-	var out BrokerView
-	err := c.Do(ctx, method, path, body, &out)
-	return out, err
+	return call[BrokerView](ctx, c, http.MethodDelete, "/broker/faults", nil)
 }

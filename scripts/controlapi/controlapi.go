@@ -46,6 +46,13 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("control API %s %s: %d: %s", e.Method, e.Path, e.Status, e.Message)
 }
 
+// call is Do of a request whose answer is a T.
+func call[T any](ctx context.Context, c *Client, method, path string, body any) (T, error) {
+	var out T
+	err := c.Do(ctx, method, path, body, &out)
+	return out, err
+}
+
 // Do sends a request with body encoded as JSON (none when body is nil) and
 // decodes a 200 answer into out (ignored when out is nil). Any other status
 // is a *StatusError.

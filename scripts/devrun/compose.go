@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -329,10 +330,7 @@ type overrideService struct {
 }
 
 func (c *ComposeControl) writeOverride(svc suite.Service, env map[string]string) (string, error) {
-	vars := map[string]string{}
-	for k, v := range env {
-		vars[k] = v
-	}
+	vars := maps.Clone(env) // not nil: restart writes an override only for some env
 	if vars["FAILPOINTS"] != "" {
 		vars["FAILPOINTS_ENABLED"] = "true"
 	}

@@ -325,11 +325,7 @@ type services interface {
 func serviceRoutes(mux *http.ServeMux, s services, interval time.Duration) {
 	mux.HandleFunc("GET /services", func(w http.ResponseWriter, r *http.Request) {
 		vs, err := s.list(r.Context())
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"services": vs})
+		answer(w, controlapi.ServicesView{Services: vs}, err)
 	})
 	mux.HandleFunc("GET /services/{name}", func(w http.ResponseWriter, r *http.Request) {
 		v, err := s.one(r.Context(), r.PathValue("name"))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -74,13 +75,11 @@ const RestartVarsAllowed = "FAILPOINTS, LOG_LEVEL, RETRY_*, CONSUMER_BATCH_*, PA
 
 // restartVarAllowed reports whether RestartVarsAllowed names name.
 func restartVarAllowed(name string) bool {
-	for _, pattern := range strings.Split(RestartVarsAllowed, ", ") {
+	return slices.ContainsFunc(strings.Split(RestartVarsAllowed, ", "), func(pattern string) bool {
 		// Variable names hold no '/', the only byte * does not match.
-		if ok, _ := path.Match(pattern, name); ok {
-			return true
-		}
-	}
-	return false
+		ok, _ := path.Match(pattern, name)
+		return ok
+	})
 }
 
 // checkLoopback fails unless addr listens on loopback only.
