@@ -3,13 +3,13 @@ package drill
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -151,13 +151,13 @@ func RemovePlanted(ctx context.Context, databases map[string]string, orderIDs, e
 
 // orderEventIDs reads the ids of the order service's events of the orders.
 func orderEventIDs(ctx context.Context, dsn string, orderIDs []string) ([]string, error) {
-	db, err := sql.Open("postgres", dsn)
+	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	ids, err := scanIDs(db.QueryContext(ctx, sqlOrderEventIDs, pq.Array(orderIDs)))
-	if err != nil {
+	var ids []string
+	if err := db.SelectContext(ctx, &ids, sqlOrderEventIDs, pq.Array(orderIDs)); err != nil {
 		return nil, fmt.Errorf("read the planted orders' events: %w", err)
 	}
 	return ids, nil
@@ -166,12 +166,12 @@ func orderEventIDs(ctx context.Context, dsn string, orderIDs []string) ([]string
 // removeFrom cleans one service's database in one transaction and returns
 // how many rows it deleted.
 func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []string) (int64, error) {
-	db, err := sql.Open("postgres", dsn)
+	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -200,8 +200,8 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 	}
 	events := slices.Clone(eventIDs)
 	for _, t := range plantedTables(service) {
-		ids, err := scanIDs(tx.QueryContext(ctx, t.deleteByOrder(), orders))
-		if err != nil {
+		var ids []string
+		if err := tx.SelectContext(ctx, &ids, t.deleteByOrder(), orders); err != nil {
 			return 0, fmt.Errorf("%s: %w", t.name, err)
 		}
 		removed += int64(len(ids))
@@ -215,23 +215,6 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 		}
 	}
 	return removed, tx.Commit()
-}
-
-// scanIDs reads the one column of a query's rows.
-func scanIDs(rows *sql.Rows, err error) ([]string, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // plantings are the synthetic orders a case planted and the ids of the
