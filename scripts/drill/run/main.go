@@ -20,6 +20,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -164,16 +165,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			RetryInitialInterval: initial,
 			RetryMaxInterval:     maxInterval,
 			ParkDeadline:         parkDeadline,
-			RunID:                *runID,
+			RunID:                cmp.Or(*runID, drill.NewRunID()),
 			Timeout:              *timeout,
 			Outage:               *outage,
 			Databases:            databases,
 			KeepPlanted:          *keepPlanted,
 		},
 		names: fs.Args(),
-	}
-	if opts.target.RunID == "" {
-		opts.target.RunID = drill.NewRunID()
 	}
 	if *control != "none" {
 		opts.control = *control
