@@ -1,9 +1,7 @@
 package drill
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	// The Postgres driver, for the cases that play a restored backup.
 	"github.com/lib/pq"
 
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
@@ -48,34 +48,31 @@ func RestoreBackup(ctx context.Context, dsn, service, orderID string, eventIDs [
 	if service != Inventory {
 		return fmt.Errorf("a restored backup is played on inventory only, not %s", service)
 	}
-	db, err := sql.Open("postgres", dsn)
+	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	consumer := service + "-service"
-	for _, stmt := range []struct {
-		sql  string
-		args []any
-	}{
-		{`UPDATE stock s SET available = s.available - m.delta, deducted = s.deducted + m.delta
-		  FROM (SELECT sku, sum(delta) AS delta FROM stock_movements WHERE order_id = $1 GROUP BY sku) m
-		  WHERE s.sku = m.sku`, []any{orderID}},
-		{`DELETE FROM stock_movements WHERE order_id = $1`, []any{orderID}},
-		{`DELETE FROM inventory_orders WHERE order_id = $1`, []any{orderID}},
-		{`DELETE FROM aggregate_versions WHERE consumer = $1 AND aggregate_id = $2`, []any{consumer, orderID}},
-		{`DELETE FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`, []any{consumer, pq.Array(eventIDs)}},
-	} {
-		if _, err := tx.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
-			return fmt.Errorf("restore %s: %w", service, err)
+	return postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		for _, stmt := range []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE stock s SET available = s.available - m.delta, deducted = s.deducted + m.delta
+			  FROM (SELECT sku, sum(delta) AS delta FROM stock_movements WHERE order_id = $1 GROUP BY sku) m
+			  WHERE s.sku = m.sku`, []any{orderID}},
+			{`DELETE FROM stock_movements WHERE order_id = $1`, []any{orderID}},
+			{`DELETE FROM inventory_orders WHERE order_id = $1`, []any{orderID}},
+			{`DELETE FROM aggregate_versions WHERE consumer = $1 AND aggregate_id = $2`, []any{consumer, orderID}},
+			{`DELETE FROM processed_events WHERE consumer = $1 AND event_id = ANY($2)`, []any{consumer, pq.Array(eventIDs)}},
+		} {
+			if _, err := tx.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
+				return fmt.Errorf("restore %s: %w", service, err)
+			}
 		}
-	}
-	return tx.Commit()
+		return nil
+	})
 }
 
 // Backup is a dump of one database in pg_dump's custom format, in a
@@ -124,11 +121,9 @@ func havePGTools() error {
 // pgTool runs a PostgreSQL client program and returns its output with its
 // failure.
 func pgTool(ctx context.Context, name string, args ...string) error {
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
 // A synthetic order is one the order service never held, or never held as
@@ -171,50 +172,51 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 		return 0, err
 	}
 	defer db.Close()
-	tx, err := db.BeginTxx(ctx, nil)
+	orders := pq.Array(orderIDs)
+	var removed int64
+	err = postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		exec := func(q string, arg any) error {
+			res, err := tx.ExecContext(ctx, q, arg)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			removed += n
+			return err
+		}
+		consumer := service != Order && service != Reconciliation
+		if service == Inventory {
+			if _, err := tx.ExecContext(ctx, sqlGiveStockBack, orders); err != nil {
+				return fmt.Errorf("give stock back: %w", err)
+			}
+		}
+		if consumer {
+			if err := exec(sqlDeleteReplays, orders); err != nil {
+				return fmt.Errorf("dlq_replays: %w", err)
+			}
+		}
+		events := slices.Clone(eventIDs)
+		for _, t := range plantedTables(service) {
+			var ids []string
+			if err := tx.SelectContext(ctx, &ids, t.deleteByOrder(), orders); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			removed += int64(len(ids))
+			if t.eventColumn != "" {
+				events = append(events, ids...)
+			}
+		}
+		if consumer {
+			if err := exec(sqlDeleteProcessed, pq.Array(events)); err != nil {
+				return fmt.Errorf("processed_events: %w", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	orders := pq.Array(orderIDs)
-	var removed int64
-	exec := func(q string, arg any) error {
-		res, err := tx.ExecContext(ctx, q, arg)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		removed += n
-		return err
-	}
-	consumer := service != Order && service != Reconciliation
-	if service == Inventory {
-		if _, err := tx.ExecContext(ctx, sqlGiveStockBack, orders); err != nil {
-			return 0, fmt.Errorf("give stock back: %w", err)
-		}
-	}
-	if consumer {
-		if err := exec(sqlDeleteReplays, orders); err != nil {
-			return 0, fmt.Errorf("dlq_replays: %w", err)
-		}
-	}
-	events := slices.Clone(eventIDs)
-	for _, t := range plantedTables(service) {
-		var ids []string
-		if err := tx.SelectContext(ctx, &ids, t.deleteByOrder(), orders); err != nil {
-			return 0, fmt.Errorf("%s: %w", t.name, err)
-		}
-		removed += int64(len(ids))
-		if t.eventColumn != "" {
-			events = append(events, ids...)
-		}
-	}
-	if consumer {
-		if err := exec(sqlDeleteProcessed, pq.Array(events)); err != nil {
-			return 0, fmt.Errorf("processed_events: %w", err)
-		}
-	}
-	return removed, tx.Commit()
+	return removed, nil
 }
 
 // plantings are the synthetic orders a case planted and the ids of the
