@@ -33,6 +33,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -293,12 +294,9 @@ func (p *Proxy) inspect(body []byte) (int32, pending, bool) {
 // writesToLocked reports whether the request writes to topic, by name or,
 // from Produce v13, by the topic id Metadata answers gave it.
 func (p *Proxy) writesToLocked(req *kmsg.ProduceRequest, topic string) bool {
-	for _, t := range req.Topics {
-		if t.Topic == topic || (t.Topic == "" && p.topics[t.TopicID] == topic) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(req.Topics, func(t kmsg.ProduceRequestTopic) bool {
+		return t.Topic == topic || (t.Topic == "" && p.topics[t.TopicID] == topic)
+	})
 }
 
 // learnTopics remembers the topic ids of a Metadata answer, for Produce
