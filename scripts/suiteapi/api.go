@@ -565,23 +565,20 @@ func (c *Client) ReconciliationRuns(ctx context.Context) ([]RunSummary, error) {
 // maxRunPoll, and returns it as it ended; progress, when not nil, gets the
 // run as read at each poll. It stops when ctx ends.
 func (c *Client) AwaitRun(ctx context.Context, id int64, progress func(Run)) (Run, error) {
-	wait := c.cfg.PollInterval
-	for {
-		r, err := c.ReconciliationRun(ctx, id)
-		if err != nil {
-			return r, err
-		}
-		if r.Status != Running {
-			return r, nil
+	var r Run
+	err := c.backOff(ctx, func() (bool, error) {
+		var err error
+		if r, err = c.ReconciliationRun(ctx, id); err != nil || r.Status != Running {
+			return true, err
 		}
 		if progress != nil {
 			progress(r)
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return r, fmt.Errorf("reconciliation run %d still RUNNING, %d orders checked: %w", id, r.Checked, err)
-		}
-		wait = min(2*wait, maxRunPoll)
-	}
+		return false, nil
+	}, func() string {
+		return fmt.Sprintf("reconciliation run %d still RUNNING, %d orders checked", id, r.Checked)
+	})
+	return r, err
 }
 
 // maxRunPoll bounds how long AwaitRun and RunReconciliation wait between
@@ -602,21 +599,16 @@ func (c *Client) RunReconciliation(ctx context.Context, requestedBy string, req 
 	}
 	header := requestedByHeader(requestedBy)
 	header.Set(IdempotencyKeyHeader, key)
-	wait := c.cfg.PollInterval
-	var started Run
-	for {
+	var (
+		started Run
+		se      *StatusError
+	)
+	if err := c.backOff(ctx, func() (bool, error) {
 		_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", header, req, &started)
-		var se *StatusError
-		if !errors.As(err, &se) || se.Status != http.StatusConflict || se.BusinessCode != "RUN_IN_PROGRESS" {
-			if err != nil {
-				return Run{}, err
-			}
-			break
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return Run{}, fmt.Errorf("waiting for another run to end (%s): %w", se.Message, err)
-		}
-		wait = min(2*wait, maxRunPoll)
+		inProgress := errors.As(err, &se) && se.Status == http.StatusConflict && se.BusinessCode == "RUN_IN_PROGRESS"
+		return !inProgress, err
+	}, func() string { return fmt.Sprintf("waiting for another run to end (%s)", se.Message) }); err != nil {
+		return Run{}, err
 	}
 	r, err := c.AwaitRun(ctx, started.ID, progress)
 	if err == nil && r.Status != "SUCCEEDED" {
@@ -634,15 +626,22 @@ func (c *Client) Reconcile(ctx context.Context, requestedBy string, orderIDs ...
 	return c.RunReconciliation(ctx, requestedBy, RunRequest{OrderIDs: orderIDs, MinAge: "0s"}, nil)
 }
 
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+// backOff calls step until it is done or fails, waiting between two
+// calls the client's poll interval at first and then twice as long each
+// time, up to maxRunPoll. When ctx ends while it waits, the error says
+// what it was waiting for (waiting).
+func (c *Client) backOff(ctx context.Context, step func() (done bool, err error), waiting func() string) error {
+	for wait := c.cfg.PollInterval; ; wait = min(2*wait, maxRunPoll) {
+		if done, err := step(); done {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w", waiting(), ctx.Err())
+		case <-t.C:
+		}
 	}
 }
 
