@@ -158,13 +158,15 @@ func sent(t *testing.T, db *sqlx.DB) int {
 // without bitmap scans while it leads, and the setting is reset before the
 // connection returns to the pool, so no other query of the service runs
 // with it. The pool has only the relay's two connections, so both are
-// asked once it stopped.
+// asked once it stopped. The row is committed before the relay starts: a
+// leading relay holds both connections, so a commit after that would wait
+// for one until the relay stops.
 func TestRelaySessionSettingStaysWithTheRelay(t *testing.T) {
 	db, _ := postgrestest.NewDatabase(t, outbox.Schema())
 	db.SetMaxOpenConns(2) // the lock's connection and the relay's
 	sink := &recordingSink{seen: map[string]bool{}}
-	_, stop := startRelay(t, db, "", sink)
 	addPaid(t, db, "O-1")
+	_, stop := startRelay(t, db, "", sink)
 	poll.Until(t, 30*time.Second, "the row relayed", func() bool { return sink.has("O-1") })
 	if err := stop(); err != nil {
 		t.Fatal(err)
