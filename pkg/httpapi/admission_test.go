@@ -471,3 +471,38 @@ func TestDefaultMaxInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestOverloadIsPerClass: the continuing requests a freed slot serves
+// first wait little while the initiating ones behind them stand in a
+// queue; each class keeps its own CoDel state, so their short waits do
+// not keep the initiating requests waiting out the interval before each is
+// shed, and the initiating requests' standing queue does not shorten the
+// wait of the continuing ones.
+func TestOverloadIsPerClass(t *testing.T) {
+	const target, interval = 10 * time.Millisecond, 100 * time.Millisecond
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	q := httpapi.NewSlotQueue(1, target, interval, func() time.Time { return now })
+	for _, step := range []struct {
+		name           string
+		advance        time.Duration
+		class          httpapi.Class
+		delay          time.Duration
+		wantInitiating time.Duration
+		wantContinuing time.Duration
+	}{
+		{"an initiating request waits past the target", 0, httpapi.Initiating, 50 * time.Millisecond, interval, interval},
+		{"a continuing request is served at once", 40 * time.Millisecond, httpapi.Continuing, 0, interval, interval},
+		{"initiating requests stay above the target for an interval", 70 * time.Millisecond, httpapi.Initiating, 100 * time.Millisecond, target, interval},
+		{"continuing requests still served at once", 10 * time.Millisecond, httpapi.Continuing, time.Millisecond, target, interval},
+		{"an initiating request served within the target ends its overload", 10 * time.Millisecond, httpapi.Initiating, 5 * time.Millisecond, interval, interval},
+	} {
+		now = now.Add(step.advance)
+		q.Observe(step.class, step.delay)
+		if got := q.MaxWait(httpapi.Initiating); got != step.wantInitiating {
+			t.Errorf("%s: an initiating request may wait %s, want %s", step.name, got, step.wantInitiating)
+		}
+		if got := q.MaxWait(httpapi.Continuing); got != step.wantContinuing {
+			t.Errorf("%s: a continuing request may wait %s, want %s", step.name, got, step.wantContinuing)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"container/list"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +33,11 @@ const (
 // the last interval, a request may wait up to interval; once it has
 // stayed above target for a whole interval, a request waits at most
 // target. A burst is then served late rather than refused, and a standing
-// queue is refused early rather than served late.
+// queue is refused early rather than served late. Each class keeps its own
+// state, as fq_codel keeps one per flow: the continuing requests a freed
+// slot serves first wait little even while the initiating ones behind them
+// form a standing queue, and their short waits must not keep the
+// initiating requests waiting out the interval before each is shed.
 //
 // It is written here because no maintained Go library offers a CoDel queue
 // with priorities in front of a fixed number of slots; the adaptive
@@ -45,10 +50,10 @@ type slotQueue struct {
 	mu      sync.Mutex
 	free    int
 	waiting [classes]list.List // of *waiter
-	// aboveSince is when the queueing delay last rose above target, zero
-	// while it is below.
-	aboveSince time.Time
-	overloaded bool
+	// aboveSince is when a class's queueing delay last rose above target,
+	// zero while it is below.
+	aboveSince [classes]time.Time
+	overloaded [classes]bool
 
 	queued     prometheus.Gauge
 	overloadG  prometheus.Gauge
@@ -74,7 +79,7 @@ func newSlotQueue(slots int, target, interval time.Duration, now func() time.Tim
 		}),
 		overloadG: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "http_admission_overloaded",
-			Help: "1 while the admission queue has stayed above HTTP_QUEUE_WAIT for HTTP_QUEUE_INTERVAL (requests then wait at most HTTP_QUEUE_WAIT), else 0.",
+			Help: "1 while the admission queue of a class of requests (starting new work, continuing it) has stayed above HTTP_QUEUE_WAIT for HTTP_QUEUE_INTERVAL (its requests then wait at most HTTP_QUEUE_WAIT), else 0.",
 		}),
 		queueDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "http_admission_queue_seconds",
@@ -94,14 +99,11 @@ func (q *slotQueue) acquire(ctx context.Context, c class) bool {
 	q.mu.Lock()
 	if q.free > 0 && q.empty() {
 		q.free--
-		q.observe(0)
+		q.observe(c, 0)
 		q.mu.Unlock()
 		return true
 	}
-	wait := q.interval
-	if q.overloaded {
-		wait = q.target
-	}
+	wait := q.maxWait(c)
 	w := &waiter{ready: make(chan struct{}), enqueued: q.now(), class: c}
 	w.elem = q.waiting[c].PushBack(w)
 	q.queued.Inc()
@@ -122,8 +124,18 @@ func (q *slotQueue) acquire(ctx context.Context, c class) bool {
 	}
 	q.waiting[c].Remove(w.elem)
 	q.queued.Dec()
-	q.observe(q.now().Sub(w.enqueued))
+	q.observe(c, q.now().Sub(w.enqueued))
 	return false
+}
+
+// maxWait is how long a request of class c may wait for a slot: the
+// interval, or the target while the class is overloaded. The caller holds
+// the mutex.
+func (q *slotQueue) maxWait(c class) time.Duration {
+	if q.overloaded[c] {
+		return q.target
+	}
+	return q.interval
 }
 
 // release gives a slot back, to the first waiting request of the lowest
@@ -139,39 +151,38 @@ func (q *slotQueue) release() {
 		w := q.waiting[c].Remove(front).(*waiter)
 		w.granted = true
 		q.queued.Dec()
-		q.observe(q.now().Sub(w.enqueued))
+		q.observe(c, q.now().Sub(w.enqueued))
 		close(w.ready)
 		return
 	}
 	q.free++
 }
 
-// observe records the queueing delay of a request that got or gave up its
-// slot, and moves the overload state as CoDel does: a delay under target
-// ends it at once; one over target that has lasted an interval starts it.
-func (q *slotQueue) observe(delay time.Duration) {
+// observe records the queueing delay of a request of class c that got or
+// gave up its slot, and moves the class's overload state as CoDel does: a
+// delay under target ends it at once; one over target that has lasted an
+// interval starts it.
+func (q *slotQueue) observe(c class, delay time.Duration) {
 	q.queueDelay.Observe(delay.Seconds())
 	now := q.now()
 	switch {
 	case delay < q.target || q.target == 0 && delay == 0:
-		q.aboveSince = time.Time{}
-		q.setOverloaded(false)
-	case q.aboveSince.IsZero():
-		q.aboveSince = now
-	case now.Sub(q.aboveSince) >= q.interval:
-		q.setOverloaded(true)
+		q.aboveSince[c] = time.Time{}
+		q.setOverloaded(c, false)
+	case q.aboveSince[c].IsZero():
+		q.aboveSince[c] = now
+	case now.Sub(q.aboveSince[c]) >= q.interval:
+		q.setOverloaded(c, true)
 	}
 }
 
-func (q *slotQueue) setOverloaded(on bool) {
-	if q.overloaded == on {
-		return
-	}
-	q.overloaded = on
-	if on {
+// setOverloaded moves class c's state; the gauge shows whether any class
+// is overloaded.
+func (q *slotQueue) setOverloaded(c class, on bool) {
+	q.overloaded[c] = on
+	q.overloadG.Set(0)
+	if slices.Contains(q.overloaded[:], true) {
 		q.overloadG.Set(1)
-	} else {
-		q.overloadG.Set(0)
 	}
 }
 
