@@ -30,9 +30,12 @@ type EffectOrders struct {
 	Next     string   `json:"next"`
 }
 
-// EffectsFunc lists a page of the orders a service holds effects for,
-// ascending by order id.
-type EffectsFunc func(ctx context.Context, page EffectsPage) ([]string, error)
+// Effects lists the orders a service holds effects for: up to limit
+// order ids after after, ascending, whose effects were last written before
+// before. A service's repository implements it.
+type Effects interface {
+	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+}
 
 // BindEffectsPage reads the query of GET /admin/reconciliation/effects,
 // the same in every service: before (RFC 3339, required: an effect
@@ -64,14 +67,14 @@ func BindEffectsPage(c echo.Context) (EffectsPage, error) {
 }
 
 // RegisterEffects adds GET /reconciliation/effects to a service's admin
-// group: a page of the order ids it holds effects for, listed by list.
-func RegisterEffects(g *echo.Group, list EffectsFunc) {
+// group: a page of the order ids it holds effects for, listed by effects.
+func RegisterEffects(g *echo.Group, effects Effects) {
 	g.GET("/reconciliation/effects", func(c echo.Context) error {
 		page, err := BindEffectsPage(c)
 		if err != nil {
 			return err
 		}
-		ids, err := list(c.Request().Context(), page)
+		ids, err := effects.EffectOrders(c.Request().Context(), page.After, page.Before, page.Limit)
 		if err != nil {
 			return err
 		}

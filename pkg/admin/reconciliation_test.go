@@ -140,7 +140,7 @@ func TestEffects(t *testing.T) {
 	held := []string{"O-1", "O-2", "O-3"}
 	var asked admin.EffectsPage
 	srv := httpapi.New(httpapi.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	admin.RegisterEffects(srv.Admin(), func(_ context.Context, page admin.EffectsPage) ([]string, error) {
+	admin.RegisterEffects(srv.Admin(), effectsFunc(func(page admin.EffectsPage) []string {
 		asked = page
 		var out []string
 		for _, id := range held {
@@ -148,8 +148,8 @@ func TestEffects(t *testing.T) {
 				out = append(out, id)
 			}
 		}
-		return out, nil
-	})
+		return out
+	}))
 	ts := httptest.NewServer(srv.Echo)
 	t.Cleanup(ts.Close)
 	tests := []struct {
@@ -180,4 +180,11 @@ func TestEffects(t *testing.T) {
 	if want := time.Date(2026, 12, 1, 10, 0, 0, 5e8, time.UTC); !asked.Before.Equal(want) || asked.Limit != admin.MaxOrderIDs {
 		t.Fatalf("asked %+v, want before %v and the default limit", asked, want)
 	}
+}
+
+// effectsFunc lists effects with a function of the page asked for.
+type effectsFunc func(admin.EffectsPage) []string
+
+func (f effectsFunc) EffectOrders(_ context.Context, after string, before time.Time, limit int) ([]string, error) {
+	return f(admin.EffectsPage{After: after, Before: before, Limit: limit}), nil
 }

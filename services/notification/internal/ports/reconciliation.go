@@ -2,7 +2,6 @@ package ports
 
 import (
 	"context"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
@@ -17,9 +16,7 @@ type Records interface {
 	// ListOf reads the notifications sent of orderIDs through q, a snapshot the caller
 	// reads other tables in too.
 	ListOf(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string][]notification.Sent, error)
-	// EffectOrders lists up to limit order ids after after, ascending,
-	// that the service holds effects for, last written before before.
-	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+	admin.Effects
 }
 
 // RegisterReconciliation adds to the admin group POST
@@ -29,9 +26,7 @@ type Records interface {
 // for (reconciliation looks them up at the order service to find orphans).
 func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.ListOf, reconciliationView)
-	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
-		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
-	})
+	admin.RegisterEffects(g, records)
 }
 
 func reconciliationView(orderID string, sent map[string][]notification.Sent, facts admin.ConsumerFacts) notificationapi.ReconciliationView {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
@@ -30,9 +29,7 @@ type Records interface {
 	// Records reads the records of orderIDs through q, a snapshot the
 	// caller reads other tables in too; every id has a record.
 	Records(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string]app.OrderRecord, error)
-	// EffectOrders lists up to limit order ids after after, ascending,
-	// that the service holds a payment for, last written before before.
-	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+	admin.Effects
 }
 
 // RegisterReconciliation adds to the admin group POST
@@ -42,9 +39,7 @@ type Records interface {
 // for (reconciliation looks them up at the order service to find orphans).
 func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.Records, reconciliationView)
-	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
-		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
-	})
+	admin.RegisterEffects(g, records)
 }
 
 func reconciliationView(orderID string, recs map[string]app.OrderRecord, facts admin.ConsumerFacts) paymentapi.ReconciliationView {

@@ -2,7 +2,6 @@ package ports
 
 import (
 	"context"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
@@ -17,9 +16,7 @@ type Records interface {
 	// EntriesOf reads the ledger of orderIDs through q, a snapshot the caller
 	// reads other tables in too.
 	EntriesOf(ctx context.Context, q sqlx.QueryerContext, orderIDs []string) (map[string][]points.LedgerEntry, error)
-	// EffectOrders lists up to limit order ids after after, ascending,
-	// that the service holds effects for, last written before before.
-	EffectOrders(ctx context.Context, after string, before time.Time, limit int) ([]string, error)
+	admin.Effects
 }
 
 // RegisterReconciliation adds to the admin group POST
@@ -29,9 +26,7 @@ type Records interface {
 // for (reconciliation looks them up at the order service to find orphans).
 func RegisterReconciliation(g *echo.Group, records Records, facts *admin.FactsReader) {
 	admin.RegisterReconciliation(g, facts, records.EntriesOf, reconciliationView)
-	admin.RegisterEffects(g, func(ctx context.Context, page admin.EffectsPage) ([]string, error) {
-		return records.EffectOrders(ctx, page.After, page.Before, page.Limit)
-	})
+	admin.RegisterEffects(g, records)
 }
 
 func reconciliationView(orderID string, entries map[string][]points.LedgerEntry, facts admin.ConsumerFacts) pointsapi.ReconciliationView {
