@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,13 +22,9 @@ import (
 // replay) is proven by its conformance suite; the tests below are the
 // shipping rules' own.
 
-// adapter is how the conformance suite starts the service and reads what
-// it did for an order: the order's shipment.
+// adapter is how the conformance suite reads what the
+// service did for an order: the order's shipment.
 type adapter struct{}
-
-func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return run(ctx, getenv, stdout)
-}
 
 func (adapter) Effect(s *servicetest.Service, o consumertest.Order) string { return summary(s, o.ID) }
 
@@ -45,7 +39,7 @@ func (adapter) Want(o consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "shipping-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "shipping-service", FailPoint: app.FailPoint, App: "internal/app"}, run, adapter{})
 }
 
 // shipment returns the order's shipment; ok is false while it has none.

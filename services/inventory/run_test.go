@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,14 +12,10 @@ import (
 	"github.com/reliable-orders/fulfillment/services/inventory/inventoryapi"
 )
 
-// adapter is how the conformance suite starts the service and reads what
-// it did for an order: the order's status, the stock of its SKU, its
+// adapter is how the conformance suite reads what the
+// service did for an order: the order's status, the stock of its SKU, its
 // movements and the version guard's position.
 type adapter struct{}
-
-func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return run(ctx, getenv, stdout)
-}
 
 // Prepare stocks the order's SKU.
 func (adapter) Prepare(s *servicetest.Service, o consumertest.Order) { setStock(s, o.SKU, 10) }
@@ -44,7 +38,7 @@ func (adapter) Want(o consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "inventory-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "inventory-service", FailPoint: app.FailPoint, App: "internal/app"}, run, adapter{})
 }
 
 func setStock(s *servicetest.Service, sku string, available int) {

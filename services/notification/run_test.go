@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,14 +13,10 @@ import (
 	"github.com/reliable-orders/fulfillment/services/notification/notificationapi"
 )
 
-// adapter is how the conformance suite starts the service and reads what
-// it did for an order: the order's notifications and the version guard's
+// adapter is how the conformance suite reads what the
+// service did for an order: the order's notifications and the version guard's
 // position.
 type adapter struct{}
-
-func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return run(ctx, getenv, stdout)
-}
 
 func (adapter) Effect(s *servicetest.Service, o consumertest.Order) string {
 	out := list(s, o.ID)
@@ -46,7 +40,7 @@ func (adapter) Want(_ consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "notification-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "notification-service", FailPoint: app.FailPoint, App: "internal/app"}, run, adapter{})
 }
 
 func list(s *servicetest.Service, orderID string) notificationapi.ListResponse {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
@@ -13,14 +11,10 @@ import (
 	"github.com/reliable-orders/fulfillment/services/points/pointsapi"
 )
 
-// adapter is how the conformance suite starts the service and reads what
-// it did for an order: the order's ledger, its customer's balance and the
+// adapter is how the conformance suite reads what the
+// service did for an order: the order's ledger, its customer's balance and the
 // version guard's position.
 type adapter struct{}
-
-func (adapter) Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return run(ctx, getenv, stdout)
-}
 
 func (adapter) Effect(s *servicetest.Service, o consumertest.Order) string {
 	l := ledger(s, o.ID)
@@ -39,7 +33,7 @@ func (adapter) Want(_ consumertest.Order, stage consumertest.Stage) string {
 }
 
 func TestConformance(t *testing.T) {
-	consumertest.Run(t, consumertest.Features{Consumer: "points-service", FailPoint: app.FailPoint, App: "internal/app"}, adapter{})
+	consumertest.Run(t, consumertest.Features{Consumer: "points-service", FailPoint: app.FailPoint, App: "internal/app"}, run, adapter{})
 }
 
 func ledger(s *servicetest.Service, orderID string) pointsapi.OrderResponse {

@@ -1,10 +1,8 @@
 package consumertest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -104,13 +102,9 @@ type Order struct {
 // NewOrder is order id with its own SKU and customer.
 func NewOrder(id string) Order { return Order{ID: id, SKU: "SKU-" + id, Customer: "C-" + id} }
 
-// Adapter is what a consumer's test gives Run: how to start the consumer
-// and how to read what it did.
+// Adapter is what a consumer's test gives Run to read what the consumer
+// did.
 type Adapter interface {
-	// Run is the consumer's run(ctx, getenv, stdout): the suite starts
-	// it through pkg/testkit/servicetest, with a broker or, to see it
-	// start before one, without.
-	Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error
 	// Effect describes, as one string to compare, everything the consumer
 	// has done for o that its API shows: for a stock service the order's
 	// state, the stock of o.SKU and its movements; for a ledger the
@@ -173,14 +167,17 @@ func scenarios() []scenario {
 // outcome counters, after every message it sent was consumed
 // (servicetest.Service.Drained).
 //
-// The scenarios run one after the other on one service; the parking
-// scenario starts a second with a short PARK_DEADLINE.
-func Run(t *testing.T, features Features, adapter Adapter) {
+// run is the consumer's run(ctx, getenv, stdout), as Watermill's suite
+// takes a constructor: the suite starts it through pkg/testkit/servicetest,
+// with a broker or, to see it start before one, without. The scenarios run
+// one after the other on one service; the parking scenario starts a second
+// with a short PARK_DEADLINE.
+func Run(t *testing.T, features Features, run servicetest.RunFunc, adapter Adapter) {
 	t.Helper()
 	if err := features.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := servicetest.Start(t, adapter.Run, map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(maxAttempts)})
+	s := servicetest.Start(t, run, map[string]string{"RETRY_MAX_ATTEMPTS": strconv.Itoa(maxAttempts)})
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			if sc.skip != nil {
@@ -189,17 +186,18 @@ func Run(t *testing.T, features Features, adapter Adapter) {
 				}
 			}
 			s.Bind(t)
-			sc.run(t, &suite{t: t, f: features, a: adapter, s: s})
+			sc.run(t, &suite{t: t, f: features, run: run, a: adapter, s: s})
 		})
 	}
 }
 
 // suite is one scenario's view of the consumer under test.
 type suite struct {
-	t *testing.T
-	f Features
-	a Adapter
-	s *servicetest.Service
+	t   *testing.T
+	f   Features
+	run servicetest.RunFunc
+	a   Adapter
+	s   *servicetest.Service
 }
 
 // order is order id, prepared for its events.
@@ -506,7 +504,7 @@ func testReplayStale(_ *testing.T, c *suite) {
 // it is retrying, and applies what is published once the broker is up:
 // a suite started in any order comes up.
 func testBrokerLater(t *testing.T, c *suite) {
-	s := servicetest.StartWithoutBroker(t, c.a.Run, nil)
+	s := servicetest.StartWithoutBroker(t, c.run, nil)
 	c = &suite{t: t, f: c.f, a: c.a, s: s}
 	s.WaitFor("a reconnect warning", func() bool { return strings.Contains(s.Logs(), consumer.ReconnectWarning) })
 	if code, _ := s.Do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
@@ -526,7 +524,7 @@ func testBrokerLater(t *testing.T, c *suite) {
 // dedup row dropped: when the payment comes after all, the replayed
 // refund is applied, once.
 func testParking(t *testing.T, c *suite) {
-	s := servicetest.Start(t, c.a.Run, map[string]string{"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "50ms"})
+	s := servicetest.Start(t, c.run, map[string]string{"PARK_DEADLINE": "1s", "PARK_SWEEP_INTERVAL": "50ms"})
 	c = &suite{t: t, f: c.f, a: c.a, s: s}
 	o := c.order("O-park")
 	refund := c.refunded(o)
