@@ -2,12 +2,9 @@ package drill
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
@@ -198,7 +195,7 @@ func lossLostAck(s *session) string {
 	if row.Attempts < 2 {
 		fail("OrderPaid %s SENT after %d attempt(s) and %d lost acks, want at least 2 (the relay sends it again)", row.EventID, row.Attempts, hits)
 	}
-	copies := must(s.copiesSince(marks, row.EventID))
+	copies := must(s.api.CountSince(s.ctx, marks, row.EventID))
 	if copies < 2 {
 		fail("OrderPaid %s is on the topic %d time(s), want the lost-ack copy and the re-send (at least 2)", row.EventID, copies)
 	}
@@ -277,55 +274,4 @@ func lossCallbackOutage(s *session) string {
 	}
 	s.orderIs(o.id, "PAID", 3, "once delivered")
 	return fmt.Sprintf("%s (callback SENT after %d attempts, PAID v3, 1 OrderPaid); %s", seen, cb.Attempts, s.paidOnce(o, ""))
-}
-
-// copiesSince counts the records written to the order events topic after
-// marks whose envelope carries eventID.
-func (s *session) copiesSince(marks map[int32]int64, eventID string) (int, error) {
-	ends, err := s.api.EndOffsets(s.ctx)
-	if err != nil {
-		return 0, err
-	}
-	from := map[int32]kgo.Offset{}
-	left := map[int32]int64{}
-	for p, end := range ends {
-		if end > marks[p] {
-			from[p] = kgo.NewOffset().At(marks[p])
-			left[p] = end
-		}
-	}
-	if len(from) == 0 {
-		return 0, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.t.Topic: from}))
-	if err != nil {
-		return 0, fmt.Errorf("kafka client for %v: %w", s.t.Brokers, err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
-	defer cancel()
-	copies := 0
-	for len(left) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("read %s back to count %s: %w", s.t.Topic, eventID, ctx.Err())
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			end, open := left[r.Partition]
-			if !open || r.Offset >= end {
-				return
-			}
-			var head struct {
-				EventID string `json:"eventId"`
-			}
-			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
-				copies++
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
-	return copies, nil
 }
