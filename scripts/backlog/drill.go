@@ -225,7 +225,7 @@ func (d *drill) drain(ctx context.Context, p *progress) (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	smp := newSampler(d)
+	smp := &sampler{d: d, counters: map[processKey]*instanceCounters{}, prev: map[string]float64{}}
 	baseline := smp.take(ctx, time.Now(), 0, true)
 	tl := &timeline{start: time.Now(), maxConnections: maxConns}
 	baseline.Elapsed = 0
