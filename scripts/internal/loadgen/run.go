@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 	var err error
 	switch cfg.Via {
 	case ViaAPI:
-		pub = newAPIPublisher(cfg)
+		pub = &apiPublisher{cfg: cfg, api: newClient(cfg)}
 	default:
 		pub, err = newBrokerPublisher(cfg)
 	}
