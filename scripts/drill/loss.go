@@ -134,7 +134,7 @@ func lossConsumerFailure(s *session) string {
 	const failures = 2
 	o := s.placed("", 2, "40.00", seedStock)
 	before := s.counts(retries, Inventory)
-	s.failApply(Inventory, failures)
+	s.arm(Inventory, "inventory.apply", "error", failures)
 	start := time.Now()
 	s.pay(o)
 	s.waitEffects(o.id, "DEDUCTED", 1, 1)

@@ -153,7 +153,7 @@ func poisonRetriesExhausted(s *session) string {
 	before := s.counts(retries, Inventory)
 	// Exactly as many failures as attempts: the event exhausts them all,
 	// the next one finds the fail point spent.
-	s.failApply(Inventory, attempts)
+	s.arm(Inventory, "inventory.apply", "error", attempts)
 	start := time.Now()
 	partition := s.produce(rec)
 	dl := s.waitDeadLetter(Inventory, orderID)

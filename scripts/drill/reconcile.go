@@ -257,7 +257,7 @@ func reconcileLostEffect(s *session) string {
 	for _, e := range must(s.api.OrderEvents(s.ctx, o.id)) {
 		ids = append(ids, e.EventID)
 	}
-	s.restoreBackup(Inventory, o.id, ids)
+	check(RestoreBackup(s.ctx, s.database(Inventory), Inventory, o.id, ids))
 	ok, open, err := s.convergedNow(o.id)
 	checkf(err, "after the restore")
 	if ok {

@@ -18,18 +18,12 @@ import (
 // to (duplicate, reconcile, replay).
 
 // refundUnitPrice and refundQuantity make the refund cases' order: 2 units
-// at 40.00, 80.00 paid.
+// at 40.00, 80.00 paid, for a SKU of its own with refundStock in stock.
 const (
 	refundUnitPrice = "40.00"
 	refundQuantity  = 2
 	refundStock     = 10
 )
-
-// paidForRefund places and pays an order of 2 × 40.00 for a SKU of its own
-// (10 in stock) and waits until every consumer has applied the payment.
-func (s *session) paidForRefund(suffix string) drillOrder {
-	return s.paidOrder(suffix, refundQuantity, refundUnitPrice, refundStock)
-}
 
 // refundBody and refundLine are a customer's refund request and the goods
 // it returns.
@@ -125,7 +119,7 @@ type refundWant struct {
 // completed, as a client retrying late does. The order ends
 // PARTIALLY_REFUNDED at version; every service agrees on want.
 func (s *session) refundSentTwice(suffix, key string, version int64, want refundWant) refundState {
-	o := s.paidForRefund(suffix)
+	o := s.paidOrder(suffix, refundQuantity, refundUnitPrice, refundStock)
 	body := suiteapi.Refund{Amount: "30.00", Items: []suiteapi.Line{{SKU: o.sku, Quantity: 1}}}
 	with := "without a key"
 	if key != "" {
@@ -183,7 +177,7 @@ func retryAnswered(keyed bool, answers []suiteapi.RefundAnswer) error {
 // reconcileOperatorRefund: the operator's refund through the payment
 // service, recorded by the order that holds the payment.
 func reconcileOperatorRefund(s *session) string {
-	o := s.paidForRefund("")
+	o := s.paidOrder("", refundQuantity, refundUnitPrice, refundStock)
 	operator := requester(s)
 	path := "/admin/payments/orders/" + url.PathEscape(o.id) + "/refunds"
 	refund := suiteapi.OperatorRefund{RefundID: "R-" + s.t.RunID + "-" + s.slug, Amount: "10.00",
@@ -231,9 +225,9 @@ func reconcileOperatorRefund(s *session) string {
 // meanwhile; the first, replayed, is older than what notification applied.
 // It must still be told (docs/decisions.md, Late facts are told).
 func replayLateRefund(s *session) string {
-	o := s.paidForRefund("")
+	o := s.paidOrder("", refundQuantity, refundUnitPrice, refundStock)
 	// Whatever happens, notification is healthy again when the case ends.
-	fix := s.failApply(Notification, 0)
+	fix := s.arm(Notification, "notification.apply", "error", 0)
 	s.refund(o.id, "PARTIALLY_REFUNDED", 5, refundBody{Amount: "10.00"})
 	dl := s.waitDeadLetter(Notification, o.id)
 	s.checkMetadata(Notification, dl, s.orderEvent(o.id, "OrderRefunded").EventID, "RETRYABLE", s.t.RetryMaxAttempts)
