@@ -230,7 +230,7 @@ func replayLateRefund(s *session) string {
 	fix := s.arm(Notification, "notification.apply", "error", 0)
 	s.refund(o.id, "PARTIALLY_REFUNDED", 5, refundBody{Amount: "10.00"})
 	dl := s.waitDeadLetter(Notification, o.id)
-	s.checkMetadata(Notification, dl, s.orderEvent(o.id, "OrderRefunded").EventID, "RETRYABLE", s.t.RetryMaxAttempts)
+	s.checkMetadata(Notification, dl, s.orderEvent(o.id, "OrderRefunded").EventID, "RETRYABLE", "", s.t.RetryMaxAttempts)
 	fix()
 
 	s.refund(o.id, "PARTIALLY_REFUNDED", 7, refundBody{Amount: "20.00"})

@@ -17,7 +17,7 @@ func (s *session) deadLetteredPayment() (drillOrder, deadLetter) {
 	fix := s.arm(Inventory, "inventory.apply", "error", 0)
 	s.pay(o)
 	dl := s.waitDeadLetter(Inventory, o.id)
-	s.checkMetadata(Inventory, dl, s.orderEvent(o.id, "OrderPaid").EventID, "RETRYABLE", s.t.RetryMaxAttempts)
+	s.checkMetadata(Inventory, dl, s.orderEvent(o.id, "OrderPaid").EventID, "RETRYABLE", "", s.t.RetryMaxAttempts)
 	check(s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", s.t.RetryMaxAttempts))
 	fix()
 	return o, dl
