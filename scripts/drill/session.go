@@ -513,18 +513,13 @@ func ledgerPoints(ledger []suiteapi.PointsEntry) int64 {
 	return points
 }
 
-// orderEvent returns the order's only outbox event of type t.
-func (s *session) orderEvent(orderID, t string) orderEvent {
-	var found []orderEvent
-	for _, e := range must(s.api.OrderEvents(s.ctx, orderID)) {
-		if e.EventType == t {
-			found = append(found, e)
-		}
+// orderEvent returns the order's only outbox row of type t.
+func (s *session) orderEvent(orderID, t string) outboxRow {
+	row, ok := must2(s.outboxRowOf(Order, orderID, t))
+	if !ok {
+		fail("%s has no %s event in its outbox, want 1", orderID, t)
 	}
-	if len(found) != 1 {
-		fail("%s has %d %s events in its outbox, want 1", orderID, len(found), t)
-	}
-	return found[0]
+	return row
 }
 
 // waitRelayed waits until the order service has sent every outbox event of
