@@ -1,7 +1,7 @@
 package drill
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // The refund cases: a refund the customer's client sends twice, an
@@ -53,16 +54,9 @@ func (s *session) waitOrder(orderID, status string, version int64) orderView {
 	return o
 }
 
-// paymentView is an order's payment as the payment service shows it.
-type paymentView struct {
-	Status   string `json:"status"`
-	Amount   string `json:"amount"`
-	Refunded string `json:"refunded"`
-}
-
 // payment reads the payment of an order.
-func (s *session) payment(orderID string) paymentView {
-	var p paymentView
+func (s *session) payment(orderID string) paymentapi.PaymentView {
+	var p paymentapi.PaymentView
 	check(s.api.Call(s.ctx, Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &p))
 	return p
 }
@@ -70,7 +64,7 @@ func (s *session) payment(orderID string) paymentView {
 // refundState is where an order's refunds stand across the services.
 type refundState struct {
 	order     orderView
-	payment   paymentView
+	payment   paymentapi.PaymentView
 	stock     stock
 	effects   effects
 	refundIDs []string
@@ -185,12 +179,10 @@ func reconcileOperatorRefund(s *session) string {
 
 	// Without X-Operator: refused, nothing changes.
 	before := s.refundStateOf(o)
-	var refused struct {
-		BusinessCode string `json:"businessCode"`
-	}
-	code, raw := must2(s.api.Raw(s.ctx, Payment, http.MethodPost, path, nil, refund))
-	if code != http.StatusBadRequest || json.Unmarshal(raw, &refused) != nil || refused.BusinessCode != "OPERATOR_REQUIRED" {
-		fail("an operator refund without X-Operator answered %d %s, want 400 OPERATOR_REQUIRED", code, raw)
+	var refused *StatusError
+	_, err := s.api.Do(s.ctx, Payment, http.MethodPost, path, nil, refund, nil)
+	if !errors.As(err, &refused) || refused.Status != http.StatusBadRequest || refused.BusinessCode != "OPERATOR_REQUIRED" {
+		fail("an operator refund without X-Operator answered %v, want 400 OPERATOR_REQUIRED", err)
 	}
 	if after := s.refundStateOf(o); after.String() != before.String() || after.order.Version != before.order.Version {
 		fail("the refused refund changed things: %s -> %s", before, after)
