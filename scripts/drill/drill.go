@@ -232,7 +232,6 @@ func (t Target) withDefaults() Target {
 	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
 	t.Outage = cmp.Or(t.Outage, DefaultOutage)
 	t.ParkDeadline = cmp.Or(t.ParkDeadline, DefaultParkDeadline)
-	t.HTTPClient = cmp.Or(t.HTTPClient, &http.Client{Timeout: 10 * time.Second})
 	return t
 }
 
