@@ -1,10 +1,6 @@
 package backlog
 
-import (
-	"runtime"
-
-	"github.com/prometheus/procfs"
-)
+import "github.com/prometheus/procfs"
 
 // cpuBusyFloor is the share of this machine's CPU time above which the
 // report says the CPU, not the consumers, limited the drain: the
@@ -30,6 +26,3 @@ func CPUTimes() (busy, total float64, ok bool) {
 	busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
 	return busy, busy + idle, true
 }
-
-// machineCPUs is the count the busy share is of.
-func machineCPUs() int { return runtime.NumCPU() }

@@ -20,9 +20,6 @@ import (
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
 )
 
-// ErrUsage marks a configuration or run id the drill cannot run with.
-var ErrUsage = cli.ErrUsage
-
 // rebalanceGrace is how long the drill keeps sampling after the drain for
 // the scaled-out group to settle, when the backlog drained first.
 const rebalanceGrace = 30 * time.Second
@@ -94,7 +91,7 @@ func (d *drill) close() {
 func Run(ctx context.Context, cfg Config, t Target, out Output) (*Report, error) {
 	cfg, t = cfg.withDefaults(), t.withDefaults()
 	if err := errors.Join(cfg.Validate(), t.Validate()); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+		return nil, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	d, err := open(cfg, t)
 	if err != nil {
@@ -106,7 +103,7 @@ func Run(ctx context.Context, cfg Config, t Target, out Output) (*Report, error)
 	if s, err := d.used(ctx); err != nil {
 		return nil, err
 	} else if s != "" {
-		return nil, fmt.Errorf("%w: run id %q was used before (%s has recorded its events); pick a new --run-id", ErrUsage, cfg.RunID, s)
+		return nil, fmt.Errorf("%w: run id %q was used before (%s has recorded its events); pick a new --run-id", cli.ErrUsage, cfg.RunID, s)
 	}
 	what := fmt.Sprintf("%d OrderPaid events", cfg.Count)
 	if cfg.Mix {
@@ -228,7 +225,7 @@ func (d *drill) drain(ctx context.Context, p *progress) (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	smp := newSampler(d)
+	smp := &sampler{d: d, counters: map[processKey]*instanceCounters{}, prev: map[string]float64{}}
 	baseline := smp.take(ctx, time.Now(), 0, true)
 	tl := &timeline{start: time.Now(), maxConnections: maxConns}
 	baseline.Elapsed = 0

@@ -4,18 +4,21 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+
+	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// Metrics are the figures parseMetrics reads, for the tests.
+// Metrics are the figures valuesOf keeps, for the tests.
 type Metrics struct {
 	Consumed, Retries, DeadLetters, RSS float64
 	HandlerBuckets                      map[float64]float64
 	BatchSum, BatchCount                float64
 }
 
-// ParseMetrics is parseMetrics for the tests.
+// ParseMetrics is valuesOf over a Prometheus text exposition.
 func ParseMetrics(text, consumer string) (Metrics, error) {
-	v, err := parseMetrics(strings.NewReader(text), consumer)
+	families, err := suiteapi.ParseMetrics(strings.NewReader(text))
+	v := valuesOf(families, consumer)
 	return Metrics{v.consumed, v.retries, v.deadLetters, v.rss, v.handlerBuckets, v.batchSum, v.batchCount}, err
 }
 

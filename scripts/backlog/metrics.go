@@ -2,14 +2,10 @@ package backlog
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"math"
 	"sort"
 
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
 // metricValues are the figures the drill reads from one process's /metrics
@@ -36,15 +32,6 @@ func (d *drill) metrics(ctx context.Context, in Instance, group string) (metricV
 		return metricValues{}, err
 	}
 	return valuesOf(families, group), nil
-}
-
-// parseMetrics reads a Prometheus text exposition (valuesOf).
-func parseMetrics(r io.Reader, consumer string) (metricValues, error) {
-	families, err := suiteapi.ParseMetrics(r)
-	if err != nil {
-		return metricValues{}, fmt.Errorf("parse metrics: %w", err)
-	}
-	return valuesOf(families, consumer), nil
 }
 
 // valuesOf keeps the series of consumer (their "consumer" label) and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -159,7 +160,7 @@ func buildReport(cfg Config, tl *timeline) *Report {
 		}
 		r.Groups = append(r.Groups, gr)
 	}
-	r.CPUs = machineCPUs()
+	r.CPUs = runtime.NumCPU() // the count the busy share is of
 	if tl.scaleRequested != nil {
 		r.CPUBefore = meanCPU(tl.samples, 0, *tl.scaleRequested)
 	}

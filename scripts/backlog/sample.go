@@ -121,10 +121,6 @@ type instanceCounters struct {
 	base, last metricValues
 }
 
-func newSampler(d *drill) *sampler {
-	return &sampler{d: d, counters: map[processKey]*instanceCounters{}, prev: map[string]float64{}}
-}
-
 // take measures everything once, concurrently. baseline marks the first
 // sample, whose counters are the zero of the run.
 func (s *sampler) take(ctx context.Context, start time.Time, published int, baseline bool) Sample {

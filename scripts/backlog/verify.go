@@ -229,12 +229,21 @@ func (d *drill) accounted(ctx context.Context) (map[string]int, error) {
 // database, that every event of the run had its effect exactly once.
 func (d *drill) verify(ctx context.Context) ([]Check, error) {
 	var checks []Check
-	for _, s := range d.cfg.Services {
-		cs, err := d.verifyService(ctx, s)
-		if err != nil {
-			return checks, fmt.Errorf("verify %s: %w", s, err)
+	for _, service := range d.cfg.Services {
+		v := verifying{service: service, group: d.t.Groups[service], ids: d.ids, handled: d.ids.handled[service],
+			orders: len(d.ids.orders), refunded: d.ids.count(loadgen.ShapeRefunded), rejected: d.ids.count(loadgen.ShapeRefundRejected)}
+		for _, dc := range dbChecks {
+			if (dc.mix && !v.ids.mix) || (len(dc.services) > 0 && !slices.Contains(dc.services, service)) {
+				continue
+			}
+			n, err := counts(ctx, d.dbs[service], dc.query, dc.args(v)...)
+			if err != nil {
+				return checks, fmt.Errorf("verify %s: %w", service, err)
+			}
+			c := dc.judge(v, n)
+			c.Name = service + ": " + c.Name
+			checks = append(checks, c)
 		}
-		checks = append(checks, cs...)
 	}
 	return checks, nil
 }
@@ -422,25 +431,6 @@ var dbChecks = []dbCheck{{
 				fmt.Sprintf("%d orders, %d at their last version, %d parked", versions, atLast, parked))}
 	},
 }}
-
-func (d *drill) verifyService(ctx context.Context, service string) ([]Check, error) {
-	v := verifying{service: service, group: d.t.Groups[service], ids: d.ids, handled: d.ids.handled[service],
-		orders: len(d.ids.orders), refunded: d.ids.count(loadgen.ShapeRefunded), rejected: d.ids.count(loadgen.ShapeRefundRejected)}
-	var checks []Check
-	for _, dc := range dbChecks {
-		if (dc.mix && !v.ids.mix) || (len(dc.services) > 0 && !slices.Contains(dc.services, service)) {
-			continue
-		}
-		n, err := counts(ctx, d.dbs[service], dc.query, dc.args(v)...)
-		if err != nil {
-			return nil, err
-		}
-		c := dc.judge(v, n)
-		c.Name = service + ": " + c.Name
-		checks = append(checks, c)
-	}
-	return checks, nil
-}
 
 // counts runs a query of one row of counts and returns them.
 func counts(ctx context.Context, db *sql.DB, query string, args ...any) ([]int, error) {

@@ -20,10 +20,6 @@ import (
 
 func main() {
 	cli.Main("compose-control", "", func(ctx context.Context, _ []string, getenv func(string) string, stdout, _ io.Writer) error {
-		return run(ctx, getenv, stdout)
+		return devrun.ServeCompose(ctx, devrun.LoadComposeConfig(getenv), stdout)
 	})
-}
-
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return devrun.ServeCompose(ctx, devrun.LoadComposeConfig(getenv), stdout)
 }

@@ -24,11 +24,6 @@ func Build(ctx context.Context, dir, binDir string, services []suite.Service, pr
 	return nil
 }
 
-// BuildConsole builds the console into <binDir>/<name>.
-func BuildConsole(ctx context.Context, dir, binDir string, c Console, progress io.Writer) error {
-	return build(ctx, dir, filepath.Join(binDir, c.Name), c.Package, progress)
-}
-
 // build runs `go build -o bin pkg` in dir.
 func build(ctx context.Context, dir, bin, pkg string, progress io.Writer) error {
 	start := time.Now()

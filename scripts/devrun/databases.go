@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
+
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
 // EnsureDatabases creates each named database on the Postgres server at
@@ -15,11 +16,11 @@ import (
 func EnsureDatabases(ctx context.Context, databaseURL string, names []string) ([]string, error) {
 	db, err := sql.Open("postgres", databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", redact(databaseURL), err)
+		return nil, fmt.Errorf("open %s: %w", postgres.Redact(databaseURL), err)
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s (set DATABASE_URL): %w", redact(databaseURL), err)
+		return nil, fmt.Errorf("connect to Postgres at %s (set DATABASE_URL): %w", postgres.Redact(databaseURL), err)
 	}
 	var created []string
 	for _, name := range names {
@@ -40,13 +41,4 @@ func EnsureDatabases(ctx context.Context, databaseURL string, names []string) ([
 		}
 	}
 	return created, nil
-}
-
-// redact hides the password of a database URL.
-func redact(databaseURL string) string {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return "(unparsable DATABASE_URL)"
-	}
-	return u.Redacted()
 }

@@ -1,6 +1,7 @@
 package devrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reliable-orders/fulfillment/pkg/postgres"
 	"github.com/reliable-orders/fulfillment/scripts/internal/supervise"
 	"github.com/reliable-orders/fulfillment/scripts/suite"
 )
@@ -55,7 +57,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 
 func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefixed, width int) error {
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "go.work")); err != nil {
-		return fmt.Errorf("no go.work in %s: run from the repository root (make run): %w", absOr(cfg.Dir), err)
+		abs, _ := filepath.Abs(cfg.Dir) // "" if the working directory is gone
+		return fmt.Errorf("no go.work in %s: run from the repository root (make run): %w", cmp.Or(abs, cfg.Dir), err)
 	}
 	// Fail early, before anything is built, when a port is taken.
 	if err := CheckPortsFree(cfg.Services); err != nil {
@@ -77,7 +80,7 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 		return err
 	}
 	if cfg.Console.Port != 0 {
-		if err := BuildConsole(ctx, cfg.Dir, cfg.BinDir, cfg.Console, log); err != nil {
+		if err := build(ctx, cfg.Dir, filepath.Join(cfg.BinDir, cfg.Console.Name), cfg.Console.Package, log); err != nil {
 			return err
 		}
 	}
@@ -90,7 +93,7 @@ func run(ctx context.Context, cfg Config, out *supervise.SyncWriter, log *prefix
 	if err != nil {
 		return err
 	}
-	log.Printf("databases on %s: %s (created: %s)", redact(cfg.DatabaseURL), strings.Join(names, ", "), listOrNone(created))
+	log.Printf("databases on %s: %s (created: %s)", postgres.Redact(cfg.DatabaseURL), strings.Join(names, ", "), cmp.Or(strings.Join(created, ", "), "none"))
 
 	brokers := cfg.KafkaBrokers
 	var embedded *brokerControl // the control API stops and starts it
@@ -303,18 +306,4 @@ func (p *prefixed) Write(b []byte) (int, error) {
 		p.Printf("%s", line)
 	}
 	return len(b), nil
-}
-
-func listOrNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
-func absOr(dir string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs
-	}
-	return dir
 }

@@ -1,6 +1,6 @@
 // Command dlq lists, shows and replays the dead letters of the suite's
-// consumers through their admin API (GET /admin/dlq, POST
-// /admin/dlq/{id}/replay), so an operator needs neither SQL nor kcat:
+// consumers through their admin API (GET /admin/dlq, GET /admin/dlq/{id},
+// POST /admin/dlq/{id}/replay), so an operator needs neither SQL nor kcat:
 //
 //	go run ./scripts/dlq list   [--service inventory] [--aggregate O-1] [--status DEAD]
 //	go run ./scripts/dlq show   --service inventory --id 3
@@ -135,22 +135,15 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (command
 	return cmd, nil
 }
 
-// deadLetters lists a service's dead letters through the admin API, its
-// error read as the operator needs it.
-func deadLetters(ctx context.Context, c *suiteapi.Client, service, aggregate, status string) ([]suiteapi.DeadLetter, error) {
-	items, err := c.DeadLetters(ctx, service, aggregate, status)
-	return items, suiteapi.Explain(err)
-}
-
 func list(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tID\tSTATUS\tCLASS\tATTEMPTS\tTYPE\tAGGREGATE\tEVENT ID\tFIRST FAILED\tREASON")
 	total := 0
 	var errs []error
 	for _, name := range cmd.services {
-		items, err := deadLetters(ctx, c, name, cmd.aggregate, cmd.status)
+		items, err := c.DeadLetters(ctx, name, cmd.aggregate, cmd.status)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, suiteapi.Explain(err))
 			continue
 		}
 		total += len(items)
@@ -173,24 +166,10 @@ func list(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) err
 	return errors.Join(errs...)
 }
 
-// find looks a dead letter up by id. The admin API lists the newest 500
-// (of one order, or of all); an older one is found through its order.
-func find(ctx context.Context, c *suiteapi.Client, cmd command) (suiteapi.DeadLetter, error) {
-	name := cmd.services[0]
-	items, err := deadLetters(ctx, c, name, "", "")
-	if err != nil {
-		return suiteapi.DeadLetter{}, err
-	}
-	if i := slices.IndexFunc(items, func(d suiteapi.DeadLetter) bool { return d.ID == cmd.id }); i >= 0 {
-		return items[i], nil
-	}
-	return suiteapi.DeadLetter{}, fmt.Errorf("%s has no dead letter %d among its newest %d (run list --service %s)", name, cmd.id, len(items), name)
-}
-
 func show(ctx context.Context, c *suiteapi.Client, cmd command, w io.Writer) error {
-	d, err := find(ctx, c, cmd)
+	d, _, err := c.Inspect(ctx, cmd.services[0], cmd.id)
 	if err != nil {
-		return err
+		return suiteapi.Explain(err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rows := [][2]string{

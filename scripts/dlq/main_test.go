@@ -42,6 +42,16 @@ func fakeConsumer(t *testing.T, token string) *httptest.Server {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"count": len(items), "items": items})
 	})
+	mux.HandleFunc("GET /admin/dlq/{id}", func(w http.ResponseWriter, r *http.Request) {
+		for _, d := range records {
+			if strconv.FormatInt(d.ID, 10) == r.PathValue("id") {
+				_ = json.NewEncoder(w).Encode(d)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"businessCode":"NOT_FOUND","message":"dead letter ` + r.PathValue("id") + ` not found"}`))
+	})
 	mux.HandleFunc("POST /admin/dlq/{id}/replay", func(w http.ResponseWriter, r *http.Request) {
 		outcome := map[string]string{"1": "ALREADY_REPLAYED", "2": "APPLIED", "3": "IGNORED_STALE", "4": "PENDING", "5": "SHRUG"}[r.PathValue("id")]
 		if outcome == "" {
@@ -147,7 +157,7 @@ func TestErrors(t *testing.T) {
 		{"stray argument", []string{"list", "inventory"}, nil, cli.ExitUsage, `unexpected argument "inventory"`},
 		{"no token", []string{"list", "--service", "inventory", "--url", srv.URL}, nil, cli.ExitFailed, "401 UNAUTHORIZED: admin token required (set ADMIN_TOKEN"},
 		{"unknown id", []string{"replay", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, cli.ExitFailed, "404 NOT_FOUND: dead letter 9 not found"},
-		{"show unknown id", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, cli.ExitFailed, "no dead letter 9"},
+		{"show unknown id", []string{"show", "--service", "inventory", "--url", srv.URL, "--id", "9"}, map[string]string{"ADMIN_TOKEN": "secret"}, cli.ExitFailed, "404 NOT_FOUND: dead letter 9 not found"},
 		{"suite down", []string{"list", "--service", "inventory", "--url", "http://127.0.0.1:1"}, nil, cli.ExitFailed, "is the suite running?"},
 	}
 	for _, tt := range tests {

@@ -232,7 +232,6 @@ func (t Target) withDefaults() Target {
 	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
 	t.Outage = cmp.Or(t.Outage, DefaultOutage)
 	t.ParkDeadline = cmp.Or(t.ParkDeadline, DefaultParkDeadline)
-	t.HTTPClient = cmp.Or(t.HTTPClient, &http.Client{Timeout: 10 * time.Second})
 	return t
 }
 
@@ -331,15 +330,6 @@ func Drills() []string {
 	return []string{"duplicate", "loss", "reorder", "poison", "replay", "reconcile"}
 }
 
-// Cases returns every case, drill by drill.
-func Cases() []Case {
-	var all []Case
-	for _, c := range cases() {
-		all = append(all, newCase(c))
-	}
-	return all
-}
-
 // ErrUnknownDrill is a name Select does not know.
 var ErrUnknownDrill = errors.New("unknown drill")
 
@@ -399,23 +389,23 @@ type body func(s *session) (seen string)
 // newCase turns a row of the case table into a Case: it checks the target,
 // skips a crash case without a Controller, and turns the outcome into a
 // Result.
-func newCase(c caseSpec) Case {
-	full := c.drill + "/" + c.name
-	return Case{Name: full, Drill: c.drill, Run: func(ctx context.Context, t Target) Result {
-		r := Result{Case: full, Expected: c.expected}
+func newCase(drill, name string, needsController bool, run body, expected string) Case {
+	full := drill + "/" + name
+	return Case{Name: full, Drill: drill, Run: func(ctx context.Context, t Target) Result {
+		r := Result{Case: full, Expected: expected}
 		t = t.withDefaults()
 		if err := t.Validate(); err != nil {
 			r.Seen = "target: " + err.Error()
 			return r
 		}
-		if c.needsController && t.Controller == nil {
+		if needsController && t.Controller == nil {
 			r.Skipped = true
 			r.Seen = "no controller to restart services (make run's control API, or the test harness)"
 			return r
 		}
 		s := newSession(ctx, t, strings.ReplaceAll(full, "/", "-"))
 		defer s.close()
-		seen, err := s.run(c.run)
+		seen, err := s.run(run)
 		// The evidence is read: whatever the verdict, the synthetic
 		// orders the case planted go.
 		note, cerr := s.removePlanted()

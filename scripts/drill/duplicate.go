@@ -35,7 +35,7 @@ func publishCopies(copies, serial, quantity int, amount string) body {
 			own := *rec
 			return cl.ProduceSync(s.ctx, &own).FirstErr()
 		}), "publish")
-		s.waitHandled(before, copies)
+		s.waitGrown(handled, before, copies, fmt.Sprintf("each consumer reads the %d copies", copies))
 		s.waitEffects(o.id, "DEDUCTED", 1, 1)
 		s.converged = time.Since(start)
 		return fmt.Sprintf("%d copies read by each consumer; %s", copies, s.paidOnce(o, paid.EventID))
@@ -65,13 +65,8 @@ type callbackAnswer struct {
 }
 
 // sendCallback posts a payment callback with the given signature headers
-// (event.CallbackHeaders).
-func (s *session) sendCallback(body []byte, signature map[string]string) callbackAnswer {
-	return must(s.readCallback(body, signature))
-}
-
-// readCallback is sendCallback, for a goroutine: it returns its error.
-func (s *session) readCallback(body []byte, signature map[string]string) (callbackAnswer, error) {
+// (event.CallbackHeaders) and returns the answer, whatever its status.
+func (s *session) sendCallback(body []byte, signature map[string]string) (callbackAnswer, error) {
 	header := http.Header{}
 	for k, v := range signature {
 		header.Set(k, v)
@@ -89,16 +84,16 @@ func duplicateCallback(s *session) string {
 	o := s.placed("", 1, "40.00", seedStock)
 	// The drill plays the payment service: the payment it reports was
 	// never taken, so the order is the case's own to remove.
-	s.planted(o.id)
+	s.plants.add(o.id)
 	body := must(json.Marshal(map[string]string{"callbackId": "CB-" + o.id, "type": "PAYMENT_SUCCEEDED", "orderId": o.id,
 		"paymentId": "P-" + o.id, "amount": o.amount, "currency": "CNY"}))
-	forged := s.sendCallback(body, event.CallbackHeaders([]byte("not-the-secret"), time.Now(), body))
+	forged := must(s.sendCallback(body, event.CallbackHeaders([]byte("not-the-secret"), time.Now(), body)))
 	if forged.status != http.StatusUnauthorized {
 		fail("a callback signed with the wrong secret answered %d, want 401", forged.status)
 	}
 	// Correctly signed, but long ago: a captured callback replayed after
 	// the window.
-	stale := s.sendCallback(body, event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now().Add(-time.Hour), body))
+	stale := must(s.sendCallback(body, event.CallbackHeaders([]byte(s.t.CallbackSecret), time.Now().Add(-time.Hour), body)))
 	if stale.status != http.StatusUnauthorized || stale.result.BusinessCode != "SIGNATURE_EXPIRED" {
 		fail("a callback signed an hour ago answered %d %s, want 401 SIGNATURE_EXPIRED", stale.status, stale.result.BusinessCode)
 	}
@@ -113,7 +108,7 @@ func duplicateCallback(s *session) string {
 	answers := make([]callbackAnswer, 12)
 	start := time.Now()
 	check(sendCopies(len(answers), 2, func(i int) (err error) {
-		answers[i], err = s.readCallback(body, signature)
+		answers[i], err = s.sendCallback(body, signature)
 		return err
 	}))
 	for i, a := range answers {

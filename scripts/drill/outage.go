@@ -2,12 +2,9 @@ package drill
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/controlapi"
@@ -72,17 +69,6 @@ type backoffWatch struct {
 	delays []time.Duration // the wait chosen after each failed attempt seen
 }
 
-// attempts is how often the relay tried the row.
-func (w backoffWatch) attempts() int { return w.row.Attempts }
-
-// grew says the backoff grew: the last wait is longer than the first. With
-// ±50 % jitter two neighbouring waits may come out the other way round;
-// from the third attempt on, the nominal wait is four times the first, so
-// the last outgrows the first whatever the jitter.
-func (w backoffWatch) grew() bool {
-	return len(w.delays) >= 2 && w.delays[len(w.delays)-1] > w.delays[0]
-}
-
 func (w backoffWatch) describe() string {
 	parts := make([]string, len(w.delays))
 	for i, d := range w.delays {
@@ -130,14 +116,18 @@ func (s *session) watchPending(service, aggregateID, eventType string, d time.Du
 }
 
 // checkBackoff is the outage's promise about the row: the relay kept
-// trying, further and further apart.
+// trying, further and further apart. The backoff grew when the last wait is
+// longer than the first: with ±50 % jitter two neighbouring waits may come
+// out the other way round, but from the third attempt on the nominal wait
+// is four times the first, so the last outgrows the first whatever the
+// jitter.
 func checkBackoff(w backoffWatch, outage time.Duration) error {
-	if w.attempts() < 3 {
+	if w.row.Attempts < 3 {
 		return fmt.Errorf("%d attempts in a %s outage, want at least 3 (the relay keeps trying; is the outage longer than three backoff intervals?)",
-			w.attempts(), formatDuration(outage))
+			w.row.Attempts, formatDuration(outage))
 	}
-	if !w.grew() {
-		return fmt.Errorf("the backoff did not grow over %d attempts: waits %s", w.attempts(), w.describe())
+	if len(w.delays) < 2 || w.delays[len(w.delays)-1] <= w.delays[0] {
+		return fmt.Errorf("the backoff did not grow over %d attempts: waits %s", w.row.Attempts, w.describe())
 	}
 	return nil
 }
@@ -198,7 +188,7 @@ func lossLostAck(s *session) string {
 	if row.Attempts < 2 {
 		fail("OrderPaid %s SENT after %d attempt(s) and %d lost acks, want at least 2 (the relay sends it again)", row.EventID, row.Attempts, hits)
 	}
-	copies := must(s.copiesSince(marks, row.EventID))
+	copies := must(s.api.CountSince(s.ctx, marks, row.EventID))
 	if copies < 2 {
 		fail("OrderPaid %s is on the topic %d time(s), want the lost-ack copy and the re-send (at least 2)", row.EventID, copies)
 	}
@@ -230,7 +220,7 @@ func (s *session) outage(what, row, service, orderID, eventType string, down fun
 	s.converged = drained
 	check(checkBackoff(w, s.t.Outage))
 	return w, fmt.Sprintf("%s down %s: %s PENDING throughout, %d failed attempts, waits %s; back: next attempt due in %s, drained in %s",
-		what, formatDuration(s.t.Outage), row, w.attempts(), w.describe(), formatDuration(due), formatDuration(drained))
+		what, formatDuration(s.t.Outage), row, w.row.Attempts, w.describe(), formatDuration(due), formatDuration(drained))
 }
 
 // Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — the broker is
@@ -277,55 +267,4 @@ func lossCallbackOutage(s *session) string {
 	}
 	s.orderIs(o.id, "PAID", 3, "once delivered")
 	return fmt.Sprintf("%s (callback SENT after %d attempts, PAID v3, 1 OrderPaid); %s", seen, cb.Attempts, s.paidOnce(o, ""))
-}
-
-// copiesSince counts the records written to the order events topic after
-// marks whose envelope carries eventID.
-func (s *session) copiesSince(marks map[int32]int64, eventID string) (int, error) {
-	ends, err := s.api.EndOffsets(s.ctx)
-	if err != nil {
-		return 0, err
-	}
-	from := map[int32]kgo.Offset{}
-	left := map[int32]int64{}
-	for p, end := range ends {
-		if end > marks[p] {
-			from[p] = kgo.NewOffset().At(marks[p])
-			left[p] = end
-		}
-	}
-	if len(from) == 0 {
-		return 0, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.t.Topic: from}))
-	if err != nil {
-		return 0, fmt.Errorf("kafka client for %v: %w", s.t.Brokers, err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
-	defer cancel()
-	copies := 0
-	for len(left) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("read %s back to count %s: %w", s.t.Topic, eventID, ctx.Err())
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			end, open := left[r.Partition]
-			if !open || r.Offset >= end {
-				return
-			}
-			var head struct {
-				EventID string `json:"eventId"`
-			}
-			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
-				copies++
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
-	return copies, nil
 }

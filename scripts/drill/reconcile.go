@@ -39,11 +39,7 @@ func (s *session) reconcile(orderIDs []string, want ...string) (runView, time.Du
 	start := time.Now()
 	r := runView(must(s.api.Reconcile(s.ctx, "drill "+s.t.RunID+" "+s.slug, orderIDs...)))
 	took := time.Since(start)
-	var got []string
-	for _, f := range r.Findings {
-		got = append(got, f.Kind+" "+f.Service+" "+f.Action)
-	}
-	if !slices.Equal(got, want) {
+	if !slices.Equal(suiteapi.Kinds(suiteapi.Run(r)), want) {
 		fail("%s; want %v", r, want)
 	}
 	return r, took
@@ -207,12 +203,16 @@ func (s *session) paidThenCancelled() (orderID string, release func()) {
 	return orderID, release
 }
 
-// returned waits until the order, the payment and the notification service
-// agree that a cancelled order's payment went back.
-func (s *session) returned(orderID string) string {
+// returned lets the held callbacks go (release) and waits until the order,
+// the payment and the notification service agree that a cancelled order's
+// payment went back: the case's convergence.
+func (s *session) returned(orderID string, release func()) string {
+	start := time.Now()
+	release()
 	o := s.waitOrder(orderID, "CANCELLED", 5) // OrderPaymentReturned
 	s.waitEffects(orderID, "NONE", 0, 1)
 	s.waitConverged(orderID)
+	s.converged = time.Since(start)
 	pay, eff := s.payment(orderID), s.effects(orderID)
 	if o.Status != "CANCELLED" || pay.Status != "REFUNDED" || pay.Refunded != "10.00" || eff.Notifications[0].Kind != "PAYMENT_RETURNED" {
 		fail("order %s, payment %s refunded %s, notification %s; want CANCELLED, REFUNDED 10.00, PAYMENT_RETURNED",
@@ -228,11 +228,7 @@ func (s *session) returned(orderID string) string {
 
 func reconcilePaymentReturned(s *session) string {
 	orderID, release := s.paidThenCancelled()
-	start := time.Now()
-	release()
-	seen := s.returned(orderID)
-	s.converged = time.Since(start)
-	return seen + "; " + s.reconcileClean(orderID).String()
+	return s.returned(orderID, release) + "; " + s.reconcileClean(orderID).String()
 }
 
 func reconcilePaymentForUnpayable(s *session) string {
@@ -242,10 +238,7 @@ func reconcilePaymentForUnpayable(s *session) string {
 	if pay := s.payment(orderID); pay.Status != "REFUNDED" || pay.Refunded != "10.00" {
 		fail("after the run the payment is %s, refunded %s; want REFUNDED 10.00", pay.Status, pay.Refunded)
 	}
-	start := time.Now()
-	release()
-	seen := s.returned(orderID)
-	s.converged = time.Since(start)
+	seen := s.returned(orderID, release)
 	return fmt.Sprintf("%s in %s: %s; callbacks let go: %s (one refund, the order's return id); %s",
 		run, took.Round(time.Millisecond), strings.TrimPrefix(run.Findings[0].Outcome, "DONE: "), seen, s.reconcileClean(orderID))
 }
@@ -257,7 +250,7 @@ func reconcileLostEffect(s *session) string {
 	for _, e := range must(s.api.OrderEvents(s.ctx, o.id)) {
 		ids = append(ids, e.EventID)
 	}
-	s.restoreBackup(Inventory, o.id, ids)
+	check(RestoreBackup(s.ctx, s.database(Inventory), Inventory, o.id, ids))
 	ok, open, err := s.convergedNow(o.id)
 	checkf(err, "after the restore")
 	if ok {

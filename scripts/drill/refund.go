@@ -1,7 +1,7 @@
 package drill
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
+	"github.com/reliable-orders/fulfillment/services/payment/paymentapi"
 )
 
 // The refund cases: a refund the customer's client sends twice, an
@@ -18,18 +19,12 @@ import (
 // to (duplicate, reconcile, replay).
 
 // refundUnitPrice and refundQuantity make the refund cases' order: 2 units
-// at 40.00, 80.00 paid.
+// at 40.00, 80.00 paid, for a SKU of its own with refundStock in stock.
 const (
 	refundUnitPrice = "40.00"
 	refundQuantity  = 2
 	refundStock     = 10
 )
-
-// paidForRefund places and pays an order of 2 × 40.00 for a SKU of its own
-// (10 in stock) and waits until every consumer has applied the payment.
-func (s *session) paidForRefund(suffix string) drillOrder {
-	return s.paidOrder(suffix, refundQuantity, refundUnitPrice, refundStock)
-}
 
 // refundBody and refundLine are a customer's refund request and the goods
 // it returns.
@@ -59,16 +54,9 @@ func (s *session) waitOrder(orderID, status string, version int64) orderView {
 	return o
 }
 
-// paymentView is an order's payment as the payment service shows it.
-type paymentView struct {
-	Status   string `json:"status"`
-	Amount   string `json:"amount"`
-	Refunded string `json:"refunded"`
-}
-
 // payment reads the payment of an order.
-func (s *session) payment(orderID string) paymentView {
-	var p paymentView
+func (s *session) payment(orderID string) paymentapi.PaymentView {
+	var p paymentapi.PaymentView
 	check(s.api.Call(s.ctx, Payment, "GET", "/payments/orders/"+url.PathEscape(orderID), nil, &p))
 	return p
 }
@@ -76,7 +64,7 @@ func (s *session) payment(orderID string) paymentView {
 // refundState is where an order's refunds stand across the services.
 type refundState struct {
 	order     orderView
-	payment   paymentView
+	payment   paymentapi.PaymentView
 	stock     stock
 	effects   effects
 	refundIDs []string
@@ -125,7 +113,7 @@ type refundWant struct {
 // completed, as a client retrying late does. The order ends
 // PARTIALLY_REFUNDED at version; every service agrees on want.
 func (s *session) refundSentTwice(suffix, key string, version int64, want refundWant) refundState {
-	o := s.paidForRefund(suffix)
+	o := s.paidOrder(suffix, refundQuantity, refundUnitPrice, refundStock)
 	body := suiteapi.Refund{Amount: "30.00", Items: []suiteapi.Line{{SKU: o.sku, Quantity: 1}}}
 	with := "without a key"
 	if key != "" {
@@ -183,7 +171,7 @@ func retryAnswered(keyed bool, answers []suiteapi.RefundAnswer) error {
 // reconcileOperatorRefund: the operator's refund through the payment
 // service, recorded by the order that holds the payment.
 func reconcileOperatorRefund(s *session) string {
-	o := s.paidForRefund("")
+	o := s.paidOrder("", refundQuantity, refundUnitPrice, refundStock)
 	operator := requester(s)
 	path := "/admin/payments/orders/" + url.PathEscape(o.id) + "/refunds"
 	refund := suiteapi.OperatorRefund{RefundID: "R-" + s.t.RunID + "-" + s.slug, Amount: "10.00",
@@ -191,12 +179,10 @@ func reconcileOperatorRefund(s *session) string {
 
 	// Without X-Operator: refused, nothing changes.
 	before := s.refundStateOf(o)
-	var refused struct {
-		BusinessCode string `json:"businessCode"`
-	}
-	code, raw := must2(s.api.Raw(s.ctx, Payment, http.MethodPost, path, nil, refund))
-	if code != http.StatusBadRequest || json.Unmarshal(raw, &refused) != nil || refused.BusinessCode != "OPERATOR_REQUIRED" {
-		fail("an operator refund without X-Operator answered %d %s, want 400 OPERATOR_REQUIRED", code, raw)
+	var refused *StatusError
+	_, err := s.api.Do(s.ctx, Payment, http.MethodPost, path, nil, refund, nil)
+	if !errors.As(err, &refused) || refused.Status != http.StatusBadRequest || refused.BusinessCode != "OPERATOR_REQUIRED" {
+		fail("an operator refund without X-Operator answered %v, want 400 OPERATOR_REQUIRED", err)
 	}
 	if after := s.refundStateOf(o); after.String() != before.String() || after.order.Version != before.order.Version {
 		fail("the refused refund changed things: %s -> %s", before, after)
@@ -231,12 +217,12 @@ func reconcileOperatorRefund(s *session) string {
 // meanwhile; the first, replayed, is older than what notification applied.
 // It must still be told (docs/decisions.md, Late facts are told).
 func replayLateRefund(s *session) string {
-	o := s.paidForRefund("")
+	o := s.paidOrder("", refundQuantity, refundUnitPrice, refundStock)
 	// Whatever happens, notification is healthy again when the case ends.
-	fix := s.failApply(Notification, 0)
+	fix := s.arm(Notification, "notification.apply", "error", 0)
 	s.refund(o.id, "PARTIALLY_REFUNDED", 5, refundBody{Amount: "10.00"})
 	dl := s.waitDeadLetter(Notification, o.id)
-	s.checkMetadata(Notification, dl, s.orderEvent(o.id, "OrderRefunded").EventID, "RETRYABLE", s.t.RetryMaxAttempts)
+	s.checkMetadata(Notification, dl, s.orderEvent(o.id, "OrderRefunded").EventID, "RETRYABLE", "", s.t.RetryMaxAttempts)
 	fix()
 
 	s.refund(o.id, "PARTIALLY_REFUNDED", 7, refundBody{Amount: "20.00"})

@@ -17,13 +17,6 @@ func (s *session) noDeadLetters(service, orderID string) {
 	}
 }
 
-// rejected checks the rejection of orderID by service was neither retried
-// (since before) nor dead-lettered.
-func (s *session) rejected(service, orderID string, before map[string]float64) {
-	s.noRetries(before)
-	s.noDeadLetters(service, orderID)
-}
-
 func poisonInsufficientStock(s *session) string {
 	const available, quantity = 1, 3
 	o := s.placed("", quantity, "10.00", available)
@@ -40,7 +33,8 @@ func poisonInsufficientStock(s *session) string {
 		fail("inventory holds %d dedup rows for %s, want 1 (the rejection recorded once)", n, paid.EventID)
 	}
 	st := s.stockIs(o.sku, available, 0, "after a rejected order")
-	s.rejected(Inventory, o.id, before)
+	s.noRetries(before)
+	s.noDeadLetters(Inventory, o.id)
 	return fmt.Sprintf("%d wanted, %d in stock: inventory REJECTED once (1 dedup row), stock %d/%d, retries +0, DLQ 0",
 		quantity, available, st.Available, st.Deducted)
 }
@@ -67,7 +61,8 @@ func poisonRefundAbovePayment(s *session) string {
 	if stockAfter != stockBefore {
 		fail("a rejected refund moved the stock: %+v -> %+v", stockBefore, stockAfter)
 	}
-	s.rejected(Payment, o.id, before)
+	s.noRetries(before)
+	s.noDeadLetters(Payment, o.id)
 	return fmt.Sprintf("paid %s, asked %s back: payment rejected it (SUCCEEDED, refunded %s), order PAID v5 with OrderRefundRejected, stock %d/%d unchanged, retries +0, DLQ 0",
 		pay.Amount, refund, pay.Refunded, stockAfter.Available, stockAfter.Deducted)
 }

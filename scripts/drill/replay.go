@@ -14,10 +14,10 @@ const replayQuantity = 2
 // the fail point). It returns the order and the dead letter.
 func (s *session) deadLetteredPayment() (drillOrder, deadLetter) {
 	o := s.placed("", replayQuantity, "40.00", seedStock)
-	fix := s.failApply(Inventory, 0)
+	fix := s.arm(Inventory, "inventory.apply", "error", 0)
 	s.pay(o)
 	dl := s.waitDeadLetter(Inventory, o.id)
-	s.checkMetadata(Inventory, dl, s.orderEvent(o.id, "OrderPaid").EventID, "RETRYABLE", s.t.RetryMaxAttempts)
+	s.checkMetadata(Inventory, dl, s.orderEvent(o.id, "OrderPaid").EventID, "RETRYABLE", "", s.t.RetryMaxAttempts)
 	check(s.api.FailPointFired(s.ctx, Inventory, "inventory.apply", s.t.RetryMaxAttempts))
 	fix()
 	return o, dl

@@ -33,12 +33,6 @@ func (s *session) database(service string) string {
 	return dsn
 }
 
-// restoreBackup plays a restore of service's database from a backup taken
-// before the order was paid (RestoreBackup).
-func (s *session) restoreBackup(service, orderID string, eventIDs []string) {
-	check(RestoreBackup(s.ctx, s.database(service), service, orderID, eventIDs))
-}
-
 // RestoreBackup plays a restore of the inventory service's database (at
 // dsn) from a backup taken before the order was paid: the order's rows are
 // gone (its stock movements and record, its dedup rows, its version guard)
@@ -128,15 +122,6 @@ func pgTool(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-// whileStopped stops service, runs during and starts the service again,
-// also when during fails.
-func (s *session) whileStopped(service string, during func() error) {
-	checkf(errOf(s.stopper().Stop(s.ctx, service)), "stop the %s service", service)
-	start := s.cleanup("start the "+service+" service again", s.startUsual(service))
-	check(during())
-	start()
-}
-
 // reconcileRestoreFromBackup: the order service's database is backed up
 // with pg_dump once an order is paid; then that order is refunded and a
 // second order paid; then the database is restored from the backup with
@@ -152,7 +137,7 @@ func reconcileRestoreFromBackup(s *session) string {
 	dsn := s.database(Order)
 	check(havePGTools())
 	s.stopper() // before the case touches the suite
-	fenced := s.paidForRefund("-fenced")
+	fenced := s.paidOrder("-fenced", refundQuantity, refundUnitPrice, refundStock)
 	s.waitRelayed(fenced.id, 3)
 	backup := must(BackUp(s.ctx, dsn))
 	s.cleanup("remove the backup", func(context.Context) error { return backup.Remove() })
@@ -165,7 +150,12 @@ func reconcileRestoreFromBackup(s *session) string {
 	s.waitConverged(fenced.id)
 	s.waitConverged(orphan)
 
-	s.whileStopped(Order, func() error { return backup.Restore(s.ctx, dsn) })
+	// Nothing may use the database while it is restored; the order
+	// service starts again also when the restore fails.
+	checkf(errOf(s.stopper().Stop(s.ctx, Order)), "stop the order service")
+	startAgain := s.cleanup("start the order service again", s.startUsual(Order))
+	check(backup.Restore(s.ctx, dsn))
+	startAgain()
 	s.orderIs(fenced.id, "PAID", 3, "after the restore, as backed up,")
 	if _, err := s.api.Order(s.ctx, orphan); !suiteapi.IsStatus(err, 404) {
 		fail("after the restore the order service answers %v for %s; want 404, the order is not in the backup", err, orphan)

@@ -31,7 +31,7 @@ type session struct {
 	api  *suiteapi.Client
 
 	converged time.Duration
-	// plants are the synthetic orders the case planted (planted), removed
+	// plants are the synthetic orders the case planted, removed
 	// once its verdict is taken.
 	plants   plantings
 	cleanups []*cleanup
@@ -160,12 +160,6 @@ func (s *session) arm(service, name, action string, times int) (disarm func()) {
 	return s.cleanup("disarm "+name, func(ctx context.Context) error {
 		return s.api.ArmFailPoint(ctx, service, name, "off", 0)
 	})
-}
-
-// failApply makes a consumer's apply step fail times times (0: every
-// time) until the case ends, or until the returned function disarms it.
-func (s *session) failApply(service string, times int) (disarm func()) {
-	return s.arm(service, service+".apply", "error", times)
 }
 
 // restart restarts service with env added to its usual environment; the
@@ -402,12 +396,6 @@ func (s *session) waitGrown(c counter, before map[string]float64, n int, what st
 	})
 }
 
-// waitHandled waits until every consumer has handled at least n more
-// messages than before.
-func (s *session) waitHandled(before map[string]float64, n int) time.Duration {
-	return s.waitGrown(handled, before, n, fmt.Sprintf("each consumer reads %d more messages", n))
-}
-
 // sameKeyPartition returns an order id, made from base, whose key lands on
 // partition p of n — where the default (murmur2) partitioner of every
 // client in the suite puts it.
@@ -525,18 +513,13 @@ func ledgerPoints(ledger []suiteapi.PointsEntry) int64 {
 	return points
 }
 
-// orderEvent returns the order's only outbox event of type t.
-func (s *session) orderEvent(orderID, t string) orderEvent {
-	var found []orderEvent
-	for _, e := range must(s.api.OrderEvents(s.ctx, orderID)) {
-		if e.EventType == t {
-			found = append(found, e)
-		}
+// orderEvent returns the order's only outbox row of type t.
+func (s *session) orderEvent(orderID, t string) outboxRow {
+	row, ok := must2(s.outboxRowOf(Order, orderID, t))
+	if !ok {
+		fail("%s has no %s event in its outbox, want 1", orderID, t)
 	}
-	if len(found) != 1 {
-		fail("%s has %d %s events in its outbox, want 1", orderID, len(found), t)
-	}
-	return found[0]
+	return row
 }
 
 // waitRelayed waits until the order service has sent every outbox event of

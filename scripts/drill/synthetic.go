@@ -92,19 +92,6 @@ const (
 	sqlDeleteProcessed = `DELETE FROM processed_events WHERE event_id = ANY($1)`
 )
 
-// deleteByOrder deletes t's rows of the orders in $1 and returns, for
-// each, its event id if t has them, else its order id.
-func (t plantedTable) deleteByOrder() string {
-	return "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1) RETURNING " + cmp.Or(t.eventColumn, t.orderColumn)
-}
-
-// cleanupOrder is the order the databases are cleaned in: the order
-// service last, so a cleanup that fails half-way still finds the ids of
-// its events there when run again.
-func cleanupOrder() []string {
-	return []string{Payment, Inventory, Points, Notification, Reconciliation, Order}
-}
-
 // Removed is what RemovePlanted removed.
 type Removed struct {
 	// Rows counts the rows deleted, every database together.
@@ -134,7 +121,9 @@ func RemovePlanted(ctx context.Context, databases map[string]string, orderIDs, e
 		}
 		events = append(events, ids...)
 	}
-	for _, service := range cleanupOrder() {
+	// The order service last, so a cleanup that fails half-way still finds
+	// the ids of its events there when run again.
+	for _, service := range []string{Payment, Inventory, Points, Notification, Reconciliation, Order} {
 		dsn := databases[service]
 		if dsn == "" {
 			out.Missing = append(out.Missing, service)
@@ -197,8 +186,10 @@ func removeFrom(ctx context.Context, dsn, service string, orderIDs, eventIDs []s
 		}
 		events := slices.Clone(eventIDs)
 		for _, t := range plantedTables(service) {
+			// Each row deleted names its event, if t has them, else its order.
 			var ids []string
-			if err := tx.SelectContext(ctx, &ids, t.deleteByOrder(), orders); err != nil {
+			del := "DELETE FROM " + t.name + " WHERE " + t.orderColumn + " = ANY($1) RETURNING " + cmp.Or(t.eventColumn, t.orderColumn)
+			if err := tx.SelectContext(ctx, &ids, del, orders); err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
 			removed += int64(len(ids))
@@ -242,20 +233,13 @@ func (p *plantings) list() (orders, events []string) {
 	return slices.Clone(p.orders), slices.Clone(p.events)
 }
 
-// planted records orderID as a synthetic order of the case, with the ids
-// of events built for it outside the order service: the case removes its
-// rows once its verdict is taken (removePlanted).
-func (s *session) planted(orderID string, eventIDs ...string) {
-	s.plants.add(orderID, eventIDs...)
-}
-
 // newOrderEvents builds the events of a synthetic order, as the order
 // service would emit them, and records the order and each event built as
 // planted.
 func (s *session) newOrderEvents(orderID, sku string, quantity int, amount string) orderEvents {
 	m, err := event.ParseMoney(amount)
 	checkf(err, "amount %q", amount)
-	s.planted(orderID)
+	s.plants.add(orderID)
 	return orderEvents{orderID: orderID, sku: sku, quantity: quantity, amount: m, plants: &s.plants}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
-	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
 )
 
 func TestExitStatus(t *testing.T) {
@@ -36,7 +35,7 @@ func TestExitStatus(t *testing.T) {
 	if got := cli.Exit("publish_orders", usage, fmt.Errorf("3 of 10 events failed: %w", errors.New("broker said no")), &stderr); got != cli.ExitFailed {
 		t.Errorf("a failed run exits %d, want %d", got, cli.ExitFailed)
 	}
-	if got := cli.Exit("publish_orders", usage, fmt.Errorf("%w: bad", loadgen.ErrUsage), &stderr); got != cli.ExitUsage {
+	if got := cli.Exit("publish_orders", usage, fmt.Errorf("%w: bad", cli.ErrUsage), &stderr); got != cli.ExitUsage {
 		t.Errorf("a usage error exits %d, want %d", got, cli.ExitUsage)
 	}
 }

@@ -506,10 +506,6 @@ type Finding = reconciliationapi.FindingView
 // has got, or how it ended) answer it.
 type Run = reconciliationapi.RunView
 
-// RunPhase is when a phase of a run began and ended (FinishedAt nil while
-// it goes on).
-type RunPhase = reconciliationapi.PhaseView
-
 // OrphanScan is how far a run's orphan pass has read one consumer's list
 // of the orders it holds effects for.
 type OrphanScan = reconciliationapi.OrphanScanView
@@ -531,17 +527,6 @@ type RunRequest = reconciliationapi.RunRequest
 
 // Running is the status of a run the service is still doing.
 const Running = "RUNNING"
-
-// StartRun sends POST /admin/reconciliation/runs in the name of
-// requestedBy ("" leaves it to the service) and returns the run as
-// started, RUNNING: the service does it after answering 202. While another
-// run runs the answer is a *StatusError with status 409 and business code
-// RUN_IN_PROGRESS.
-func (c *Client) StartRun(ctx context.Context, requestedBy string, req RunRequest) (Run, error) {
-	var r Run
-	_, err := c.Do(ctx, Reconciliation, http.MethodPost, "/admin/reconciliation/runs", requestedByHeader(requestedBy), req, &r)
-	return r, err
-}
 
 // ReconciliationRun reads run id (GET /admin/reconciliation/runs/{id}):
 // while RUNNING, how far it has got; once done, how it ended and every

@@ -14,8 +14,8 @@ import (
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
-// produceTimeout bounds one Publish or Produce.
-const produceTimeout = 15 * time.Second
+// brokerTimeout bounds one Publish, Produce or CountSince.
+const brokerTimeout = 15 * time.Second
 
 // producer returns the client's Kafka client, connecting on first use.
 func (c *Client) producer() (*kgo.Client, error) {
@@ -72,7 +72,7 @@ func (c *Client) Produce(ctx context.Context, recs ...*kgo.Record) ([]*kgo.Recor
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, produceTimeout)
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
@@ -92,39 +92,55 @@ func (c *Client) Partitions(ctx context.Context) (int, error) {
 	return len(ends), err
 }
 
-// TopicCount counts the records on the order-events topic carrying
-// eventID, reading the topic from its start to its end at the time of the call.
-func (c *Client) TopicCount(ctx context.Context, eventID string) (int, error) {
-	if len(c.cfg.Brokers) == 0 {
-		return 0, errors.New("no Kafka brokers configured")
+// CountSince counts the records on the order-events topic carrying
+// eventID from since, an EndOffsets mark (nil: each partition's start), to
+// each partition's end at the time of the call: records written meanwhile
+// are neither waited for nor counted.
+func (c *Client) CountSince(ctx context.Context, since map[int32]int64, eventID string) (int, error) {
+	ends, err := c.EndOffsets(ctx)
+	if err != nil {
+		return 0, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...), kgo.ConsumeTopics(c.cfg.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	from := map[int32]kgo.Offset{}
+	for p, end := range ends {
+		if end > since[p] {
+			from[p] = kgo.NewOffset().At(since[p])
+		} else {
+			delete(ends, p)
+		}
+	}
+	if len(from) == 0 {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.Topic: from}))
 	if err != nil {
 		return 0, fmt.Errorf("kafka client for %v: %w", c.cfg.Brokers, err)
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.Topic)
-	if err != nil {
-		return 0, fmt.Errorf("end offsets of %s: %w", c.cfg.Topic, err)
-	}
-	remaining := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { remaining += o.Offset })
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
+	defer cancel()
 	n := 0
-	for remaining > 0 {
+	for len(ends) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("read %s: %w", c.cfg.Topic, err)
+			return 0, fmt.Errorf("read %s back to count %s: %w", c.cfg.Topic, eventID, err)
 		}
-		for _, r := range fetches.Records() {
-			remaining--
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, open := ends[r.Partition]
+			if !open || r.Offset >= end {
+				return
+			}
 			var head struct {
 				EventID string `json:"eventId"`
 			}
 			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
 				n++
 			}
-		}
+			if r.Offset+1 >= end {
+				delete(ends, r.Partition)
+			}
+		})
 	}
 	return n, nil
 }

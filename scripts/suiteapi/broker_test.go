@@ -44,3 +44,53 @@ func TestPartitionsAndEndOffsets(t *testing.T) {
 		t.Error("the end offsets of a topic that does not exist were read")
 	}
 }
+
+// CountSince counts an event's records from a mark, or from the start, up
+// to the ends of the partitions when it is called.
+func TestCountSince(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	c := suiteapi.New(suiteapi.Config{Brokers: cluster.ListenAddrs()})
+	defer c.Close()
+	ctx := context.Background()
+	produce := func(p int32, eventID string) {
+		t.Helper()
+		if _, err := c.Produce(ctx, &kgo.Record{Topic: suiteapi.DefaultTopic, Partition: p, Value: []byte(`{"eventId":"` + eventID + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, "E-1")
+	produce(1, "E-2")
+	mark, err := c.EndOffsets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(0, "E-1")
+	produce(2, "E-1")
+	produce(2, "E-2")
+	for _, tt := range []struct {
+		name  string
+		since map[int32]int64
+		id    string
+		want  int
+	}{
+		{"from the start", nil, "E-1", 3},
+		{"since the mark", mark, "E-1", 2},
+		{"another event since the mark", mark, "E-2", 1},
+		{"an event never written", nil, "E-3", 0},
+	} {
+		if n, err := c.CountSince(ctx, tt.since, tt.id); err != nil || n != tt.want {
+			t.Errorf("%s: %d, %v; want %d", tt.name, n, err, tt.want)
+		}
+	}
+	end, err := c.EndOffsets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.CountSince(ctx, end, "E-1"); err != nil || n != 0 {
+		t.Errorf("since the end: %d, %v; want 0 without waiting", n, err)
+	}
+}

@@ -5,7 +5,7 @@
 // through it, so a change of an endpoint or an answer is made once.
 //
 // Its names are the test vocabulary the tutorial and tests/ use: Publish,
-// WaitConsumed, Snapshot, WaitUntil, DLQCount, FailConsumer, … Every call
+// WaitConsumed, Snapshot, WaitFor, DLQCount, FailConsumer, … Every call
 // returns an error instead of failing a test: tests/harness wraps it into
 // t.Helper functions that fail the test, the drills turn it into a verdict.
 package suiteapi
@@ -111,9 +111,6 @@ func (c *Client) Close() {
 		c.kafka = nil
 	}
 }
-
-// Topic is the order-events topic the client publishes to.
-func (c *Client) Topic() string { return c.cfg.Topic }
 
 // URL is the base URL of a service, without a trailing slash.
 func (c *Client) URL(service string) string { return strings.TrimRight(c.cfg.URLs[service], "/") }
@@ -366,9 +363,4 @@ func (c *Client) WaitFor(ctx context.Context, timeout time.Duration, what string
 		case <-tick.C:
 		}
 	}
-}
-
-// WaitUntil is WaitFor with a condition that cannot fail.
-func (c *Client) WaitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) (time.Duration, error) {
-	return c.WaitFor(ctx, timeout, what, func() (bool, error) { return cond(), nil })
 }

@@ -99,7 +99,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 		v    int
 	}{{"--count", cfg.Count}, {"--skus", cfg.SKUs}, {"--instances", cfg.Instances}, {"--concurrency", cfg.Concurrency}, {"--batch", cfg.Batch}} {
 		if f.v < 1 {
-			return cfg, backlog.Target{}, fmt.Errorf("%w: %s %d: want at least 1", backlog.ErrUsage, f.name, f.v)
+			return cfg, backlog.Target{}, fmt.Errorf("%w: %s %d: want at least 1", cli.ErrUsage, f.name, f.v)
 		}
 	}
 	cfg.Services = envconfig.Split(*services)
@@ -118,7 +118,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (backlog
 		DatabaseURL: *dbURL,
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, target, fmt.Errorf("%w: %w", backlog.ErrUsage, err)
+		return cfg, target, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	return cfg, target, nil
 }

@@ -58,7 +58,7 @@ func TestParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, target, err := parse(tt.args, env(tt.env), io.Discard)
 			if tt.wantErr != "" {
-				if !errors.Is(err, backlog.ErrUsage) || !strings.Contains(err.Error(), tt.wantErr) {
+				if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parse = %v, want a usage error with %q", err, tt.wantErr)
 				}
 				if cli.Exit("drill-backlog", usage, err, io.Discard) != cli.ExitUsage {
@@ -81,7 +81,7 @@ func TestRunWithoutSuite(t *testing.T) {
 	defer cancel()
 	var stderr strings.Builder
 	err := run(ctx, []string{"--run-id", "x1", "--out", "none"}, func(k string) string { return env[k] }, io.Discard, &stderr)
-	if err == nil || errors.Is(err, backlog.ErrUsage) {
+	if err == nil || errors.Is(err, cli.ErrUsage) {
 		t.Fatalf("run = %v, want a failure", err)
 	}
 	if code := cli.Exit("drill-backlog", usage, err, io.Discard); code != cli.ExitFailed {

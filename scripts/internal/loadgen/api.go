@@ -29,10 +29,6 @@ type apiPublisher struct {
 	api *suiteapi.Client
 }
 
-func newAPIPublisher(cfg Config) *apiPublisher {
-	return &apiPublisher{cfg: cfg, api: newClient(cfg)}
-}
-
 // newClient is the suite's API client, keeping a connection per call in
 // flight.
 func newClient(cfg Config) *suiteapi.Client {

@@ -20,9 +20,6 @@ import (
 	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
-// ErrUsage marks a command line the generator cannot work with.
-var ErrUsage = cli.ErrUsage
-
 // Via says how the events reach the topic.
 type Via string
 
@@ -81,7 +78,7 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$`)
 
 // Parse reads the command line (flags only), with defaults from the
 // environment through getenv as the services read it. -h prints the flags
-// to stderr and returns flag.ErrHelp; any other problem wraps ErrUsage.
+// to stderr and returns flag.ErrHelp; any other problem wraps cli.ErrUsage.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	env := envconfig.New(getenv)
 	fs := flag.NewFlagSet("publish_orders", flag.ContinueOnError)
@@ -117,7 +114,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	cfg.Via = Via(*via)
 	cfg.Brokers = envconfig.Split(*brokers)
 	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
+		return Config{}, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 	"github.com/reliable-orders/fulfillment/scripts/internal/loadgen"
 )
 
@@ -51,7 +52,7 @@ func TestParseRejectsBadArguments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadgen.Parse(tt.args, func(string) string { return "" }, io.Discard)
-			if !errors.Is(err, loadgen.ErrUsage) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Parse(%q) = %v, want a usage error naming %q", tt.args, err, tt.want)
 			}
 		})

@@ -14,6 +14,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
+
+	"github.com/reliable-orders/fulfillment/scripts/internal/cli"
 )
 
 // ErrTooManyErrors stops a run once MaxErrors events failed.
@@ -55,7 +57,7 @@ type publisher interface {
 // result. It returns an error when an event failed or ctx ended early.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, error) {
 	if err := cfg.Validate(); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrUsage, err)
+		return Result{}, fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
 	res := Result{Via: cfg.Via, RunID: cfg.RunID, Requested: cfg.Count}
 	if cfg.SeedStock > 0 {
@@ -70,7 +72,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Result, err
 	var err error
 	switch cfg.Via {
 	case ViaAPI:
-		pub = newAPIPublisher(cfg)
+		pub = &apiPublisher{cfg: cfg, api: newClient(cfg)}
 	default:
 		pub, err = newBrokerPublisher(cfg)
 	}
