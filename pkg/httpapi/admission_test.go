@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,5 +506,81 @@ func TestOverloadIsPerClass(t *testing.T) {
 		if got := q.MaxWait(httpapi.Continuing); got != step.wantContinuing {
 			t.Errorf("%s: a continuing request may wait %s, want %s", step.name, got, step.wantContinuing)
 		}
+	}
+}
+
+// TestWaitThatCannotBeMetIsShedAtOnce measures the pace at which freed
+// slots go to each class (one every 15 s on the test's clock), then checks
+// that a request finding so many of its class ahead of it that it could
+// not get a slot within its wait (a minute) is shed at once, that one
+// that can wait its turn is queued, whatever waits in the other class,
+// and that a class's pace is its own.
+func TestWaitThatCannotBeMetIsShedAtOnce(t *testing.T) {
+	const gap = 15 * time.Second
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC).UnixNano())
+	q := httpapi.NewSlotQueue(1, 10*time.Millisecond, time.Minute, func() time.Time { return time.Unix(0, clock.Load()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	acquire := func(c httpapi.Class) <-chan bool {
+		got := make(chan bool, 1)
+		go func() { got <- q.Acquire(ctx, c) }()
+		return got
+	}
+	answer := func(name string, got <-chan bool) bool {
+		t.Helper()
+		select {
+		case ok := <-got:
+			return ok
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting", name)
+			return false
+		}
+	}
+	queue := func(name string, c httpapi.Class) <-chan bool {
+		t.Helper()
+		want := q.Waiting() + 1
+		got := acquire(c)
+		poll.Until(t, 5*time.Second, name+" waiting", func() bool { return q.Waiting() == want })
+		return got
+	}
+
+	if !answer("the free slot", acquire(httpapi.Continuing)) {
+		t.Fatal("the free slot: shed")
+	}
+	// New orders wait three gaps, one after another, for the slot.
+	var paced []<-chan bool
+	for i := range 3 {
+		paced = append(paced, queue(fmt.Sprint("paced new order ", i), httpapi.Initiating))
+	}
+	for i, got := range paced {
+		clock.Add(int64(gap))
+		q.Release()
+		if !answer(fmt.Sprint("paced new order ", i), got) {
+			t.Fatalf("paced new order %d: shed, want the slot released to it", i)
+		}
+	}
+
+	// The slot is held. Four new orders wait, the fourth expecting its
+	// slot after four gaps, exactly its minute; a fifth would wait five.
+	for i := range 4 {
+		queue(fmt.Sprint("new order ", i), httpapi.Initiating)
+	}
+	before := q.Waiting()
+	if answer("a fifth new order", acquire(httpapi.Initiating)) {
+		t.Fatal("a fifth new order: given a slot none freed")
+	}
+	if n := q.Waiting(); n != before {
+		t.Fatalf("a fifth new order: %d waiting after it was shed, want the %d before it", n, before)
+	}
+	// Continuing requests have no measured pace: five queue behind the
+	// held slot, ahead of the new orders.
+	var steps []<-chan bool
+	for i := range 5 {
+		steps = append(steps, queue(fmt.Sprint("step of an order begun ", i), httpapi.Continuing))
+	}
+	q.Release()
+	if !answer("the first step of an order begun", steps[0]) {
+		t.Fatal("the first step of an order begun: shed, want the slot released to it before the new orders")
 	}
 }

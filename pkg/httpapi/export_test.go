@@ -1,6 +1,9 @@
 package httpapi
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // The admission queue's classes and state, for the tests that drive its
 // CoDel state machine with a clock of their own.
@@ -29,4 +32,22 @@ func (q *slotQueue) MaxWait(c class) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.maxWait(c)
+}
+
+// Acquire takes a slot for a request of class c, waiting as the queue
+// allows.
+func (q *slotQueue) Acquire(ctx context.Context, c class) bool { return q.acquire(ctx, c) }
+
+// Release gives a slot back.
+func (q *slotQueue) Release() { q.release() }
+
+// Waiting counts the requests waiting for a slot.
+func (q *slotQueue) Waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for c := range classes {
+		n += q.waiting[c].Len()
+	}
+	return n
 }

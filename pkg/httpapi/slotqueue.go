@@ -39,6 +39,14 @@ const (
 // form a standing queue, and their short waits must not keep the
 // initiating requests waiting out the interval before each is shed.
 //
+// A request that finds so many of its class ahead of it that, at the pace
+// freed slots have been going to its class, it could not get one within
+// its wait is shed at once rather than at the end of that wait: it would
+// be shed all the same, and a client told in a millisecond can try again
+// sooner than one told after the interval. The pace is measured per class
+// and only while the class's requests wait, so the requests served before
+// them are in it and an idle service's pauses are not.
+//
 // It is written here because no maintained Go library offers a CoDel queue
 // with priorities in front of a fixed number of slots; the adaptive
 // concurrency limiters that exist (failsafe-go's, tried) move the number of
@@ -54,6 +62,12 @@ type slotQueue struct {
 	// zero while it is below.
 	aboveSince [classes]time.Time
 	overloaded [classes]bool
+	// lastHandover is when a freed slot last went to a waiting request of
+	// a class, or when its queue formed, zero while none of it waits;
+	// handoverGap is the moving mean of the gaps between them, zero until
+	// one is measured.
+	lastHandover [classes]time.Time
+	handoverGap  [classes]time.Duration
 
 	queued     prometheus.Gauge
 	overloadG  prometheus.Gauge
@@ -104,7 +118,16 @@ func (q *slotQueue) acquire(ctx context.Context, c class) bool {
 		return true
 	}
 	wait := q.maxWait(c)
+	if expected := q.expectedWait(c); expected > wait {
+		q.queueDelay.Observe(0)
+		q.setState(c, expected)
+		q.mu.Unlock()
+		return false
+	}
 	w := &waiter{ready: make(chan struct{}), enqueued: q.now(), class: c}
+	if q.waiting[c].Len() == 0 {
+		q.lastHandover[c] = w.enqueued
+	}
 	w.elem = q.waiting[c].PushBack(w)
 	q.queued.Inc()
 	q.mu.Unlock()
@@ -122,8 +145,7 @@ func (q *slotQueue) acquire(ctx context.Context, c class) bool {
 	if w.granted { // granted as the wait ended: the slot is the request's
 		return true
 	}
-	q.waiting[c].Remove(w.elem)
-	q.queued.Dec()
+	q.remove(w)
 	q.observe(c, q.now().Sub(w.enqueued))
 	return false
 }
@@ -138,20 +160,52 @@ func (q *slotQueue) maxWait(c class) time.Duration {
 	return q.interval
 }
 
+// expectedWait is how long a request of class c arriving now would wait
+// for a slot if they keep going to its class at the measured pace: a gap
+// for each request of the class waiting and one for itself; 0 while no
+// pace is measured. The caller holds the mutex.
+func (q *slotQueue) expectedWait(c class) time.Duration {
+	return time.Duration(q.waiting[c].Len()+1) * q.handoverGap[c]
+}
+
+// remove takes w out of its class's queue; the class's pace is measured
+// again from the next time its queue forms. The caller holds the mutex.
+func (q *slotQueue) remove(w *waiter) {
+	q.waiting[w.class].Remove(w.elem)
+	q.queued.Dec()
+	if q.waiting[w.class].Len() == 0 {
+		q.lastHandover[w.class] = time.Time{}
+	}
+}
+
+// handoverGapWeight is the weight of the newest gap in handoverGap's
+// moving mean: slots free hundreds of times a second under load, so the
+// mean follows a change of pace within a few tens of milliseconds and is
+// not moved much by one slow request.
+const handoverGapWeight = 8
+
 // release gives a slot back, to the first waiting request of the lowest
 // class if any waits.
 func (q *slotQueue) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	now := q.now()
 	for c := range classes {
 		front := q.waiting[c].Front()
 		if front == nil {
 			continue
 		}
-		w := q.waiting[c].Remove(front).(*waiter)
+		w := front.Value.(*waiter)
 		w.granted = true
-		q.queued.Dec()
-		q.observe(c, q.now().Sub(w.enqueued))
+		gap := now.Sub(q.lastHandover[c])
+		if q.handoverGap[c] == 0 {
+			q.handoverGap[c] = gap
+		} else {
+			q.handoverGap[c] += (gap - q.handoverGap[c]) / handoverGapWeight
+		}
+		q.lastHandover[c] = now
+		q.remove(w)
+		q.observe(c, now.Sub(w.enqueued))
 		close(w.ready)
 		return
 	}
@@ -159,11 +213,17 @@ func (q *slotQueue) release() {
 }
 
 // observe records the queueing delay of a request of class c that got or
-// gave up its slot, and moves the class's overload state as CoDel does: a
-// delay under target ends it at once; one over target that has lasted an
-// interval starts it.
+// gave up its slot, and moves the class's overload state by it.
 func (q *slotQueue) observe(c class, delay time.Duration) {
 	q.queueDelay.Observe(delay.Seconds())
+	q.setState(c, delay)
+}
+
+// setState moves class c's overload state by a queueing delay, observed
+// or expected, as CoDel does: a delay under target ends it at once; one
+// over target that has lasted an interval starts it. The caller holds the
+// mutex.
+func (q *slotQueue) setState(c class, delay time.Duration) {
 	now := q.now()
 	switch {
 	case delay < q.target || q.target == 0 && delay == 0:
