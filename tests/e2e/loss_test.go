@@ -159,13 +159,14 @@ func TestBrokerAcknowledgementLost(t *testing.T) {
 }
 
 // Tutorial: "当 Broker 暂时不可用时，PENDING 事件保留并带退避重试" — the broker is
-// unreachable for 30 s: the row stays PENDING, its attempts grow with
-// exponential backoff and jitter, and the chain drains within seconds of the
-// broker's return.
+// unreachable for 12 s (the drill's outage, drill.DefaultOutage, is the
+// tutorial's 30 s; the backoff here is scaled down with it): the row stays
+// PENDING, its attempts grow with exponential backoff and jitter, and the
+// chain drains within seconds of the broker's return.
 func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
-	const backoffMax = 4 * time.Second
+	const backoffMax, outage = 2 * time.Second, 12 * time.Second
 	s := harness.Start(t, harness.Options{ServiceEnv: map[string]map[string]string{
-		"order": {"OUTBOX_BACKOFF_INITIAL": "500ms", "OUTBOX_BACKOFF_MAX": backoffMax.String()},
+		"order": {"OUTBOX_BACKOFF_INITIAL": "250ms", "OUTBOX_BACKOFF_MAX": backoffMax.String()},
 	}})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L4")
@@ -177,7 +178,7 @@ func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
 	}
 	var row harness.OutboxRow
 	var delays []time.Duration // the backoff chosen after each failed attempt
-	s.WaitUntil(45*time.Second, "a 30 s outage", func() bool {
+	s.WaitUntil(outage+15*time.Second, "the outage", func() bool {
 		for _, r := range s.OutboxRows("order", "O-L4") {
 			if r.EventType != "OrderPaid" {
 				continue
@@ -190,10 +191,10 @@ func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
 			}
 			row = r
 		}
-		return time.Since(down) >= 30*time.Second
+		return time.Since(down) >= outage
 	})
 	if row.Attempts < 4 {
-		t.Fatalf("%d attempts in a 30 s outage, want the relay to keep trying", row.Attempts)
+		t.Fatalf("%d attempts in a %v outage, want the relay to keep trying", row.Attempts, outage)
 	}
 	for _, d := range delays {
 		if d > backoffMax*3/2+time.Second {
