@@ -37,6 +37,7 @@ func placePaidOrder(t *testing.T, s *harness.Suite, orderID, sku string) {
 // Tutorial: "支付成功后的异步业务" — the whole chain converges and every side
 // effect happens exactly once.
 func TestHappyPathConverges(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	placePaidOrder(t, s, "O-1001", "SKU-1")
@@ -68,6 +69,7 @@ func TestHappyPathConverges(t *testing.T) {
 // Tutorial: refunds reverse every effect once; a refund above what was paid
 // is a business rejection, never retried.
 func TestRefundPath(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-R", 10)
 
@@ -120,6 +122,7 @@ func TestRefundPath(t *testing.T) {
 // fails twice with a retryable error; the payment still answers SUCCESS and
 // the order converges with nothing dead-lettered.
 func TestEventualConsistencyWhenConsumerFailsTwice(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	s.FailConsumer("inventory", 2)
@@ -145,6 +148,7 @@ func TestEventualConsistencyWhenConsumerFailsTwice(t *testing.T) {
 
 // Paying twice, and ten times at once, makes one payment and one state change.
 func TestPayingTwiceIsOnePayment(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	s.CreateOrder(harness.Order{ID: "O-TWICE", Customer: "C-1", Currency: "CNY",
@@ -188,6 +192,7 @@ func TestPayingTwiceIsOnePayment(t *testing.T) {
 // Every write endpoint rejects bad input with 400 and a businessCode, an
 // oversize body with 413 and an unknown order with 404.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.CreateOrder(harness.Order{ID: "O-BAD", Customer: "C-1", Currency: "CNY",
 		Items: []harness.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: "1.00"}}})

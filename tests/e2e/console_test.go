@@ -77,6 +77,7 @@ func (tl consoleTimeline) steps() []harness.ConsoleStep {
 // order the payment caused them, all in the payment's trace, with each
 // consumer's dedup record of OrderPaid.
 func TestConsoleTimelineOfAPaidOrder(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	console := s.StartConsole(nil)
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -223,6 +224,7 @@ func consoleCall(t *testing.T, client *http.Client, console, token, method, path
 // that then fires in the service, and says a stop needs a control API
 // when it has none.
 func TestConsoleRunsADrillAndFlipsSwitches(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	console := s.StartConsole(nil)
 	client := &http.Client{Timeout: 30 * time.Second}

@@ -14,6 +14,7 @@ import (
 // offset is never committed. After the restart the same OrderPaid is
 // delivered again, recognised as a duplicate, and every effect stays once.
 func TestConsumerCrashAfterCommitBeforeAck(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-C1")

@@ -15,6 +15,7 @@ import (
 // retry bound, with the metadata the tutorial lists; after the fix, a replay
 // applies it once and is audited; a second replay changes nothing.
 func TestDeadLetterAndReplay(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{Env: map[string]string{"RETRY_MAX_ATTEMPTS": "4"}})
 	s.SetStock("SKU-1", 100)
 	s.FailConsumer("inventory", 1000)

@@ -22,6 +22,7 @@ var consumers = []string{"inventory", "points", "notification"}
 // effect into a dead letter, so effect counts of one alone do not show
 // deduplication at work (docs/drills.md, Tests that can fail).
 func TestDuplicateOrderPaidAppliesOnce(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 
@@ -87,6 +88,7 @@ func TestDuplicateOrderPaidAppliesOnce(t *testing.T) {
 // one state change, one OrderPaid in the outbox, and downstream one copy of
 // it, applied once by every consumer.
 func TestDuplicateCallbackChangesOnce(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	s.CreateOrder(harness.Order{ID: "O-CB", Customer: "C-1", Currency: "CNY",

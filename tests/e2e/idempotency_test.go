@@ -51,6 +51,7 @@ func sendKeyed(t *testing.T, s *harness.Suite, service, path, key, body string) 
 // expired), the same request finds the refund it made, since the refund's
 // id derives from the key.
 func TestRetriedRefundWithAKeyRefundsOnce(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-I", 10)
 	amount := s.CreateOrder(harness.Order{ID: "O-I1", Customer: "C-1", Currency: "CNY",
@@ -111,6 +112,7 @@ func TestRetriedRefundWithAKeyRefundsOnce(t *testing.T) {
 // the retry answers the first's orderId, and so does a run after the key
 // is gone, since the order's id derives from the key.
 func TestRetriedCreateWithAKeyMakesOneOrder(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	const key, body = "create-C-IDEM-1", `{"customerId":"C-IDEM","currency":"CNY","items":[{"sku":"SKU-I","quantity":1,"unitPrice":"40.00"}]}`
 	first := sendKeyed(t, s, "order", "/orders", key, body)

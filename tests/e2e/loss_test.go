@@ -67,6 +67,7 @@ func effectsOnce(t *testing.T, s *harness.Suite, orderID, eventID string, read, 
 // the process died before the relay published. The row must still be
 // PENDING, and the event delivered after the restart.
 func TestCrashAfterCommitBeforePublish(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L1")
@@ -100,6 +101,7 @@ func TestCrashAfterCommitBeforePublish(t *testing.T) {
 
 // Tutorial: "当 Relay 发送后未更新状态就崩溃时，允许重发但业务结果不重复".
 func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L2")
@@ -130,6 +132,7 @@ func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
 // producer never sees the acknowledgement. The relay sends the same eventId
 // again and the consumers apply it once.
 func TestBrokerAcknowledgementLost(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L3")
@@ -164,6 +167,7 @@ func TestBrokerAcknowledgementLost(t *testing.T) {
 // PENDING, its attempts grow with exponential backoff and jitter, and the
 // chain drains within seconds of the broker's return.
 func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
+	t.Parallel()
 	const backoffMax, outage = 2 * time.Second, 12 * time.Second
 	s := harness.Start(t, harness.Options{ServiceEnv: map[string]map[string]string{
 		"order": {"OUTBOX_BACKOFF_INITIAL": "250ms", "OUTBOX_BACKOFF_MAX": backoffMax.String()},
@@ -225,6 +229,7 @@ func TestBrokerOutageKeepsRowsPendingWithBackoff(t *testing.T) {
 // callback stays PENDING with growing attempts, and is delivered once the
 // order service is back.
 func TestOrderServiceDownKeepsCallbacksPending(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-1", 100)
 	checkedOut(t, s, "O-L5")

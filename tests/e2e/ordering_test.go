@@ -11,6 +11,7 @@ import (
 // PAID(v3). They park it, apply PAID when it comes, then the refund, in
 // version order; a late CREATED(v1) changes nothing.
 func TestReorderedEventsApplyInVersionOrder(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-O", 10)
 	ev := s.Events("O-ORD", "SKU-O", 4, "40.00")
@@ -26,9 +27,11 @@ func TestReorderedEventsApplyInVersionOrder(t *testing.T) {
 	}
 
 	s.Publish(paid)
+	// Each consumer applies them on its own time: wait for both the stock
+	// and the ledger before reading either.
 	s.WaitUntil(20*time.Second, "payment and parked refund applied", func() bool {
 		inv := s.JSON("inventory", "GET", "/inventory/orders/O-ORD", nil, 200)
-		return inv["status"] == "RESTOCKED"
+		return inv["status"] == "RESTOCKED" && s.PointsLedgerCount("O-ORD") == 2
 	})
 	if st := s.Inventory("SKU-O"); st.Available != 10 || st.Deducted != 0 {
 		t.Errorf("stock not conserved: %+v", st)

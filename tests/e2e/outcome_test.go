@@ -17,6 +17,7 @@ import (
 // restocks exactly the goods that came back, the order is worth
 // floor(paid − refunded) points, and the customer hears of each refund.
 func TestPartialRefundsTellOneStory(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	placePaid(t, s, "O-P1", "SKU-P", "10.00")
 
@@ -68,6 +69,7 @@ func TestPartialRefundsTellOneStory(t *testing.T) {
 // refund path, the order records OrderPaymentReturned and the customer is
 // told. Nothing is edited in another service's database.
 func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	// Hold the payment service's callbacks, as failed deliveries do.
 	s.ArmFailPoint("payment", outbox.FailPointBeforePublish, "error", 1000)
@@ -109,6 +111,7 @@ func TestPaymentForACancelledOrderIsReturned(t *testing.T) {
 // net zero, and the customer is told why. Both orders converge, and a
 // reconciliation run over them finds nothing.
 func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-L", 1)
 	ids := []string{"O-L1", "O-L2"}
@@ -156,6 +159,7 @@ func TestLastUnitRaceRefundsTheOneWithoutStock(t *testing.T) {
 // are reversed, the customer is told, and reconciliation finds nothing.
 // Without X-Operator nothing happens.
 func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	placePaid(t, s, "O-OP1", "SKU-OP", "40.00")
 
@@ -187,6 +191,7 @@ func TestOperatorRefundIsRecordedByTheOrder(t *testing.T) {
 // units, points stay at zero, the customer is told the goods arrived, and
 // reconciliation finds nothing.
 func TestGoodsReturnedAfterAMoneyOnlyRefund(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	placePaid(t, s, "O-G1", "SKU-G", "10.00")
 	refund(t, s, "O-G1", map[string]any{"amount": "20.00"})

@@ -44,6 +44,7 @@ func (g *gatedOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // second start is refused with 409 RUN_IN_PROGRESS; let go, the run ends
 // SUCCEEDED with the finding of an effect a consumer lost.
 func TestAReconciliationRunOutlivesItsRequest(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-R", 10)
 	placePaidOrder(t, s, "O-R1", "SKU-R")

@@ -17,6 +17,7 @@ import (
 // deadline (3 s here) until reconciliation republishes its events; the
 // snapshot says converged and how many findings reconciliation recorded.
 func TestConvergenceDeadlineIsMeasuredAndReconciled(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-D", 10)
 	placePaidOrder(t, s, "O-D1", "SKU-D")

@@ -166,6 +166,7 @@ func (s refundStep) apply() {
 // notifications. Reconciliation then finds nothing. A failure names the
 // seed; rerunning with it (refundSeed) repeats the sequence.
 func TestRandomRefundsKeepEveryServiceInStep(t *testing.T) {
+	t.Parallel()
 	const refundSeed = 0 // set to a failure's seed to repeat its sequence
 	seed := uint64(refundSeed)
 	if seed == 0 {

@@ -14,6 +14,7 @@ import (
 // longest ids, the most lines, the largest quantity, the smallest price,
 // the largest amount); each must converge with nothing dead-lettered.
 func TestEverythingTheOrderServiceAcceptsConverges(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	long := func(prefix string, i int) string {
 		id := fmt.Sprintf("%s-%03d-", prefix, i)

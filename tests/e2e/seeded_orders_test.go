@@ -21,6 +21,7 @@ import (
 // payment's refunded amount is changed finds exactly that, and Remove
 // leaves no row of theirs behind.
 func TestSeededPaidOrdersReconcileClean(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	cfg := seedorders.Config{Prefix: "O-SEED-", Count: 30, RefundEvery: 3, CreatedAt: time.Now().Add(-time.Hour)}
 	dsn := func(service string) (string, error) { return s.DatabaseURL(service), nil }

@@ -60,6 +60,7 @@ func find(spans []span, name, key, value string) (span, bool) {
 // process boundaries (HTTP header, outbox row, Kafka header); the apply
 // transaction links the message it applied.
 func TestPaymentTraceCrossesEveryService(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Options{})
 	s.SetStock("SKU-T", 10)
 	const traceID, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

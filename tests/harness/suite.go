@@ -145,20 +145,37 @@ func repoRoot() (string, error) {
 	return filepath.Dir(work), nil
 }
 
-// freePorts returns n distinct ports nothing listens on at the moment.
-// Their listeners stay open until all n are chosen: a port closed at once
-// may be handed out again by the next call, and two services given one
-// port would have one of them fail to start while the other answers its
-// requests.
+// handedOut are the ports freePorts has returned in this process. The
+// tests run side by side (t.Parallel), and between a port's listener
+// closing and its service binding it, another suite's freePorts could be
+// handed the same port by the kernel: two services on one port, one of
+// them failing to start while the other answers the first suite's
+// requests. A port is therefore handed out once per process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePorts returns n distinct ports nothing listens on at the moment and
+// no suite of this process was given before. Their listeners stay open
+// until all n are chosen, so the kernel does not hand one out twice in
+// one call.
 func freePorts(n int) ([]int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	ports := make([]int, 0, n)
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] {
+			continue
+		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
