@@ -10,16 +10,24 @@ import (
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// The topic's partitions and their end offsets are read from the broker:
-// a record produced moves the end of its partition only.
-func TestPartitionsAndEndOffsets(t *testing.T) {
+// newBroker starts an embedded broker with the order-events topic in
+// three partitions and a client of it, both closed when the test ends.
+func newBroker(t *testing.T) (*kfake.Cluster, *suiteapi.Client) {
+	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cluster.Close()
+	t.Cleanup(cluster.Close)
 	c := suiteapi.New(suiteapi.Config{Brokers: cluster.ListenAddrs()})
-	defer c.Close()
+	t.Cleanup(c.Close)
+	return cluster, c
+}
+
+// The topic's partitions and their end offsets are read from the broker:
+// a record produced moves the end of its partition only.
+func TestPartitionsAndEndOffsets(t *testing.T) {
+	cluster, c := newBroker(t)
 	ctx := context.Background()
 	if n, err := c.Partitions(ctx); err != nil || n != 3 {
 		t.Fatalf("partitions %d, %v; want 3", n, err)
@@ -48,13 +56,7 @@ func TestPartitionsAndEndOffsets(t *testing.T) {
 // CountSince counts an event's records from a mark, or from the start, up
 // to the ends of the partitions when it is called.
 func TestCountSince(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	c := suiteapi.New(suiteapi.Config{Brokers: cluster.ListenAddrs()})
-	defer c.Close()
+	_, c := newBroker(t)
 	ctx := context.Background()
 	produce := func(p int32, eventID string) {
 		t.Helper()
