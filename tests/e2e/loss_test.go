@@ -266,6 +266,13 @@ func TestOrderServiceDownKeepsCallbacksPending(t *testing.T) {
 	}
 	s.StartService("order", nil)
 	s.WaitSnapshot("O-L5", paidSnapshot(), 60*time.Second)
+	// The relay marks the callback SENT once the order service has
+	// answered, which may be after the consumers applied what the answer
+	// set off.
+	s.WaitUntil(20*time.Second, "the callback marked SENT", func() bool {
+		rows := s.OutboxRows("payment", "O-L5")
+		return len(rows) > 0 && rows[0].Status == "SENT"
+	})
 	if rows := s.OutboxRows("payment", "O-L5"); len(rows) != 1 || rows[0].Status != "SENT" {
 		t.Errorf("payment outbox %+v, want one SENT callback", rows)
 	}
