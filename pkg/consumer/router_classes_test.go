@@ -144,8 +144,8 @@ func TestRouterHandlesEachFailureClass(t *testing.T) {
 			}
 			r := recs[0]
 			if r.ErrorClass != string(consumer.Permanent) || r.Attempts != 1 || r.EventID != env.EventID ||
-				!strings.HasPrefix(r.FailureReason, tt.wantReason+": ") {
-				t.Errorf("dead letter %+v, want PERMANENT after 1 attempt with reason %s", r, tt.wantReason)
+				!strings.HasPrefix(r.FailureReason, tt.wantReason+": ") || strings.Count(r.FailureReason, tt.wantReason) != 1 {
+				t.Errorf("dead letter %+v, want PERMANENT after 1 attempt with reason %s, named once", r, tt.wantReason)
 			}
 			dead := recordsWithKey(t, f.brokers, f.dlqTopic, tt.order)
 			if len(dead) != 1 {
