@@ -128,7 +128,9 @@ type Target struct {
 	Brokers []string
 	// Topic carries the order events (ORDER_EVENTS_TOPIC).
 	Topic string
-	// DLQTopic is where the consumers dead-letter (DLQ_TOPIC).
+	// DLQTopic is where the consumers dead-letter (DLQ_TOPIC): a case
+	// that checks a dead letter finds it there as well as in its
+	// consumer's records.
 	DLQTopic string
 	// AdminToken is sent as a bearer token to /admin/* (ADMIN_TOKEN).
 	AdminToken string

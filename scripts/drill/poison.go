@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
@@ -31,8 +33,8 @@ func reasonCode(reason string) string {
 }
 
 // checkMetadata checks a dead letter carries the metadata of docs/design.md,
-// Dead letters; reason, unless "", is the code its failureReason starts
-// with.
+// Dead letters, and that it went to the dead-letter topic with the same;
+// reason, unless "", is the code its failureReason starts with.
 func (s *session) checkMetadata(who string, dl deadLetter, eventID, class, reason string, attempts int) {
 	var errs []error
 	if dl.EventID != eventID {
@@ -54,6 +56,36 @@ func (s *session) checkMetadata(who string, dl deadLetter, eventID, class, reaso
 		errs = append(errs, fmt.Errorf("failureReason %q, firstFailedAt %s, consumer %q: want all set", dl.FailureReason, dl.FirstFailedAt, dl.Consumer))
 	}
 	checkf(errors.Join(errs...), "%s's dead letter", who)
+	s.checkOnDLQTopic(who, dl)
+}
+
+// checkOnDLQTopic waits for dl on the dead-letter topic, where the consumer
+// publishes it after recording it and before it acknowledges the message,
+// and checks the record's metadata says what the recorded one says.
+func (s *session) checkOnDLQTopic(who string, dl deadLetter) {
+	var headers map[string]string
+	s.waitFor(s.t.Timeout, fmt.Sprintf("%s's dead letter of %s on %s", who, dl.EventID, s.t.DLQTopic), func() (string, bool, error) {
+		all, err := s.api.DeadLetterHeaders(s.ctx, dl.EventID)
+		for _, h := range all {
+			if h[consumer.MetaConsumer] == dl.Consumer {
+				headers = h
+				return "", true, err
+			}
+		}
+		return fmt.Sprintf("%d dead letters of the event there, none from %s", len(all), dl.Consumer), false, err
+	})
+	var errs []error
+	for _, m := range []struct{ key, want string }{
+		{consumer.MetaErrorClass, dl.ErrorClass},
+		{consumer.MetaFailureReason, dl.FailureReason},
+		{consumer.MetaAttempts, strconv.Itoa(dl.Attempts)},
+		{consumer.MetaOriginalTopic, dl.OriginalTopic},
+	} {
+		if got := headers[m.key]; got != m.want {
+			errs = append(errs, fmt.Errorf("%s %q, want %q as recorded", m.key, got, m.want))
+		}
+	}
+	checkf(errors.Join(errs...), "%s's dead letter on %s", who, s.t.DLQTopic)
 }
 
 // poison is a message no consumer can ever handle, and what every

@@ -39,7 +39,7 @@ type session struct {
 
 func newSession(ctx context.Context, t Target, slug string) *session {
 	return &session{ctx: ctx, t: t, slug: slug, api: suiteapi.New(suiteapi.Config{
-		URLs: t.URLs, AdminToken: t.AdminToken, HTTPClient: t.HTTPClient, Brokers: t.Brokers, Topic: t.Topic,
+		URLs: t.URLs, AdminToken: t.AdminToken, HTTPClient: t.HTTPClient, Brokers: t.Brokers, Topic: t.Topic, DLQTopic: t.DLQTopic,
 	})}
 }
 

@@ -11,10 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
 
-// brokerTimeout bounds one Publish, Produce or CountSince.
+// brokerTimeout bounds one Publish, Produce or read of a topic back.
 const brokerTimeout = 15 * time.Second
 
 // producer returns the client's Kafka client, connecting on first use.
@@ -97,9 +98,44 @@ func (c *Client) Partitions(ctx context.Context) (int, error) {
 // each partition's end at the time of the call: records written meanwhile
 // are neither waited for nor counted.
 func (c *Client) CountSince(ctx context.Context, since map[int32]int64, eventID string) (int, error) {
-	ends, err := c.EndOffsets(ctx)
+	n := 0
+	err := c.scan(ctx, c.cfg.Topic, since, func(r *kgo.Record) {
+		var head struct {
+			EventID string `json:"eventId"`
+		}
+		if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
+			n++
+		}
+	})
+	return n, err
+}
+
+// DeadLetterHeaders returns the headers of the records on the dead-letter
+// topic, from its start to each partition's end at the time of the call,
+// that dead-letter eventID: one for each consumer that dead-lettered it,
+// each carrying the metadata of docs/design.md, Dead letters. The event is
+// found by its header (consumer.MetaEventID): a dead letter's value may
+// not be JSON.
+func (c *Client) DeadLetterHeaders(ctx context.Context, eventID string) ([]map[string]string, error) {
+	var out []map[string]string
+	err := c.scan(ctx, c.cfg.DLQTopic, nil, func(r *kgo.Record) {
+		headers := make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		if headers[consumer.MetaEventID] == eventID {
+			out = append(out, headers)
+		}
+	})
+	return out, err
+}
+
+// scan hands each record of topic from since (nil: each partition's
+// start) to each partition's end at the time of the call to each.
+func (c *Client) scan(ctx context.Context, topic string, since map[int32]int64, each func(*kgo.Record)) error {
+	ends, err := c.endOffsets(ctx, topic)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	from := map[int32]kgo.Offset{}
 	for p, end := range ends {
@@ -110,59 +146,57 @@ func (c *Client) CountSince(ctx context.Context, since map[int32]int64, eventID 
 		}
 	}
 	if len(from) == 0 {
-		return 0, nil
+		return nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.Topic: from}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
 	if err != nil {
-		return 0, fmt.Errorf("kafka client for %v: %w", c.cfg.Brokers, err)
+		return fmt.Errorf("kafka client for %v: %w", c.cfg.Brokers, err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
-	n := 0
 	for len(ends) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("read %s back to count %s: %w", c.cfg.Topic, eventID, err)
+			return fmt.Errorf("read %s back: %w", topic, err)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			end, open := ends[r.Partition]
 			if !open || r.Offset >= end {
 				return
 			}
-			var head struct {
-				EventID string `json:"eventId"`
-			}
-			if json.Unmarshal(r.Value, &head) == nil && head.EventID == eventID {
-				n++
-			}
+			each(r)
 			if r.Offset+1 >= end {
 				delete(ends, r.Partition)
 			}
 		})
 	}
-	return n, nil
+	return nil
 }
 
 // EndOffsets returns the end offset of every partition of the order-events
 // topic: a mark to count the records written after it.
 func (c *Client) EndOffsets(ctx context.Context) (map[int32]int64, error) {
+	return c.endOffsets(ctx, c.cfg.Topic)
+}
+
+func (c *Client) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	cl, err := c.producer()
 	if err != nil {
 		return nil, err
 	}
-	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.Topic)
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = listed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", c.cfg.Topic, err)
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	ends := map[int32]int64{}
 	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
 	if len(ends) == 0 {
-		return nil, fmt.Errorf("end offsets of %s: no partitions", c.cfg.Topic)
+		return nil, fmt.Errorf("end offsets of %s: no partitions", topic)
 	}
 	return ends, nil
 }

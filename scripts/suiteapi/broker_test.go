@@ -2,19 +2,22 @@ package suiteapi_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/reliable-orders/fulfillment/pkg/consumer"
 	"github.com/reliable-orders/fulfillment/scripts/suiteapi"
 )
 
-// newBroker starts an embedded broker with the order-events topic in
-// three partitions and a client of it, both closed when the test ends.
+// newBroker starts an embedded broker with the order-events and the
+// dead-letter topics in three partitions each and a client of it, both
+// closed when the test ends.
 func newBroker(t *testing.T) (*kfake.Cluster, *suiteapi.Client) {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, suiteapi.DefaultTopic, suiteapi.DefaultDLQTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +97,54 @@ func TestCountSince(t *testing.T) {
 	}
 	if n, err := c.CountSince(ctx, end, "E-1"); err != nil || n != 0 {
 		t.Errorf("since the end: %d, %v; want 0 without waiting", n, err)
+	}
+}
+
+// DeadLetterHeaders finds an event's dead letters on the dead-letter topic
+// by their eventId header, whatever their value, one per consumer that
+// wrote one, and nothing of the order-events topic.
+func TestDeadLetterHeaders(t *testing.T) {
+	_, c := newBroker(t)
+	ctx := context.Background()
+	deadLetter := func(p int32, eventID, consumerName, value string) {
+		t.Helper()
+		if _, err := c.Produce(ctx, &kgo.Record{Topic: suiteapi.DefaultDLQTopic, Partition: p, Value: []byte(value), Headers: []kgo.RecordHeader{
+			{Key: consumer.MetaEventID, Value: []byte(eventID)},
+			{Key: consumer.MetaConsumer, Value: []byte(consumerName)},
+			{Key: consumer.MetaErrorClass, Value: []byte("PERMANENT")},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadLetter(0, "E-1", "inventory", "not JSON")
+	deadLetter(1, "E-2", "inventory", `{"eventId":"E-1"}`)
+	deadLetter(2, "E-1", "points", `{}`)
+	if _, err := c.Produce(ctx, &kgo.Record{Topic: suiteapi.DefaultTopic, Partition: 0, Value: []byte(`{"eventId":"E-1"}`),
+		Headers: []kgo.RecordHeader{{Key: consumer.MetaEventID, Value: []byte("E-1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		id   string
+		want []string
+	}{
+		{"E-1", []string{"inventory", "points"}},
+		{"E-2", []string{"inventory"}},
+		{"E-3", nil},
+	} {
+		headers, err := c.DeadLetterHeaders(ctx, tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range headers {
+			if h[consumer.MetaErrorClass] != "PERMANENT" {
+				t.Errorf("%s: headers %v, want its errorClass", tt.id, h)
+			}
+			got = append(got, h[consumer.MetaConsumer])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: dead letters of %v, want %v", tt.id, got, tt.want)
+		}
 	}
 }

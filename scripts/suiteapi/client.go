@@ -42,6 +42,7 @@ const (
 // Defaults of a Config.
 const (
 	DefaultTopic        = "order-events"
+	DefaultDLQTopic     = "order-events.dlq"
 	DefaultHTTPTimeout  = 10 * time.Second
 	DefaultPollInterval = 50 * time.Millisecond
 	// DefaultWait bounds WaitConsumed and the waits that take no timeout.
@@ -69,6 +70,9 @@ type Config struct {
 	Brokers []string
 	// Topic carries the order events; "" means DefaultTopic.
 	Topic string
+	// DLQTopic carries the consumers' dead letters; "" means
+	// DefaultDLQTopic.
+	DLQTopic string
 	// PollInterval is how often a wait re-reads the suite; 0 means
 	// DefaultPollInterval.
 	PollInterval time.Duration
@@ -95,6 +99,7 @@ type Client struct {
 func New(cfg Config) *Client {
 	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout})
 	cfg.Topic = cmp.Or(cfg.Topic, DefaultTopic)
+	cfg.DLQTopic = cmp.Or(cfg.DLQTopic, DefaultDLQTopic)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.ShedRetries = cmp.Or(cfg.ShedRetries, DefaultShedRetries)
 	return &Client{cfg: cfg}
