@@ -69,7 +69,9 @@ const (
 //     draining the same backlog from the suite's topic; <service>-ratio is
 //     that over the slower of bare router and bare SQL (target ≥ 0.5);
 //     <service>-cpu-us/event the CPU time its process spent per event and
-//     <service>-peak-rss-MiB its highest resident memory meanwhile;
+//     <service>-peak-rss-MiB its highest resident memory meanwhile, with
+//     its Go heap in use (-peak-rss-heap-MiB), goroutine stacks
+//     (-peak-rss-stacks-MiB) and goroutines (-peak-rss-goroutines) then;
 //   - drain-s: a fresh backlog drained by the three consumers at once, one
 //     instance each, as a backlog is drained in the suite;
 //   - together-s: the records published while all three consumers run,
@@ -112,6 +114,9 @@ func BenchmarkLimits(b *testing.B) {
 			s.Stop(c)
 			b.ReportMetric(d.rate, c+"-events/s")
 			b.ReportMetric(d.peakRSS/(1<<20), c+"-peak-rss-MiB")
+			b.ReportMetric(d.peakHeap/(1<<20), c+"-peak-rss-heap-MiB")
+			b.ReportMetric(d.peakStacks/(1<<20), c+"-peak-rss-stacks-MiB")
+			b.ReportMetric(d.peakGoroutines, c+"-peak-rss-goroutines")
 			b.ReportMetric(d.cpuPerEvent, c+"-cpu-us/event")
 			b.ReportMetric(d.meanBatch, c+"-events/batch")
 			b.ReportMetric(d.rate/stage, c+"-ratio")
@@ -373,8 +378,10 @@ type drained struct {
 	// the consumer's count of events handled (appliedCount) shows them.
 	rate float64
 	// peakRSS is the highest resident memory its process reported, in
-	// bytes.
-	peakRSS float64
+	// bytes; peakHeap, peakStacks and peakGoroutines are its Go heap in
+	// use, its goroutine stacks and its goroutines at that moment: what
+	// the resident memory is made of.
+	peakRSS, peakHeap, peakStacks, peakGoroutines float64
 	// cpuPerEvent is the CPU time its process spent from its start to the
 	// drain's end, per event, in microseconds.
 	cpuPerEvent float64
@@ -398,7 +405,12 @@ func serviceDrain(b *testing.B, s *harness.Suite, service string, n int, profile
 	cpu0 := s.Metric(service, "process_cpu_seconds_total", nil)
 	profiled := make(chan error, 1)
 	first, last := drainClock(b, s, []string{service}, n, before, func(started bool) {
-		d.peakRSS = max(d.peakRSS, s.Metric(service, "process_resident_memory_bytes", nil))
+		if rss := s.Metric(service, "process_resident_memory_bytes", nil); rss > d.peakRSS {
+			d.peakRSS = rss
+			d.peakHeap = s.Metric(service, "go_memstats_heap_inuse_bytes", nil)
+			d.peakStacks = s.Metric(service, "go_memstats_stack_inuse_bytes", nil)
+			d.peakGoroutines = s.Metric(service, "go_goroutines", nil)
+		}
 		if started && profileDir != "" {
 			go func() { profiled <- keepProfile(s, service, profileDir) }()
 		}
