@@ -75,9 +75,12 @@ screenshots: ## regenerate the console's pictures in docs/console/ (needs chromi
 	cd tests && CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -timeout 10m -run '^TestConsoleScreenshots$$' -v ./browser
 
 # Runs every module even after a failure, then fails naming the failed ones.
+# Each module's wall time (build and tests) is listed at the end, against
+# the budget of 10 minutes in all on 2 cores (docs/testing.md).
 test: ## run the tests of every module under the race detector (uses Postgres at DATABASE_URL)
-	@failed=""; $(call each_module,test,$(GO) test $(TEST_FLAGS) ./...) [ $$rc -eq 0 ] || failed="$$failed $$m"; done; \
-	echo; \
+	@failed=""; times=""; all=$$(date +%s); last=$$all; $(call each_module,test,$(GO) test $(TEST_FLAGS) ./...) \
+		now=$$(date +%s); times="$$times $$m $$((now - last))s,"; last=$$now; [ $$rc -eq 0 ] || failed="$$failed $$m"; done; \
+	echo; echo "make test: wall time per module:$${times%,}; $$(( $$(date +%s) - all ))s in all"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED in:$$failed"; exit 1; fi; \
 	echo "make test: every module passed"
 
