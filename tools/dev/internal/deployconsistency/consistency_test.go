@@ -187,6 +187,7 @@ func TestRepositoryIsConsistent(t *testing.T) {
 // TestChecksCatchDrift breaks one file at a time and expects the checks to
 // say what broke.
 func TestChecksCatchDrift(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		file     string // docker-compose.yml, init.sql, prometheus.yml, Makefile, go.work, .dockerignore, Dockerfile, a deploy/base file or grafana/<path in deploy/grafana>
@@ -277,6 +278,7 @@ func TestChecksCatchDrift(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := loadRepo(t)
 			target := map[string]*[]byte{
 				"docker-compose.yml": &r.compose, "init.sql": &r.initSQL, "prometheus.yml": &r.prometheus, "Makefile": &r.makefile, "go.work": &r.goWork,

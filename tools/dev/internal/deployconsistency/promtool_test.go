@@ -36,6 +36,7 @@ func TestPromtool(t *testing.T) {
 // TestPromtoolCatchesBrokenRules breaks a copy of deploy/prometheus and
 // expects the same checks to fail, saying what broke.
 func TestPromtoolCatchesBrokenRules(t *testing.T) {
+	t.Parallel()
 	bin, root := promtool(t), repoRoot(t)
 	tests := []struct {
 		name     string
@@ -57,6 +58,7 @@ func TestPromtoolCatchesBrokenRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "deploy", "prometheus")
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
