@@ -63,24 +63,38 @@ func EnsureDatabase(ctx context.Context, serverURL, name string) error {
 
 // EnsureDatabaseWith is EnsureDatabase connecting with t.
 func EnsureDatabaseWith(ctx context.Context, serverURL, name string, t Timeouts) error {
+	_, err := EnsureDatabases(ctx, serverURL, []string{name}, t)
+	return err
+}
+
+// EnsureDatabases creates each of names on the server unless it exists,
+// connecting with t, and returns the ones it created: one that a
+// concurrent start created first is neither created here nor an error.
+func EnsureDatabases(ctx context.Context, serverURL string, names []string, t Timeouts) ([]string, error) {
 	db, err := openDB(serverURL, t)
 	if err != nil {
-		return fmt.Errorf("open server: %w", err)
+		return nil, fmt.Errorf("open server: %w", err)
 	}
 	defer db.Close()
-	var exists bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("look up database %s: %w", name, err)
+	var created []string
+	for _, name := range names {
+		var exists bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+			return created, fmt.Errorf("look up database %s: %w", name, err)
+		}
+		if exists {
+			continue
+		}
+		// CREATE DATABASE takes no bind parameters; the name is quoted instead.
+		_, err = db.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name))
+		switch {
+		case err == nil:
+			created = append(created, name)
+		case !lostCreateRace(err):
+			return created, fmt.Errorf("create database %s: %w", name, err)
+		}
 	}
-	if exists {
-		return nil
-	}
-	// CREATE DATABASE takes no bind parameters; the name is quoted instead.
-	_, err = db.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name))
-	if err != nil && !lostCreateRace(err) {
-		return fmt.Errorf("create database %s: %w", name, err)
-	}
-	return nil
+	return created, nil
 }
 
 // lostCreateRace reports whether CREATE DATABASE failed only because a

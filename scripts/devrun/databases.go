@@ -5,14 +5,15 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/lib/pq"
-	"github.com/lib/pq/pqerror"
+	_ "github.com/lib/pq" // the postgres driver of the ping
 
 	"github.com/reliable-orders/fulfillment/pkg/postgres"
 )
 
 // EnsureDatabases creates each named database on the Postgres server at
-// databaseURL unless it exists, and returns the names it created.
+// databaseURL unless it exists, and returns the names it created (see
+// postgres.EnsureDatabases); a server that does not answer is named, with
+// the variable that points at it.
 func EnsureDatabases(ctx context.Context, databaseURL string, names []string) ([]string, error) {
 	db, err := sql.Open("postgres", databaseURL)
 	if err != nil {
@@ -22,23 +23,5 @@ func EnsureDatabases(ctx context.Context, databaseURL string, names []string) ([
 	if err := db.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("connect to Postgres at %s (set DATABASE_URL): %w", postgres.Redact(databaseURL), err)
 	}
-	var created []string
-	for _, name := range names {
-		var exists bool
-		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-			return created, fmt.Errorf("look up database %s: %w", name, err)
-		}
-		if exists {
-			continue
-		}
-		_, err := db.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name))
-		switch {
-		case pq.As(err, pqerror.DuplicateDatabase) != nil: // created meanwhile
-		case err != nil:
-			return created, fmt.Errorf("create database %s: %w", name, err)
-		default:
-			created = append(created, name)
-		}
-	}
-	return created, nil
+	return postgres.EnsureDatabases(ctx, databaseURL, names, postgres.Timeouts{})
 }
