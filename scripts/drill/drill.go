@@ -338,20 +338,24 @@ var ErrUnknownDrill = errors.New("unknown drill")
 // Select returns the cases of the named drills ("all" for every one), in
 // the tutorial's order. A full case name ("loss/after-publish") selects that
 // case alone.
-func Select(names ...string) ([]Case, error) {
+func Select(names ...string) ([]Case, error) { return SelectFrom(Cases(), names...) }
+
+// SelectFrom is Select among cases, in their order: a name is known when
+// it is all, or a drill or case of cases.
+func SelectFrom(cases []Case, names ...string) ([]Case, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: name one of %s or all", ErrUnknownDrill, strings.Join(Drills(), ", "))
 	}
 	want := map[string]bool{}
 	for _, n := range names {
-		known := n == "all" || slices.Contains(Drills(), n) || slices.ContainsFunc(Cases(), func(c Case) bool { return c.Name == n })
+		known := n == "all" || slices.ContainsFunc(cases, func(c Case) bool { return c.Drill == n || c.Name == n })
 		if !known {
 			return nil, fmt.Errorf("%w %q: want one of %s, all, or a case name", ErrUnknownDrill, n, strings.Join(Drills(), ", "))
 		}
 		want[n] = true
 	}
 	var out []Case
-	for _, c := range Cases() {
+	for _, c := range cases {
 		if want["all"] || want[c.Drill] || want[c.Name] {
 			out = append(out, c)
 		}

@@ -49,6 +49,22 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// SelectFrom knows only the drills and cases it is given: the console
+// offers a subset in its tests.
+func TestSelectFromASubset(t *testing.T) {
+	subset, err := drill.Select("poison", "replay/twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := drill.SelectFrom(subset, "replay/twice", "poison")
+	if err != nil || len(got) != len(subset) || got[0].Name != subset[0].Name {
+		t.Fatalf("SelectFrom(the subset, its drill and case) = %d cases, %v; want the %d of the subset in its order", len(got), err, len(subset))
+	}
+	if _, err := drill.SelectFrom(subset, "loss"); !errors.Is(err, drill.ErrUnknownDrill) {
+		t.Fatalf("SelectFrom(the subset, a drill it lacks) error %v, want ErrUnknownDrill", err)
+	}
+}
+
 // Every drill of the tutorial has cases, every case name is unique and
 // belongs to its drill.
 func TestCasesCoverEveryDrill(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -114,16 +113,7 @@ func NewDrills(cfg DrillsConfig, logger *slog.Logger) *Drills {
 // pick returns the cases of selection: "all", a drill or a case, as
 // scripts/drill selects them.
 func (d *Drills) pick(selection string) ([]drill.Case, error) {
-	var out []drill.Case
-	for _, c := range d.cfg.Cases {
-		if selection == "all" || c.Drill == selection || c.Name == selection {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w %q: want all, a drill (%s) or a case name", ErrUnknownDrill, selection, strings.Join(drill.Drills(), ", "))
-	}
-	return out, nil
+	return drill.SelectFrom(d.cfg.Cases, selection)
 }
 
 // Catalog lists the drills in the tutorial's order and their cases.
