@@ -30,6 +30,7 @@ var stepsSet = postgres.MigrationSet{Name: "steps", FS: fstest.MapFS{
 // one (they race to migrate it): every instance must come up, and each
 // migration must have run exactly once.
 func TestReplicasStartingTogether(t *testing.T) {
+	t.Parallel()
 	const replicas = 4
 	server := postgrestest.ServerURL(t)
 	sets := []postgres.MigrationSet{outbox.Schema(), inbox.Schema(), stepsSet}
@@ -44,6 +45,7 @@ func TestReplicasStartingTogether(t *testing.T) {
 	for _, tt := range tests {
 		for round := range tt.rounds {
 			t.Run(fmt.Sprintf("%s round %d", tt.name, round+1), func(t *testing.T) {
+				t.Parallel() // each round has a database of its own
 				startReplicas(t, server, tt.present, replicas, sets)
 			})
 		}
