@@ -171,41 +171,51 @@ func (b *BatchProcessor) gather(ctx context.Context, batch []*batchRequest) []*b
 	return batch
 }
 
+// process applies batch and then tells each caller what became of its
+// event. The batch's span ends first, so it ends inside the spans of the
+// messages it carried, and a caller that reads the trace once it is told
+// finds the span there.
 func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
+	results := b.apply(ctx, batch)
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+}
+
+// apply runs batch in one transaction, or each event alone in its own
+// when the batch fails, under one span, and returns each event's result.
+func (b *BatchProcessor) apply(ctx context.Context, batch []*batchRequest) []batchResult {
 	events := make([]context.Context, len(batch))
 	for i, r := range batch {
 		events[i] = r.ctx
 	}
 	ctx, span := startApply(ctx, b.p.consumer, events...)
+	results := make([]batchResult, len(batch))
 	ids := make([]string, len(batch))
 	outcomes := make([]versionguard.Outcome, len(batch))
 	var failed error
 	defer func() { endApply(span, ids, outcomes, failed) }()
 	if len(batch) == 1 {
-		r := batch[0]
-		ids[0] = r.env.EventID
-		outcome, err := b.p.Process(ctx, r.env)
+		ids[0] = batch[0].env.EventID
+		outcome, err := b.p.Process(ctx, batch[0].env)
 		outcomes[0], failed = outcome, err
-		r.done <- batchResult{outcome, err}
-		return
+		results[0] = batchResult{outcome, err}
+		return results
 	}
 	// Aggregate rows are locked in aggregate order, so two batches that
 	// share aggregates (during a rebalance) cannot deadlock on them.
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].env.AggregateID < batch[j].env.AggregateID })
 	envs := make([]event.Envelope, len(batch))
 	for i, r := range batch {
-		envs[i] = r.env
-	}
-	for i, r := range batch {
-		ids[i] = r.env.EventID
+		envs[i], ids[i] = r.env, r.env.EventID
 	}
 	applied, err := b.p.inTx(ctx, envs)
 	if err == nil {
-		for i, r := range batch {
+		for i := range batch {
 			outcomes[i] = applied[i]
-			r.done <- batchResult{outcome: applied[i]}
+			results[i] = batchResult{outcome: applied[i]}
 		}
-		return
+		return results
 	}
 	// One at a time, each in its own transaction under this span: the
 	// outcomes are theirs, the first failure the span's.
@@ -216,6 +226,7 @@ func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
 		if err != nil && failed == nil {
 			failed = err
 		}
-		r.done <- batchResult{outcome, err}
+		results[i] = batchResult{outcome, err}
 	}
+	return results
 }
