@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/reliable-orders/fulfillment/pkg/event"
 )
@@ -57,4 +58,22 @@ func Classify(err error) (Class, string) {
 		return Permanent, inv.Reason
 	}
 	return Retryable, "HANDLER_ERROR"
+}
+
+// unlabelled is err's message without the label of the error that
+// classified it (a ClassifiedError's "PERMANENT INVALID_ITEMS: ", an
+// event.InvalidError's "SCHEMA_VIOLATION: "), keeping whatever wraps it:
+// a dead letter's failureReason leads with the reason code and says it
+// once.
+func unlabelled(err error) string {
+	msg := err.Error()
+	var ce *ClassifiedError
+	var inv *event.InvalidError
+	switch {
+	case errors.As(err, &ce):
+		return strings.Replace(msg, strings.TrimSuffix(ce.Error(), ce.Err.Error()), "", 1)
+	case errors.As(err, &inv):
+		return strings.Replace(msg, strings.TrimSuffix(inv.Error(), inv.Err.Error()), "", 1)
+	}
+	return msg
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -255,18 +254,12 @@ func (d deadLetterer) deadLetter(msg *message.Message, cause error, log *attempt
 // the caller adds what it knows of the message. Its position in the
 // original topic is unknown (-1) until set.
 func (d deadLetterer) record(class Class, reason string, cause error) dlq.Record {
-	// An invalid event's error names its reason already
-	// (event.InvalidError): the code is said once.
-	failure := cause.Error()
-	if !strings.HasPrefix(failure, reason+": ") {
-		failure = reason + ": " + failure
-	}
 	return dlq.Record{
 		Consumer:          d.cfg.Consumer,
 		OriginalTopic:     d.cfg.Topic,
 		OriginalPartition: -1,
 		OriginalOffset:    -1,
-		FailureReason:     failure,
+		FailureReason:     reason + ": " + unlabelled(cause),
 		ErrorClass:        string(class),
 	}
 }
