@@ -183,22 +183,29 @@ func (b *BatchProcessor) process(ctx context.Context, batch []*batchRequest) {
 }
 
 // apply runs batch in one transaction, or each event alone in its own
-// when the batch fails, under one span, and returns each event's result.
-func (b *BatchProcessor) apply(ctx context.Context, batch []*batchRequest) []batchResult {
+// when the batch fails, under one span, and returns each event's result:
+// the span says each event's outcome and fails with the first error.
+func (b *BatchProcessor) apply(ctx context.Context, batch []*batchRequest) (results []batchResult) {
 	events := make([]context.Context, len(batch))
 	for i, r := range batch {
 		events[i] = r.ctx
 	}
 	ctx, span := startApply(ctx, b.p.consumer, events...)
-	results := make([]batchResult, len(batch))
-	ids := make([]string, len(batch))
-	outcomes := make([]versionguard.Outcome, len(batch))
-	var failed error
-	defer func() { endApply(span, ids, outcomes, failed) }()
+	defer func() {
+		ids := make([]string, len(batch))
+		outcomes := make([]versionguard.Outcome, len(batch))
+		var failed error
+		for i, r := range results {
+			ids[i], outcomes[i] = batch[i].env.EventID, r.outcome
+			if failed == nil {
+				failed = r.err
+			}
+		}
+		endApply(span, ids, outcomes, failed)
+	}()
+	results = make([]batchResult, len(batch))
 	if len(batch) == 1 {
-		ids[0] = batch[0].env.EventID
 		outcome, err := b.p.Process(ctx, batch[0].env)
-		outcomes[0], failed = outcome, err
 		results[0] = batchResult{outcome, err}
 		return results
 	}
@@ -207,25 +214,19 @@ func (b *BatchProcessor) apply(ctx context.Context, batch []*batchRequest) []bat
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].env.AggregateID < batch[j].env.AggregateID })
 	envs := make([]event.Envelope, len(batch))
 	for i, r := range batch {
-		envs[i], ids[i] = r.env, r.env.EventID
+		envs[i] = r.env
 	}
 	applied, err := b.p.inTx(ctx, envs)
 	if err == nil {
 		for i := range batch {
-			outcomes[i] = applied[i]
 			results[i] = batchResult{outcome: applied[i]}
 		}
 		return results
 	}
-	// One at a time, each in its own transaction under this span: the
-	// outcomes are theirs, the first failure the span's.
+	// One at a time, each in its own transaction under this span.
 	b.fellBack.Inc()
 	for i, r := range batch {
 		outcome, err := b.p.Process(ctx, r.env)
-		outcomes[i] = outcome
-		if err != nil && failed == nil {
-			failed = err
-		}
 		results[i] = batchResult{outcome, err}
 	}
 	return results
