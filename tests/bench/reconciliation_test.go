@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reliable-orders/fulfillment/pkg/outbox"
 	"github.com/reliable-orders/fulfillment/scripts/drill"
 	"github.com/reliable-orders/fulfillment/tests/harness"
@@ -30,10 +28,7 @@ func startPaid(b *testing.B, n, rate int) (*harness.Suite, *generator) {
 	for k := range apiSKUs {
 		s.SetStock(benchSKU(k), apiStock)
 	}
-	w := newConvergence(map[part]*sqlx.DB{
-		partPaid: s.DB("order"), partInventory: s.DB("inventory"),
-		partPoints: s.DB("points"), partNotification: s.DB("notification"),
-	})
+	w := newConvergence(convergenceDBs(b, s))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { w.run(ctx) })
