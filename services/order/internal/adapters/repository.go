@@ -75,26 +75,25 @@ func (r *Repository) Create(ctx context.Context, o *order.Order, events []order.
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `
+		msgs, err := r.messages(ctx, o, events)
+		if err != nil {
+			return err
+		}
+		created, err := outbox.AddWith(ctx, tx, `
 			INSERT INTO orders (order_id, customer_id, currency, amount, status, version, items)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (order_id) DO NOTHING`,
-			o.ID, o.CustomerID, o.Currency, o.Amount, o.Status, o.Version, items)
+			[]any{o.ID, o.CustomerID, o.Currency, o.Amount, o.Status, o.Version, items}, msgs...)
 		if err != nil {
 			return fmt.Errorf("insert order %s: %w", o.ID, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("insert order %s: %w", o.ID, err)
-		} else if n == 0 {
+		if !created {
 			existing, err := get(ctx, tx, o.ID, false)
 			if err != nil {
 				return err
 			}
 			stored = existing
 			return nil
-		}
-		if err := r.emit(ctx, tx, o, events); err != nil {
-			return err
 		}
 		inserted = true
 		return r.failPoints.Inject(FailPointBeforeCommit)
@@ -157,23 +156,22 @@ func (r *Repository) update(ctx context.Context, id string, cb *order.Callback, 
 		if want := o.Version + int64(len(events)); work.Version != want {
 			return fmt.Errorf("order %s: %d events moved version %d to %d", id, len(events), o.Version, work.Version)
 		}
-		res, err := tx.ExecContext(ctx, `
+		msgs, err := r.messages(ctx, work, events)
+		if err != nil {
+			return err
+		}
+		updated, err := outbox.AddWith(ctx, tx, `
 			UPDATE orders
 			SET status = $3, version = $4, payment_id = NULLIF($5, ''), refunded_amount = $6, reason = $7, updated_at = now()
 			WHERE order_id = $1 AND version = $2`,
-			id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundedAmount(), work.Reason)
+			[]any{id, o.Version, work.Status, work.Version, work.PaymentID, work.RefundedAmount(), work.Reason}, msgs...)
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", id, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("update order %s: %w", id, err)
-		} else if n != 1 {
+		if !updated {
 			return fmt.Errorf("%w: %s at version %d", order.ErrConcurrentUpdate, id, o.Version)
 		}
 		if err := saveRefunds(ctx, tx, work); err != nil {
-			return err
-		}
-		if err := r.emit(ctx, tx, work, events); err != nil {
 			return err
 		}
 		if err := r.failPoints.Inject(FailPointBeforeCommit); err != nil {
@@ -230,23 +228,24 @@ func (r *Repository) FenceVersion(ctx context.Context, id string, fence app.Fenc
 	return out, nil
 }
 
-// emit adds the envelopes of events to the outbox in tx.
-func (r *Repository) emit(ctx context.Context, tx *sqlx.Tx, o *order.Order, events []order.Event) error {
+// messages are the outbox messages of events, o's changes, written with
+// the change that made them (outbox.AddWith), so the order's row and its
+// events are one statement.
+func (r *Repository) messages(ctx context.Context, o *order.Order, events []order.Event) ([]outbox.Message, error) {
 	traceID := observability.TraceID(ctx)
+	msgs := make([]outbox.Message, 0, len(events))
 	for _, e := range events {
 		env, err := Envelope(o, e, traceID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		msg, err := outbox.FromEnvelope(r.topic, env)
 		if err != nil {
-			return fmt.Errorf("outbox message for %s: %w", e.Type, err)
+			return nil, fmt.Errorf("outbox message for %s: %w", e.Type, err)
 		}
-		if err := outbox.Add(ctx, tx, msg); err != nil {
-			return err
-		}
+		msgs = append(msgs, msg)
 	}
-	return nil
+	return msgs, nil
 }
 
 // Get returns order id or order.ErrNotFound.
