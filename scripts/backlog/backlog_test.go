@@ -169,6 +169,7 @@ func TestBuildReport(t *testing.T) {
 		{"peak consumed/s", g.Peak, 150},
 		{"handler p99 max", g.HandlerP99Max, 0.05},
 		{"peak RSS", g.PeakRSS, 35 << 20},
+		{"peak RSS at", g.PeakRSSAt, 5},
 		{"peak connections open", float64(r.Connections[0].PeakOpen), 10},
 		{"peak connections in use", float64(r.Connections[0].PeakInUse), 2},
 		{"peak server connections", float64(r.PeakServerConnections), 45},

@@ -91,10 +91,11 @@ type GroupReport struct {
 	DeadLetters float64 `json:"deadLetters"`
 	// HandlerP99Max is the highest one-interval p99 handler duration.
 	HandlerP99Max float64 `json:"handlerP99MaxSeconds"`
-	// PeakRSS is the highest resident memory of one of its processes, and
-	// which one.
+	// PeakRSS is the highest resident memory of one of its processes,
+	// which one, and when (seconds from the publish start).
 	PeakRSS         float64 `json:"peakRssBytes"`
 	PeakRSSInstance string  `json:"peakRssInstance"`
+	PeakRSSAt       float64 `json:"peakRssAtSeconds"`
 	// PeakInstances is the most processes seen at once.
 	PeakInstances int `json:"peakInstances"`
 	// Assignment is the group's partition assignment at the end.
@@ -148,7 +149,7 @@ func buildReport(cfg Config, tl *timeline) *Report {
 			gr.PeakInstances = max(gr.PeakInstances, len(sg.Instances))
 			for _, in := range sg.Instances {
 				if in.RSS > gr.PeakRSS {
-					gr.PeakRSS, gr.PeakRSSInstance = in.RSS, in.Name
+					gr.PeakRSS, gr.PeakRSSInstance, gr.PeakRSSAt = in.RSS, in.Name, s.Elapsed
 				}
 			}
 		}
