@@ -396,7 +396,7 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 		return
 	}
 	for _, r := range records {
-		pe := &pending{rec: r, key: string(r.Key)}
+		pe := &pending{rec: detach(r), key: string(r.Key)}
 		p.queue = append(p.queue, pe)
 		p.held[pe.key]++
 	}
@@ -407,6 +407,41 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 		s.client.PauseFetchPartitions(map[string][]int32{s.topic: {id}})
 	}
 	s.dispatch(ctx, p)
+}
+
+// detach copies r out of its fetch. A fetched record's key, value and
+// header values point into the decompressed bytes of its whole batch, and
+// the record into the batch's slice of records, so a subscription holding
+// one record (queued, in flight or waiting for its commit) holds the whole
+// batch: in a backlog, the fetched batches were most of a consumer's heap
+// at its peak (docs/decisions.md, Fetched records are copied). The copy
+// holds the record's own bytes, in one allocation; its header keys are
+// strings of their own already.
+func detach(r *kgo.Record) *kgo.Record {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	d := &kgo.Record{
+		Key: take(r.Key), Value: take(r.Value), Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition,
+		Attrs: r.Attrs, ProducerEpoch: r.ProducerEpoch, ProducerID: r.ProducerID, LeaderEpoch: r.LeaderEpoch, Offset: r.Offset,
+	}
+	if len(r.Headers) > 0 {
+		d.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			d.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: take(h.Value)}
+		}
+	}
+	return d
 }
 
 // dispatch delivers p's waiting records, oldest first, while the window

@@ -1,0 +1,4 @@
+package messaging
+
+// Detach is detach, for the external tests.
+var Detach = detach
