@@ -1,9 +1,9 @@
 package outbox_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -46,11 +46,18 @@ func TestAddWithWritesTheRowsOnlyWithTheChange(t *testing.T) {
 			for v := range tt.events {
 				msgs = append(msgs, paid(t, "orders", id, int64(v+2)))
 			}
-			args := append([]any(nil), tt.args...)
+			// The caller's arguments with room to spare behind them: the
+			// events' arguments must not be appended into that room.
+			args := make([]any, len(tt.args), len(tt.args)+16)
+			copy(args, tt.args)
+			room := args[:cap(args)]
+			for i := len(args); i < len(room); i++ {
+				room[i] = "spare"
+			}
 			var changed bool
 			if err := postgres.InTx(ctx, db, func(tx *sqlx.Tx) error {
 				var err error
-				changed, err = outbox.AddWith(ctx, tx, tt.change, tt.args, msgs...)
+				changed, err = outbox.AddWith(ctx, tx, tt.change, args, msgs...)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -58,9 +65,13 @@ func TestAddWithWritesTheRowsOnlyWithTheChange(t *testing.T) {
 			if changed != tt.wantChanged {
 				t.Errorf("changed = %v, want %v", changed, tt.wantChanged)
 			}
-			for i := range args {
-				if args[i] != tt.args[i] {
-					t.Errorf("AddWith changed its caller's argument %d: %v, was %v", i, tt.args[i], args[i])
+			for i, v := range room {
+				want := any("spare")
+				if i < len(tt.args) {
+					want = tt.args[i]
+				}
+				if v != want {
+					t.Errorf("AddWith wrote into its caller's arguments at %d: %v, was %v", i, v, want)
 				}
 			}
 			var status string
@@ -114,7 +125,5 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	if err := json.Unmarshal(b, &y); err != nil {
 		t.Fatal(err)
 	}
-	ja, _ := json.Marshal(x)
-	jb, _ := json.Marshal(y)
-	return bytes.Equal(ja, jb)
+	return reflect.DeepEqual(x, y)
 }
