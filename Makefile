@@ -118,8 +118,8 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s), one at a time
 # `make bench` prints and keeps its raw output in BENCH_DIR, one file per
 # run named by its UTC start to the minute, headed by the date and the
 # machine as `key: value` lines (go test adds goos, goarch, pkg and cpu),
-# then regenerates the Latest figures of docs/benchmarks.md from that file
-# (tools/dev/benchtables). A failed module stops it: the raw file stays, the
+# then regenerates the Latest figures of docs/benchmarks.md, and the chart
+# of a sweep's goodput curve, from that file (tools/dev/benchtables). A failed module stops it: the raw file stays, the
 # figures are left as they were.
 bench: ## run the benchmarks of every module, keep the raw output, regenerate docs/benchmarks.md's figures
 	@mkdir -p $(BENCH_DIR); set -- $$(date -u '+%Y-%m-%dT%H%M %Y-%m-%dT%H:%M:%SZ'); \

@@ -1,10 +1,12 @@
 // Command benchtables writes the generated block of docs/benchmarks.md's
 // "Latest figures" from raw `go test -bench` output files committed under
-// docs/benchmarks/. `make bench` runs it on the file it has just written:
+// docs/benchmarks/, and the charts it links (a sweep's goodput curve, an
+// SVG file beside its raw file). `make bench` runs it on the file it has
+// just written:
 //
 //	go run ./tools/dev/benchtables docs/benchmarks/2026-12-01T2300-make-bench.txt
 //	go run ./tools/dev/benchtables           # again from the files the block names
-//	go run ./tools/dev/benchtables --check   # fail when the block is not what they give
+//	go run ./tools/dev/benchtables --check   # fail when the block or a chart is not what they give
 //
 // Paths are relative to --root, the repository root (the current directory
 // by default, as make runs it).
@@ -17,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,40 +38,52 @@ func main() {
 	}
 }
 
-// errStale is a generated block that differs from what its raw files give.
-var errStale = errors.New("the generated block differs from its raw files: run go run ./tools/dev/benchtables")
+// errStale is a generated block or chart that differs from what its raw
+// files give.
+var errStale = errors.New("differs from what its raw files give: run go run ./tools/dev/benchtables")
 
 func run(_ context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("benchtables", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	root := fs.String("root", ".", "the repository root the paths are relative to")
-	doc := fs.String("doc", "docs/benchmarks.md", "the document holding the generated block")
-	check := fs.Bool("check", false, "only check that the block is what its raw files give")
-	if err := fs.Parse(args); err != nil {
+	flags := flag.NewFlagSet("benchtables", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	root := flags.String("root", ".", "the repository root the paths are relative to")
+	doc := flags.String("doc", "docs/benchmarks.md", "the document holding the generated block")
+	check := flags.Bool("check", false, "only check that the block and its charts are what their raw files give")
+	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("parse flags: %w", err)
 	}
-	if *check && fs.NArg() > 0 {
+	if *check && flags.NArg() > 0 {
 		return errors.New("--check takes no raw files: it reads those the block names")
 	}
-	out, err := benchtables.Regenerate(*root, *doc, fs.Args())
+	out, charts, err := benchtables.Regenerate(*root, *doc, flags.Args())
 	if err != nil {
 		return fmt.Errorf("regenerate: %w", err)
 	}
-	docPath := filepath.Join(*root, filepath.FromSlash(*doc))
-	current, err := os.ReadFile(docPath)
-	if err != nil {
-		return fmt.Errorf("read the document: %w", err)
+	files := append([]benchtables.File{{Path: *doc, Data: out}}, charts...)
+	for _, f := range files {
+		if err := update(*root, f, *check, stdout); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// update writes f under root unless it already holds f's bytes; with
+// check it only reports that it does not.
+func update(root string, f benchtables.File, check bool, stdout io.Writer) error {
+	name := filepath.Join(root, filepath.FromSlash(f.Path))
+	current, err := os.ReadFile(name)
 	switch {
-	case bytes.Equal(current, out):
-		fmt.Fprintf(stdout, "%s: the generated block is up to date\n", *doc)
+	case err == nil && bytes.Equal(current, f.Data):
+		fmt.Fprintf(stdout, "%s: up to date\n", f.Path)
 		return nil
-	case *check:
-		return fmt.Errorf("%s: %w", *doc, errStale)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("read %s: %w", f.Path, err)
+	case check:
+		return fmt.Errorf("%s: %w", f.Path, errStale)
 	}
-	if err := os.WriteFile(docPath, out, 0o644); err != nil {
-		return fmt.Errorf("write the document: %w", err)
+	if err := os.WriteFile(name, f.Data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	fmt.Fprintf(stdout, "%s: wrote the generated block\n", *doc)
+	fmt.Fprintf(stdout, "%s: written\n", f.Path)
 	return nil
 }

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"path"
@@ -183,11 +182,7 @@ func Render(docDir string, raws []Raw) string {
 	b.WriteString("from the raw output named below; `make test` fails when this block differs\n")
 	b.WriteString("from what it generates, so change the figures by running the benchmarks.\n")
 	for _, raw := range raws {
-		link := raw.File
-		if rel, err := filepath.Rel(filepath.FromSlash(docDir), filepath.FromSlash(raw.File)); err == nil {
-			link = filepath.ToSlash(rel)
-		}
-		fmt.Fprintf(&b, "\n[`%s`](%s), %s", path.Base(raw.File), link, raw.Config["date"])
+		fmt.Fprintf(&b, "\n[`%s`](%s), %s", path.Base(raw.File), relative(docDir, raw.File), raw.Config["date"])
 		if m := machine(raw.Config); m != "" {
 			fmt.Fprintf(&b, ", %s", m)
 		}
@@ -208,7 +203,7 @@ func Render(docDir string, raws []Raw) string {
 				cell(res.Name), cell(figures(res)), cell(targets(res)))
 		}
 		for _, res := range raw.Results {
-			writeCurve(&b, res)
+			writeCurve(&b, docDir, raw.File, res)
 		}
 	}
 	return b.String()
@@ -247,44 +242,32 @@ func curveUnit(unit string) (rate int, column string, ok bool) {
 	return rate, column, true
 }
 
-// writeCurve writes the goodput curve of a result that reports per-rate
-// figures: one row per offered rate, lowest first, the knee marked.
-func writeCurve(b *strings.Builder, res Result) {
-	points := map[int]map[string]float64{}
-	knee := -1.0
-	for _, m := range res.Metrics {
-		if m.Unit == "knee-orders/s" {
-			knee = m.Value
-		}
-		rate, column, ok := curveUnit(m.Unit)
-		if !ok {
-			continue
-		}
-		if points[rate] == nil {
-			points[rate] = map[string]float64{}
-		}
-		points[rate][column] = m.Value
-	}
-	if len(points) == 0 {
+// writeCurve writes the goodput curve of res, a result of the raw file
+// rawFile, when it reports per-rate figures: one row per offered rate,
+// lowest first, the knee marked, then its chart (Chart, at ChartPath),
+// linked relative to docDir.
+func writeCurve(b *strings.Builder, docDir, rawFile string, res Result) {
+	c, ok := curveOf(res)
+	if !ok {
 		return
 	}
 	fmt.Fprintf(b, "\nGoodput curve of `%s` (`%s`), by offered orders a second", cell(res.Name), cell(strings.TrimPrefix(res.Package, modulePrefix)))
-	if knee == 0 {
+	if c.knee == 0 {
 		b.WriteString("; no rate is within the knee's bounds")
 	}
 	b.WriteString(":\n\n| offered/s |")
-	for _, c := range curveColumns {
-		fmt.Fprintf(b, " %s |", c.heading)
+	for _, col := range curveColumns {
+		fmt.Fprintf(b, " %s |", col.heading)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(curveColumns)) + "\n")
-	for _, rate := range slices.Sorted(maps.Keys(points)) {
+	for _, rate := range c.rates {
 		fmt.Fprintf(b, "| %d", rate)
-		if float64(rate) == knee {
+		if float64(rate) == c.knee {
 			b.WriteString(" (knee)")
 		}
 		b.WriteString(" |")
-		for _, c := range curveColumns {
-			if v, ok := points[rate][c.unit]; ok {
+		for _, col := range curveColumns {
+			if v, ok := c.points[rate][col.unit]; ok {
 				fmt.Fprintf(b, " %s |", FormatValue(v))
 			} else {
 				b.WriteString("  |")
@@ -292,6 +275,8 @@ func writeCurve(b *strings.Builder, res Result) {
 		}
 		b.WriteString("\n")
 	}
+	fmt.Fprintf(b, "\n![The goodput curve of %s: accepted against offered orders a second, and the latency of accepted orders and of shed answers](%s)\n",
+		baseName(res), relative(docDir, ChartPath(rawFile, res)))
 }
 
 // machine describes where the run happened, from the config lines.
@@ -384,7 +369,7 @@ var documentedTargets = map[[3]string]target{
 // whether the figure meets it.
 func targets(res Result) string {
 	pkg := strings.TrimPrefix(res.Package, modulePrefix)
-	base := "Benchmark" + string(benchfmt.Name(strings.TrimPrefix(res.Name, "Benchmark")).Base())
+	base := baseName(res)
 	var out []string
 	for _, m := range res.Metrics {
 		t, ok := documentedTargets[[3]string{pkg, base, m.Unit}]
@@ -398,6 +383,20 @@ func targets(res Result) string {
 		out = append(out, fmt.Sprintf("%s %s %s: %s", m.Unit, t.op, FormatValue(t.value), verdict))
 	}
 	return strings.Join(out, "; ")
+}
+
+// baseName is res's name without its sub-benchmarks and GOMAXPROCS:
+// BenchmarkRelay for BenchmarkRelay/batch=100-2.
+func baseName(res Result) string {
+	return "Benchmark" + string(benchfmt.Name(strings.TrimPrefix(res.Name, "Benchmark")).Base())
+}
+
+// relative is name, relative to the root, as a link from docDir.
+func relative(docDir, name string) string {
+	if rel, err := filepath.Rel(filepath.FromSlash(docDir), filepath.FromSlash(name)); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return name
 }
 
 // cell keeps a value from ending its table cell.
@@ -443,28 +442,51 @@ func Sources(doc []byte) ([]string, error) {
 
 // Regenerate returns the document at docPath (relative to root) with its
 // generated block rebuilt from sources, or, when sources is empty, from
-// the raw files its begin marker already names.
-func Regenerate(root, docPath string, sources []string) ([]byte, error) {
+// the raw files its begin marker already names, and the charts the block
+// links (Charts).
+func Regenerate(root, docPath string, sources []string) ([]byte, []File, error) {
 	doc, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(docPath)))
 	if err != nil {
-		return nil, fmt.Errorf("read the document: %w", err)
+		return nil, nil, fmt.Errorf("read the document: %w", err)
 	}
 	if len(sources) == 0 {
 		if sources, err = Sources(doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", docPath, err)
+			return nil, nil, fmt.Errorf("%s: %w", docPath, err)
 		}
 	}
 	raws := make([]Raw, len(sources))
 	for i, s := range sources {
 		if raws[i], err = ReadFile(root, filepath.ToSlash(s)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	out, err := Replace(doc, raws, path.Dir(filepath.ToSlash(docPath)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", docPath, err)
+		return nil, nil, fmt.Errorf("%s: %w", docPath, err)
 	}
-	return out, nil
+	charts, err := Charts(raws)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, charts, nil
+}
+
+// Charts returns the chart of every result of raws that reports per-rate
+// figures, each at its ChartPath.
+func Charts(raws []Raw) ([]File, error) {
+	var files []File
+	for _, raw := range raws {
+		for _, res := range raw.Results {
+			svg, ok, err := Chart(res)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", raw.File, err)
+			}
+			if ok {
+				files = append(files, File{Path: ChartPath(raw.File, res), Data: svg})
+			}
+		}
+	}
+	return files, nil
 }
 
 // Replace returns doc with the content of its generated block, and the

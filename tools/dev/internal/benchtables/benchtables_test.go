@@ -47,13 +47,20 @@ func TestLatestFiguresAreGenerated(t *testing.T) {
 			t.Errorf("%s names %s: the raw files are kept under docs/benchmarks/", doc, s)
 		}
 	}
-	want, err := benchtables.Regenerate(root, doc, nil)
+	want, charts, err := benchtables.Regenerate(root, doc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(want) != string(current) {
 		t.Errorf("%s: the generated block differs from what %v gives; run `go run ./tools/dev/benchtables` at the repository root (or make bench)",
 			doc, sources)
+	}
+	for _, c := range charts {
+		got, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(c.Path)))
+		if err != nil || string(got) != string(c.Data) {
+			t.Errorf("%s: not the chart %v gives (%v); run `go run ./tools/dev/benchtables` at the repository root (or make bench)",
+				c.Path, sources, err)
+		}
 	}
 }
 
@@ -217,7 +224,9 @@ func TestRender(t *testing.T) {
 					"|---|---|---|---|---|---|---|---|---|\n" +
 					"| 25 | 25 |  |  |  |  |  |  |  |\n" +
 					"| 200 (knee) | 199 | 99.5 | 0.5 | 80 | 450 | 7 | 12 | 0 |\n" +
-					"| 400 | 240 | 60 | 40 | 300 | 900 |  | 55 | 0 |\n",
+					"| 400 | 240 | 60 | 40 | 300 | 900 |  | 55 | 0 |\n" +
+					"\n![The goodput curve of BenchmarkAPIPayToConverged: accepted against offered orders a second, and the latency of accepted orders and of shed answers]" +
+					"(benchmarks/2026-12-01T2300-make-bench-APIPayToConverged.svg)\n",
 			},
 		},
 		{
@@ -237,7 +246,7 @@ func TestRender(t *testing.T) {
 			want: []string{
 				"| `tests/bench` | `BenchmarkAPIPayToConverged-2` | 400 capacity-orders/s, 4.91 p99-ratio-200/25, 59.1 shed-p99-ms | shed-p99-ms < 50: missed |\n",
 			},
-			wantNot: []string{"Goodput curve", "p99-ratio-200/25 ≤"},
+			wantNot: []string{"Goodput curve", "p99-ratio-200/25 ≤", "!["},
 		},
 		{
 			name: "the commit measured, when the raw file names it",
@@ -268,6 +277,96 @@ func TestRender(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sweepLine is a sweep's benchmark line with its knee and the
+// accepted orders a second at 400 offered as given.
+func sweepLine(knee, accepted400 string) string {
+	return header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\n" +
+		"BenchmarkAPIPayToConverged-2 1 " + knee + " knee-orders/s " +
+		"100 rate-100-accepted-orders/s 40 rate-100-p50-ms 200 rate-100-p99-ms " +
+		accepted400 + " rate-400-accepted-orders/s 300 rate-400-p50-ms 900 rate-400-p99-ms 60 rate-400-shed-p99-ms\n"
+}
+
+func TestChart(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		wantOK  bool
+		want    []string
+		wantNot []string
+	}{
+		{
+			name:   "a sweep: both panels, the knee and the targets named",
+			raw:    sweepLine("100", "240"),
+			wantOK: true,
+			want: []string{"<svg", "BenchmarkAPIPayToConverged: goodput by offered rate", "offered orders a second",
+				"accepted", "knee, 100/s", "target knee ≥ 300/s", "pay → converged p50", "pay → converged p99",
+				"shed answer p99", "target p99 500 ms", "target shed p99 50 ms"},
+		},
+		{
+			name:    "no rate within the knee's bounds: no knee line",
+			raw:     sweepLine("0", "240"),
+			wantOK:  true,
+			want:    []string{"accepted", "target knee ≥ 300/s"},
+			wantNot: []string{"knee, "},
+		},
+		{
+			name:   "no per-rate figures: no chart",
+			raw:    header + "pkg: github.com/reliable-orders/fulfillment/tests/bench\nBenchmarkAPIPayToConverged-2 1 400 capacity-orders/s\n",
+			wantOK: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := benchtables.Read(strings.NewReader(tt.raw), "docs/benchmarks/x.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg, ok, err := benchtables.Chart(raw.Results[0])
+			if err != nil || ok != tt.wantOK {
+				t.Fatalf("Chart: ok %v, error %v; want ok %v", ok, err, tt.wantOK)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(svg), w) {
+					t.Errorf("the chart does not contain %q", w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(string(svg), w) {
+					t.Errorf("the chart contains %q", w)
+				}
+			}
+		})
+	}
+}
+
+// TestChartFollowsTheFigures: the same figures give the same bytes (the
+// committed chart can be checked), and another figure another chart.
+func TestChartFollowsTheFigures(t *testing.T) {
+	chart := func(accepted400 string) string {
+		t.Helper()
+		raw, err := benchtables.Read(strings.NewReader(sweepLine("100", accepted400)), "docs/benchmarks/x.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg, _, err := benchtables.Chart(raw.Results[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(svg)
+	}
+	first, again := chart("240"), chart("240")
+	if first != again {
+		t.Error("the same figures gave two different charts")
+	}
+	if first == chart("120") {
+		t.Error("another accepted rate at 400/s gave the same chart")
+	}
+	if got, want := benchtables.ChartPath("docs/benchmarks/2026-12-01T2300-make-bench.txt", benchtables.Result{Name: "BenchmarkAPIPayToConverged-2"}),
+		"docs/benchmarks/2026-12-01T2300-make-bench-APIPayToConverged.svg"; got != want {
+		t.Errorf("ChartPath = %s, want %s", got, want)
 	}
 }
 
