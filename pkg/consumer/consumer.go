@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
 
@@ -64,6 +65,14 @@ type Runtime struct {
 	Metrics  *Metrics
 	Logger   *slog.Logger
 	Handle   EventHandler
+	// Handles, when set, tells the event types Handle has any use for.
+	// A message whose eventType header names another of the order events
+	// (event.Type.Known) is skipped by the subscriber, before the router
+	// (no decoding, span or retry wrapper), and counted as NOT_HANDLED; a
+	// message without that header, or naming a type that is not an order
+	// event, goes to Handle, which decides from the payload (and a bad
+	// event is dead-lettered with its reason).
+	Handles func(event.Type) bool
 	// Reconnect is the backoff between attempts; the zero value means
 	// DefaultReconnect.
 	Reconnect ReconnectConfig
@@ -159,6 +168,7 @@ func (rt Runtime) runOnce(ctx context.Context) (bool, error) {
 	if rt.Window > 0 {
 		subCfg = subCfg.WithWindow(rt.Window)
 	}
+	subCfg.Skip = rt.skip()
 	sub, err := messaging.NewSubscriber(subCfg, messaging.WatermillLogger(rt.Logger))
 	if err != nil {
 		return false, fmt.Errorf("create subscriber: %w", err)
@@ -177,6 +187,24 @@ func (rt Runtime) runOnce(ctx context.Context) (bool, error) {
 		return ran, errors.New("router stopped")
 	}
 	return ran, nil
+}
+
+// skip is the subscriber's Skip for rt.Handles: a message of an event
+// type the consumer does not handle is never delivered, and counted as
+// consumed and NOT_HANDLED, as the inbox would have answered it.
+func (rt Runtime) skip() func(messaging.RecordHeaders) bool {
+	if rt.Handles == nil {
+		return nil
+	}
+	bound := rt.Metrics.of(rt.Config.Consumer)
+	return func(h messaging.RecordHeaders) bool {
+		t := event.Type(h.Get(event.HeaderEventType))
+		if !t.Known() || rt.Handles(t) {
+			return false
+		}
+		bound.skipped()
+		return true
+	}
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/broker"
@@ -169,4 +171,108 @@ func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "retry max attempts") {
 		t.Fatalf("Run = %v, want the retry configuration error at once", err)
 	}
+}
+
+// counterWith is the value of name's series whose label is value.
+func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestRunSkipsEventTypesItDoesNotHandle: with Handles set, a message whose
+// eventType header names a type the consumer does not handle never reaches
+// Handle, not even a malformed one (no dead letter), is counted as
+// consumed and NOT_HANDLED, and its offset is committed; a message without
+// the header still goes to Handle, which decides from the payload, and so
+// does one whose header names no order event: malformed, it is
+// dead-lettered.
+func TestRunSkipsEventTypesItDoesNotHandle(t *testing.T) {
+	topic, dlqTopic := postgrestest.UniqueName("events"), postgrestest.UniqueName("dlq")
+	b, err := broker.Start(broker.Config{Addr: "127.0.0.1:0", Partitions: 1, Topics: []string{topic, dlqTopic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pub := messaging.NewLazyPublisher(b.Addrs(), watermill.NopLogger{})
+	defer pub.Close()
+	recorder := &memoryRecorder{}
+	handled := &seen{events: map[string]int{}}
+	reg := prometheus.NewRegistry()
+	rt := consumer.Runtime{
+		Brokers: b.Addrs(),
+		Group:   "skip-test",
+		Config: consumer.Config{Consumer: "skip-test", Topic: topic, DLQTopic: dlqTopic,
+			Retry: consumer.RetryConfig{MaxAttempts: 2, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+		DLQ: pub, Recorder: recorder, Metrics: consumer.NewMetrics(reg), Logger: slog.New(slog.DiscardHandler),
+		Handle:  handled.handle,
+		Handles: func(t event.Type) bool { return t == event.OrderPaid },
+	}
+	paid, unlabelled := orderPaid(t, "O-1"), orderPaid(t, "O-2")
+	var values [2][]byte
+	for i, env := range []event.Envelope{paid, unlabelled} {
+		if values[i], err = env.Marshal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	typed := func(et event.Type) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: event.HeaderEventType, Value: []byte(et)}}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: topic, Key: []byte("O-0"), Value: []byte(`{"eventId":`), Headers: typed(event.OrderCreated)},
+		&kgo.Record{Topic: topic, Key: []byte("O-1"), Value: values[0], Headers: typed(event.OrderPaid)},
+		&kgo.Record{Topic: topic, Key: []byte("O-2"), Value: values[1]},
+		&kgo.Record{Topic: topic, Key: []byte("O-3"), Value: []byte(`{"eventId":`), Headers: typed("Bogus")},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, rt) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	poll.Until(t, 30*time.Second, "three messages consumed and one dead-lettered", func() bool {
+		return counterWith(t, reg, "consumer_messages_total", "outcome", "ok") == 3 && recorder.len() == 1
+	})
+	if n, m := handled.count(paid.EventID), handled.count(unlabelled.EventID); n != 1 || m != 1 {
+		t.Errorf("handled the OrderPaid %d and the message without an eventType header %d times, want once each", n, m)
+	}
+	if got := counterWith(t, reg, "consumer_event_outcomes_total", "outcome", "NOT_HANDLED"); got != 1 {
+		t.Errorf("NOT_HANDLED counted %v times, want 1 (the OrderCreated)", got)
+	}
+	if got := servicetest.Consume(t, b.Addrs(), dlqTopic, 1); string(got[0].Key) != "O-3" {
+		t.Errorf("dead letter %q, want O-3's (the malformed OrderCreated is not this consumer's business)", got[0].Key)
+	}
+	poll.Until(t, 10*time.Second, "the offsets committed past all four", func() bool {
+		offsets, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "skip-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := offsets.Lookup(topic, 0)
+		return ok && o.At == 4
+	})
 }

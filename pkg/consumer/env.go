@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reliable-orders/fulfillment/pkg/envconfig"
+	"github.com/reliable-orders/fulfillment/pkg/event"
 	"github.com/reliable-orders/fulfillment/pkg/failpoint"
 	"github.com/reliable-orders/fulfillment/pkg/messaging"
 )
@@ -131,6 +132,9 @@ func (e Env) Config() Config {
 type Deps struct {
 	// Handle applies one valid event.
 	Handle EventHandler
+	// Handles, optional, tells the event types Handle has any use for
+	// (Runtime.Handles).
+	Handles func(event.Type) bool
 	// DLQ publishes dead letters; Recorder keeps them.
 	DLQ      message.Publisher
 	Recorder DeadLetterRecorder
@@ -161,6 +165,7 @@ func (e Env) Runtime(d Deps) Runtime {
 		Metrics:  d.Metrics,
 		Logger:   d.Logger,
 		Handle:   d.Handle,
+		Handles:  d.Handles,
 		Parking:  e.Parking,
 		Parked:   d.Parked,
 		DB:       d.DB,

@@ -141,6 +141,17 @@ func (b *boundMetrics) handled(outcome string, d time.Duration) {
 	b.duration.Observe(d.Seconds())
 }
 
+// skipped counts a message the subscriber skipped as not the consumer's
+// business (Runtime.Handles): consumed (outcome ok) and NOT_HANDLED, as if
+// the inbox had answered it, but no handler run, so no duration.
+func (b *boundMetrics) skipped() {
+	if b == nil {
+		return
+	}
+	b.handledTotal[outcomeOK].Inc()
+	b.outcome(inbox.NotHandled)
+}
+
 func (b *boundMetrics) retried() {
 	if b != nil {
 		b.retries.Inc()

@@ -33,6 +33,18 @@ const (
 	OrderPaymentReturned Type = "OrderPaymentReturned"
 )
 
+// Known reports whether t is one of the order events above: a header
+// naming another type is not trusted to say whose business the message
+// is (pkg/consumer skips only known types a consumer does not handle).
+func (t Type) Known() bool {
+	switch t {
+	case OrderCreated, OrderCheckedOut, OrderPaid, OrderRefundRequested, OrderRefunded,
+		OrderRefundRejected, OrderCancelled, OrderPaymentRejected, OrderPaymentReturned:
+		return true
+	}
+	return false
+}
+
 // CurrentVersion is the eventVersion a producer writes for t. Consumers
 // read every version that has a schema: OrderRefunded v1 (one refund that
 // returned every item), v2 (partial refunds, with the goods each returns

@@ -3,6 +3,8 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"path"
 	"strings"
 	"testing"
 
@@ -188,5 +190,26 @@ func TestRefundedDataReadsEveryVersion(t *testing.T) {
 				t.Fatalf("decoded %+v", d)
 			}
 		})
+	}
+}
+
+// TestKnownNamesEveryEventWithASchema: every type with a schema is known,
+// so a type added with its schema cannot be skipped as unknown, and a
+// name that is not an order event is not.
+func TestKnownNamesEveryEventWithASchema(t *testing.T) {
+	names, err := fs.Glob(event.Schemas, "schemas/*.v*.json")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("schemas: %v, %v", names, err)
+	}
+	for _, name := range names {
+		typ, _, _ := strings.Cut(path.Base(name), ".")
+		if !event.Type(typ).Known() {
+			t.Errorf("%s has a schema but is not Known", typ)
+		}
+	}
+	for _, typ := range []event.Type{"", "Bogus", "orderpaid", "OrderPaid "} {
+		if typ.Known() {
+			t.Errorf("%q is Known", typ)
+		}
 	}
 }

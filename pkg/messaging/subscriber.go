@@ -53,6 +53,27 @@ type SubscriberConfig struct {
 	FetchMaxPartitionBytes, FetchMaxBytes int32
 	// Partitions is what SubscribeInitialize creates a missing topic with.
 	Partitions int32
+	// Skip, when set, is asked about each fetched record, by its
+	// headers, before the record is queued. A record it skips is never
+	// delivered: it counts as acknowledged at once, and its offset is
+	// committed with those of the records around it. A consumer skips
+	// this way, without decoding them, the records that are none of its
+	// business (pkg/consumer: by their event type).
+	Skip func(RecordHeaders) bool
+}
+
+// RecordHeaders are a fetched record's headers, for SubscriberConfig.Skip.
+type RecordHeaders []kgo.RecordHeader
+
+// Get returns the value of the first header named key, or "" when there
+// is none.
+func (h RecordHeaders) Get(key string) string {
+	for _, hd := range h {
+		if hd.Key == key {
+			return string(hd.Value)
+		}
+	}
+	return ""
 }
 
 // DefaultSubscriberConfig is a subscriber of group on brokers with the
@@ -396,17 +417,36 @@ func (s *subscription) add(ctx context.Context, id int32, records []*kgo.Record)
 		return
 	}
 	for _, r := range records {
+		if s.cfg.Skip != nil && s.cfg.Skip(RecordHeaders(r.Headers)) {
+			s.skip(p, r)
+			continue
+		}
 		pe := &pending{rec: detach(r), key: string(r.Key)}
 		p.queue = append(p.queue, pe)
 		p.held[pe.key]++
+		p.undelivered++
+		s.buffered++
 	}
-	p.undelivered += len(records)
-	s.buffered += len(records)
 	if !p.paused && len(p.queue) >= s.pauseAt() {
 		p.paused = true
 		s.client.PauseFetchPartitions(map[string][]int32{s.topic: {id}})
 	}
 	s.dispatch(ctx, p)
+}
+
+// skip acknowledges r, which Skip declined, without delivering it. With
+// nothing older of its partition unacknowledged, its offset is marked
+// for the next commit at once; otherwise it waits in the queue,
+// acknowledged, so the commit mark moves past it only with the older
+// records (ack). The queued mark keeps only what a commit needs.
+func (s *subscription) skip(p *partition, r *kgo.Record) {
+	if len(p.queue) == 0 {
+		s.client.MarkCommitRecords(r)
+		return
+	}
+	mark := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, LeaderEpoch: r.LeaderEpoch}
+	p.queue = append(p.queue, &pending{rec: mark, state: acked})
+	s.buffered++
 }
 
 // detach copies r out of its fetch. A fetched record's key, value and

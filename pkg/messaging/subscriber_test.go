@@ -413,3 +413,87 @@ func BenchmarkSubscriberDrain(b *testing.B) {
 		})
 	}
 }
+
+// A record the subscriber's Skip declines is never delivered and counts as
+// acknowledged: at the head of its partition its offset is committed at
+// once; behind a record not yet acknowledged it waits for that one, so a
+// crash still redelivers everything after the first unacknowledged record.
+func TestSubscriberSkipsWhatSkipDeclines(t *testing.T) {
+	type record struct{ key, kind string }
+	tests := []struct {
+		name    string
+		records []record
+		// deliver is what the subscriber hands over, by payload.
+		deliver []string
+		// ack are the deliveries acknowledged before the subscriber closes.
+		ack []string
+		// committed is the group's offset after the close, -1 for none.
+		committed int64
+		// again is what a new member receives then.
+		again []string
+	}{
+		{
+			name:      "skipped at the head: committed without a delivery",
+			records:   []record{{"a", "skip"}, {"b", "skip"}},
+			committed: 2,
+		},
+		{
+			name:      "skipped behind an unacknowledged record: not committed past it",
+			records:   []record{{"a", "keep"}, {"b", "skip"}, {"c", "keep"}, {"d", "skip"}},
+			deliver:   []string{"a/0", "c/2"},
+			ack:       []string{"c/2"},
+			committed: -1,
+			again:     []string{"a/0", "c/2"},
+		},
+		{
+			name:      "skipped between acknowledged records: committed with them",
+			records:   []record{{"a", "keep"}, {"b", "skip"}, {"c", "keep"}, {"d", "skip"}},
+			deliver:   []string{"a/0", "c/2"},
+			ack:       []string{"a/0", "c/2"},
+			committed: 4,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newWindowFixture(t, 1)
+			recs := make([]*kgo.Record, len(tt.records))
+			for i, r := range tt.records {
+				recs[i] = &kgo.Record{Topic: f.topic, Partition: 0, Key: []byte(r.key), Value: fmt.Appendf(nil, "%s/%d", r.key, i),
+					Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(r.kind)}}}
+			}
+			if err := f.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			cfg := messaging.DefaultSubscriberConfig(f.brokers, "g")
+			cfg.Skip = func(h messaging.RecordHeaders) bool { return h.Get("kind") == "skip" }
+			sub, msgs := f.subscribeWith(t, cfg)
+			got := receive(t, msgs, len(tt.deliver))
+			if p := payloads(got); !slices.Equal(p, tt.deliver) {
+				t.Fatalf("delivered %v, want %v", p, tt.deliver)
+			}
+			f.nothingMore(t, msgs, len(tt.records))
+			for _, m := range got {
+				if slices.Contains(tt.ack, string(m.Payload)) {
+					m.Ack()
+				}
+			}
+			if tt.committed >= 0 {
+				poll.Until(t, 10*time.Second, fmt.Sprintf("offset %d committed", tt.committed),
+					func() bool { return f.committed(t, "g", 0) == tt.committed })
+			}
+			if err := sub.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.committed(t, "g", 0); got != tt.committed {
+				t.Fatalf("committed offset after close %d, want %d", got, tt.committed)
+			}
+			if len(tt.again) == 0 {
+				return
+			}
+			_, again := f.subscribeWith(t, cfg)
+			if p := payloads(receive(t, again, len(tt.again))); !slices.Equal(p, tt.again) {
+				t.Fatalf("a new member received %v, want %v", p, tt.again)
+			}
+		})
+	}
+}

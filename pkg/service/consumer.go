@@ -164,7 +164,7 @@ func (c *Consumer) Run(ctx context.Context, events Events) error {
 			"eventType", env.EventType, "aggregateId", env.AggregateID, "outcome", outcome)
 		return outcome, nil
 	}
-	rt := c.env.Runtime(consumer.Deps{Handle: handle, DLQ: c.dlqPub, Recorder: c.DLQ,
+	rt := c.env.Runtime(consumer.Deps{Handle: handle, Handles: events.Transitions.Handles, DLQ: c.dlqPub, Recorder: c.DLQ,
 		Metrics: consumer.NewMetrics(c.monitor.Registerer()), Logger: c.Logger,
 		FailPoints: c.FailPoints, Parked: proc, DB: c.DB, Tracing: c.Tracing.Provider()})
 	c.Go(batcher.Run)
