@@ -173,28 +173,6 @@ func TestRunConsumerReturnsConfigurationErrors(t *testing.T) {
 	}
 }
 
-// counterWith is the value of name's series whose label is value.
-func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestRunSkipsEventTypesItDoesNotHandle: with Handles set, a message whose
 // eventType header names a type the consumer does not handle never reaches
 // Handle, not even a malformed one (no dead letter), is counted as
@@ -256,12 +234,12 @@ func TestRunSkipsEventTypesItDoesNotHandle(t *testing.T) {
 		}
 	}()
 	poll.Until(t, 30*time.Second, "three messages consumed and one dead-lettered", func() bool {
-		return counterWith(t, reg, "consumer_messages_total", "outcome", "ok") == 3 && recorder.len() == 1
+		return labelled(t, reg, "consumer_messages_total", "outcome", "ok") == 3 && recorder.len() == 1
 	})
 	if n, m := handled.count(paid.EventID), handled.count(unlabelled.EventID); n != 1 || m != 1 {
 		t.Errorf("handled the OrderPaid %d and the message without an eventType header %d times, want once each", n, m)
 	}
-	if got := counterWith(t, reg, "consumer_event_outcomes_total", "outcome", "NOT_HANDLED"); got != 1 {
+	if got := labelled(t, reg, "consumer_event_outcomes_total", "outcome", "NOT_HANDLED"); got != 1 {
 		t.Errorf("NOT_HANDLED counted %v times, want 1 (the OrderCreated)", got)
 	}
 	if got := servicetest.Consume(t, b.Addrs(), dlqTopic, 1); string(got[0].Key) != "O-3" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/reliable-orders/fulfillment/pkg/consumer"
@@ -161,18 +162,18 @@ func TestRouterHandlesEachFailureClass(t *testing.T) {
 	if got := gatherSum(t, f.reg, "consumer_retries_total"); got != 0 {
 		t.Errorf("consumer_retries_total = %v, want 0", got)
 	}
-	if got := labelled(t, f, "consumer_messages_total", "outcome", "rejected"); got != 1 {
+	if got := labelled(t, f.reg, "consumer_messages_total", "outcome", "rejected"); got != 1 {
 		t.Errorf(`consumer_messages_total{outcome="rejected"} = %v, want 1`, got)
 	}
-	if got := labelled(t, f, "consumer_dead_letters_total", "error_class", "PERMANENT"); got != 2 {
+	if got := labelled(t, f.reg, "consumer_dead_letters_total", "error_class", "PERMANENT"); got != 2 {
 		t.Errorf(`consumer_dead_letters_total{error_class="PERMANENT"} = %v, want 2`, got)
 	}
 }
 
 // labelled sums the samples of counter name whose label has value.
-func labelled(t *testing.T, f *routerFixture, name, label, value string) float64 {
+func labelled(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	families, err := f.reg.Gather()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
